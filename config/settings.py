@@ -1,0 +1,188 @@
+"""Settings, all from the environment (12-factor), with an embedded zero-install default.
+
+- `DATABASE_URL`: default a SQLite file under `VAR_DIR` in WAL mode whose transactions begin
+  IMMEDIATE, so a claim takes the write lock before it reads (DESIGN §5).
+- `CELERY_BROKER_URL`: default an embedded filesystem broker whose folders sit beside the database.
+- `SECRET_KEY`: required unless `DJANGO_DEBUG` is on, which allows a development default.
+- `ALLOWED_HOSTS`: comma-separated.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+env = environ.Env()
+
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+VAR_DIR = Path(env.str("APP_VAR_DIR", default=str(BASE_DIR / "var"))).resolve()
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+SECRET_KEY = env.str("SECRET_KEY", default="")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set. Set SECRET_KEY, or DJANGO_DEBUG=1 for a development default."
+        )
+    SECRET_KEY = "dev-only-insecure-key-never-use-in-production"  # noqa: S105 - DEBUG only
+
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "dispatch",
+    "console",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+
+def _database() -> dict[str, Any]:
+    default_url = f"sqlite:///{VAR_DIR / 'console.sqlite3'}"
+    db: dict[str, Any] = env.db_url("DATABASE_URL", default=default_url)
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        db["OPTIONS"] = {
+            # Every transaction takes the write lock first: no read-then-upgrade deadlocks.
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 30,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+        # Tests race claims across OS processes, so the test database must be a file.
+        db["TEST"] = {"NAME": str(VAR_DIR / env.str("SQLITE_TEST_NAME", default="test.sqlite3"))}
+    else:
+        db.setdefault("CONN_MAX_AGE", 0)
+    db["ATOMIC_REQUESTS"] = False  # services own their transactions
+    return db
+
+
+DATABASES = {"default": _database()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+PASSWORD_HASHERS = [
+    "django.contrib.auth.hashers.Argon2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+]
+AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/console/"
+
+DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024  # DESIGN §6: bodies over 1 MiB are refused
+
+# --- Celery: the handler runs on a worker after the claim commits (DESIGN §5) -----------------
+BROKER_DIR = VAR_DIR / "broker"
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {}
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    for sub in ("queue", "processed"):
+        (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(BROKER_DIR / "queue"),
+        "data_folder_out": str(BROKER_DIR / "queue"),
+        "processed_folder": str(BROKER_DIR / "processed"),
+        "store_processed": False,
+    }
+elif CELERY_BROKER_URL.startswith("redis"):
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": 60,
+        "socket_timeout": 10,
+        "health_check_interval": 10,
+    }
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
+CELERY_BEAT_SCHEDULE = {
+    "reconcile-operations": {"task": "dispatch.tasks.reconcile_operations", "schedule": 5.0},
+    "approvals-expire-stale": {"task": "dispatch.tasks.approvals_expire_stale", "schedule": 10.0},
+}
+
+# --- Destinations (DESIGN §8): loopback services outside the dispatcher's database -------------
+DESTINATIONS = {
+    "dir": str(Path(env.str("DESTINATIONS_DIR", default=str(VAR_DIR / "destinations")))),
+    "smtp_host": "127.0.0.1",
+    "smtp_port": env.int("SMTP_SINK_PORT", default=8025),
+    "bank_url": env.str("BANK_URL", default="http://127.0.0.1:8026"),
+}
+
+# --- Policy ---------------------------------------------------------------------------------------
+# Deployment policy: effects this deployment allows at all (DESIGN §5 step 3/4).
+DEPLOYMENT_ALLOWED_EFFECTS = env.list(
+    "DEPLOYMENT_ALLOWED_EFFECTS", default=["read", "external_write", "financial_write", "human"]
+)
+# Argument and payload fields redacted before anything reaches the audit (spec §12).
+AUDIT_REDACT_FIELDS = env.list(
+    "AUDIT_REDACT_FIELDS", default=["password", "secret", "token", "api_key", "authorization"]
+)
+# Budgets reserved before a claim (spec §9): tool calls per principal per hour and per execution.
+BUDGET_TOOL_CALLS_PER_PRINCIPAL = env.int("BUDGET_TOOL_CALLS_PER_PRINCIPAL", default=1000)
+BUDGET_TOOL_CALLS_PER_EXECUTION = env.int("BUDGET_TOOL_CALLS_PER_EXECUTION", default=100)
+
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Exact-action approval console API",
+    "VERSION": "1.0.0",
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="WARNING")},
+}
+
+# Upper bound on one destination call, below the contract timeout (tests shorten it).
+HANDLER_TIMEOUT_CAP = env.float("HANDLER_TIMEOUT_CAP", default=15.0)
+# Pause between same-key retries of a receiver_dedup operation, doubled per attempt.
+RETRY_BACKOFF_SECONDS = env.float("RETRY_BACKOFF_SECONDS", default=0.5)

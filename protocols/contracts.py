@@ -1,0 +1,282 @@
+"""Operation contracts, their fingerprints and the contract registry (spec §4.2, §10).
+
+A contract is a trusted declaration about a host implementation. Its fingerprint is the digest of
+its canonical encoding, which includes the handler's implementation fingerprint, so a handler
+whose contract differs cannot silently replace a checked one, and a proposal made under one
+fingerprint cannot dispatch under another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from enum import StrEnum
+from functools import cached_property
+from typing import Any
+
+import jsonschema
+import referencing
+
+from protocols.canonical import digest
+from protocols.denials import Denial, DenialCode
+
+
+class Effect(StrEnum):
+    READ = "read"
+    EXTERNAL_WRITE = "external_write"
+    FINANCIAL_WRITE = "financial_write"
+    HUMAN = "human"
+
+
+class Idempotency(StrEnum):
+    """What a repeat of the same logical operation does at the destination (spec §8)."""
+
+    NONE = "none"
+    RECEIVER_DEDUP = "receiver_dedup"
+    IDEMPOTENT = "idempotent"
+
+
+@dataclass(frozen=True)
+class AuthorityRequirement:
+    """Which grant key the arguments select, and where: a JSON pointer into resolved arguments.
+
+    Resource arguments are resolved before selection, so `/draft/payload/from` reads the sender
+    of the exact revision the proposal snapshots, never a client-supplied field.
+    """
+
+    key: str
+    pointer: str
+
+
+@dataclass(frozen=True)
+class ApprovalRequirement:
+    role: str
+    expires_in: int  # seconds
+
+
+@dataclass(frozen=True)
+class SchedulingContract:
+    timeout: float = 15.0  # seconds a claimed attempt may run before it is presumed lost
+    max_attempts: int = 1
+    budget_cost: int = 1
+
+
+@dataclass(frozen=True)
+class OperationContract:
+    """All fields of spec §4.2. Instances are immutable; `fingerprint` pins every field."""
+
+    qualified_name: str
+    contract_version: int
+    implementation_fingerprint: str
+    input_type: Mapping[str, Any]
+    output_type: Mapping[str, Any]
+    authority_requirements: tuple[AuthorityRequirement, ...]
+    possible_effects: frozenset[Effect]
+    # argument name -> resource protocol name the argument must reference
+    protocol_preconditions: Mapping[str, str] = field(default_factory=dict)
+    # operation outcome -> resource state it leaves the referenced resources in
+    protocol_outcomes: Mapping[str, str] = field(default_factory=dict)
+    approval_requirement: ApprovalRequirement | None = None
+    idempotency_contract: Idempotency = Idempotency.NONE
+    scheduling_contract: SchedulingContract = SchedulingContract()
+    destination: str = ""
+    # argument name -> named pure normalizer applied after schema validation
+    normalizers: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if Effect.FINANCIAL_WRITE in self.possible_effects and (
+            Effect.EXTERNAL_WRITE not in self.possible_effects
+        ):
+            raise ValueError("a financial_write contract must also declare external_write (§4.2)")
+        for name in self.normalizers.values():
+            if name not in NORMALIZERS:
+                raise ValueError(f"unknown normalizer {name!r}")
+
+    def declaration(self) -> dict[str, Any]:
+        """The canonical declaration that the fingerprint digests."""
+        approval = self.approval_requirement
+        return {
+            "qualified_name": self.qualified_name,
+            "contract_version": self.contract_version,
+            "implementation_fingerprint": self.implementation_fingerprint,
+            "input_type": dict(self.input_type),
+            "output_type": dict(self.output_type),
+            "authority_requirements": [
+                {"key": r.key, "pointer": r.pointer} for r in self.authority_requirements
+            ],
+            "possible_effects": sorted(e.value for e in self.possible_effects),
+            "protocol_preconditions": dict(self.protocol_preconditions),
+            "protocol_outcomes": dict(self.protocol_outcomes),
+            "approval_requirement": None if approval is None else {
+                "role": approval.role, "expires_in": approval.expires_in},
+            "idempotency_contract": self.idempotency_contract.value,
+            "scheduling_contract": {
+                "timeout": self.scheduling_contract.timeout,
+                "max_attempts": self.scheduling_contract.max_attempts,
+                "budget_cost": self.scheduling_contract.budget_cost,
+            },
+            "destination": self.destination,
+            "normalizers": dict(self.normalizers),
+        }
+
+    @cached_property
+    def fingerprint(self) -> str:
+        return digest(self.declaration())
+
+    @property
+    def requires_approval(self) -> bool:
+        return self.approval_requirement is not None
+
+    @property
+    def retry_safe(self) -> bool:
+        """May an uncertain attempt be repeated with the same key? (spec §8)."""
+        return self.idempotency_contract in (Idempotency.RECEIVER_DEDUP, Idempotency.IDEMPOTENT)
+
+    @cached_property
+    def _validator(self) -> Any:
+        return compile_schema(self.input_type)
+
+    def schema_errors(self, arguments: Any, *, root: str = "/arguments") -> list[dict[str, str]]:
+        """Schema violations of `arguments`, pointers from the request body's root."""
+        return schema_errors(self._validator, arguments, root=root)
+
+    def normalize(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Apply the contract's named normalizers; refusals are `schema_invalid`."""
+        result = dict(arguments)
+        problems: list[dict[str, str]] = []
+        for name, normalizer in sorted(self.normalizers.items()):
+            try:
+                result[name] = NORMALIZERS[normalizer](result[name], result)
+            except ValueError as exc:
+                problems.append({"pointer": f"/arguments/{_escape(name)}", "message": str(exc)})
+        if problems:
+            raise Denial(DenialCode.SCHEMA_INVALID, errors=problems)
+        return result
+
+
+def compile_schema(schema: Mapping[str, Any]) -> Any:
+    """A validator compiled once. An empty registry: a schema's $ref never fetches a URL."""
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema, registry=referencing.Registry(), format_checker=cls.FORMAT_CHECKER)
+
+
+def schema_errors(validator: Any, instance: Any, *, root: str) -> list[dict[str, str]]:
+    """Violations as `{"pointer","message"}`, sorted; pointers start at `root`.
+
+    A missing member is reported at its own place (`/arguments/to`), an extra one too.
+    """
+    errors: list[dict[str, str]] = []
+    for error in validator.iter_errors(instance):
+        base = root + "".join("/" + _escape(str(p)) for p in error.absolute_path)
+        found = error.instance
+        if error.validator == "required" and isinstance(found, dict):
+            errors.extend(
+                {"pointer": f"{base}/{_escape(name)}", "message": "is required"}
+                for name in error.validator_value
+                if name not in found
+            )
+        elif error.validator == "additionalProperties" and isinstance(found, dict):
+            known = set(error.schema.get("properties", {}))
+            errors.extend(
+                {"pointer": f"{base}/{_escape(name)}", "message": "is not allowed"}
+                for name in sorted(set(found) - known)
+            )
+        else:
+            errors.append({"pointer": base, "message": error.message})
+    return sorted(errors, key=lambda e: (e["pointer"], e["message"]))
+
+
+def _escape(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+# ISO 4217 minor units for the currencies accepted here; unlisted codes are refused.
+CURRENCY_MINOR_UNITS: Mapping[str, int] = {
+    **dict.fromkeys(
+        "AED AUD BRL CAD CHF CNY CZK DKK EUR GBP HKD HUF ILS INR MXN NOK NZD PLN RON SEK SGD "
+        "THB TRY TWD USD ZAR".split(), 2),
+    **dict.fromkeys("CLP ISK JPY KRW VND".split(), 0),
+    **dict.fromkeys("BHD IQD JOD KWD LYD OMR TND".split(), 3),
+}
+
+
+def _decimal_amount(value: Any, arguments: Mapping[str, Any]) -> str:
+    """`"10"`, `"10.0"` and `"10.00"` are one amount: the currency's minor units, as a string."""
+    currency = arguments.get("currency")
+    if currency not in CURRENCY_MINOR_UNITS:
+        raise ValueError(f"unsupported currency {currency!r}")
+    places = CURRENCY_MINOR_UNITS[currency]
+    if not isinstance(value, str):
+        raise ValueError("must be a decimal string such as \"10.00\"")
+    try:
+        amount = Decimal(value)
+    except InvalidOperation:
+        raise ValueError("must be a decimal string such as \"10.00\"") from None
+    if not amount.is_finite() or amount <= 0 or value.strip() != value or "e" in value.lower():
+        raise ValueError("must be a positive decimal string without an exponent")
+    exponent = amount.as_tuple().exponent
+    assert isinstance(exponent, int)  # noqa: S101 - finite decimals have an int exponent
+    if -exponent > places and amount != amount.quantize(Decimal(1).scaleb(-places)):
+        raise ValueError(f"{currency} has {places} minor units; {value!r} has more places")
+    return str(amount.quantize(Decimal(1).scaleb(-places)))
+
+
+NORMALIZERS: Mapping[str, Any] = {"decimal_amount": _decimal_amount}
+
+
+class ContractConflictError(ValueError):
+    """A second registration of a name and version with a different fingerprint."""
+
+    def __init__(self, name: str, version: int, differences: list[str]) -> None:
+        self.differences = differences
+        super().__init__(
+            f"{name} v{version} is already registered with another fingerprint; "
+            f"differs in: {', '.join(differences)}"
+        )
+
+
+class ContractRegistry:
+    """Versioned trusted contracts. Registration is idempotent for an identical contract."""
+
+    def __init__(self) -> None:
+        self._contracts: dict[tuple[str, int], OperationContract] = {}
+
+    def register(self, contract: OperationContract) -> OperationContract:
+        key = (contract.qualified_name, contract.contract_version)
+        existing = self._contracts.get(key)
+        if existing is None:
+            self._contracts[key] = contract
+            return contract
+        if existing.fingerprint != contract.fingerprint:
+            old, new = existing.declaration(), contract.declaration()
+            raise ContractConflictError(
+                contract.qualified_name,
+                contract.contract_version,
+                sorted(k for k in old if old[k] != new[k]),
+            )
+        return existing
+
+    def resolve(self, name: str, version: int | None = None) -> OperationContract:
+        """The contract of that name (newest version unless one is named); else unknown."""
+        versions = [v for (n, v) in self._contracts if n == name]
+        if version is None and versions:
+            version = max(versions)
+        contract = self._contracts.get((name, version)) if version is not None else None
+        if contract is None:
+            raise Denial(DenialCode.UNKNOWN_OPERATION, operation=name)
+        return contract
+
+    def by_fingerprint(self, fingerprint: str) -> OperationContract | None:
+        for contract in self._contracts.values():
+            if contract.fingerprint == fingerprint:
+                return contract
+        return None
+
+    def __iter__(self) -> Any:
+        return iter(sorted(self._contracts.values(),
+                           key=lambda c: (c.qualified_name, c.contract_version)))
+
+    def __len__(self) -> int:
+        return len(self._contracts)

@@ -1,0 +1,145 @@
+"""Denial codes (DESIGN §6) and the static diagnostic codes reserved for the checker (spec §12).
+
+Every refusal the runtime makes carries one `DenialCode`: a stable string, an HTTP status and a
+message that tells the caller what to do next. `Denial` is the one exception type that carries
+it; the REST layer turns it into `{"error": {"code", "message", "details"}}` unchanged.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+
+class DenialCode(StrEnum):
+    """Runtime denial codes. The value is the wire code; `status` and `remedy` describe it."""
+
+    MALFORMED_REQUEST = "malformed_request"
+    UNAUTHENTICATED = "unauthenticated"
+    REQUEST_TOO_LARGE = "request_too_large"
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    SCHEMA_INVALID = "schema_invalid"
+    UNKNOWN_OPERATION = "unknown_operation"
+    NOT_FOUND = "not_found"
+    CONTRACT_MISMATCH = "contract_mismatch"
+    TOOL_NOT_PERMITTED = "tool_not_permitted"
+    AUTHORITY_MISSING = "authority_missing"
+    AUTHORITY_EXPIRED = "authority_expired"
+    AUTHORITY_REVOKED = "authority_revoked"
+    SCOPE_VIOLATION = "scope_violation"
+    EFFECT_NOT_PERMITTED = "effect_not_permitted"
+    PROTOCOL_STATE_INVALID = "protocol_state_invalid"
+    STALE_REVISION = "stale_revision"
+    APPROVAL_REQUIRED = "approval_required"
+    APPROVAL_PENDING = "approval_pending"
+    APPROVAL_DENIED = "approval_denied"
+    APPROVAL_EXPIRED = "approval_expired"
+    APPROVAL_REVOKED = "approval_revoked"
+    APPROVAL_DECIDED = "approval_decided"
+    PROPOSAL_MISMATCH = "proposal_mismatch"
+    PERMIT_CLAIMED = "permit_claimed"
+    ROLE_REQUIRED = "role_required"
+    DELEGATION_WIDENS = "delegation_widens"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    UNSAFE_RETRY = "unsafe_retry"
+    PROTECTED_RACE = "protected_race"
+    PERSISTENCE_FAILURE = "persistence_failure"
+
+    @property
+    def status(self) -> int:
+        return _TABLE[self][0]
+
+    @property
+    def remedy(self) -> str:
+        return _TABLE[self][1]
+
+
+_TABLE: dict[DenialCode, tuple[int, str]] = {
+    DenialCode.MALFORMED_REQUEST: (
+        400, "The body is not valid JSON (or has duplicate keys, lone surrogates or invalid "
+        "UTF-8). Send one well-formed UTF-8 JSON object."),
+    DenialCode.UNAUTHENTICATED: (
+        401, "Send 'Authorization: Bearer <token>' with a live token, or log in."),
+    DenialCode.REQUEST_TOO_LARGE: (413, "The body is over 1 MiB. Send a smaller request."),
+    DenialCode.UNSUPPORTED_MEDIA_TYPE: (415, "Send the body as 'Content-Type: application/json'."),
+    DenialCode.SCHEMA_INVALID: (
+        422, "The arguments do not match the contract's input schema; see details.errors."),
+    DenialCode.UNKNOWN_OPERATION: (
+        404, "No contract has that qualified name; GET /api/v1/contracts/ lists them."),
+    DenialCode.NOT_FOUND: (404, "Nothing with that id is visible to you."),
+    DenialCode.CONTRACT_MISMATCH: (
+        409, "The contract or handler changed since the proposal was made; propose again."),
+    DenialCode.TOOL_NOT_PERMITTED: (
+        403, "The operation is not in this agent's tool set; ask an admin to add it."),
+    DenialCode.AUTHORITY_MISSING: (
+        403, "No grant covers this operation for this principal; ask an admin for a grant."),
+    DenialCode.AUTHORITY_EXPIRED: (403, "The grant has expired; ask an admin to issue a new one."),
+    DenialCode.AUTHORITY_REVOKED: (403, "The grant was revoked; ask an admin to issue a new one."),
+    DenialCode.SCOPE_VIOLATION: (
+        403, "The arguments select a resource outside the grant's scope; use an allowed value "
+        "or ask for a wider grant."),
+    DenialCode.EFFECT_NOT_PERMITTED: (
+        403, "The operation's effects exceed what deployment policy allows here."),
+    DenialCode.PROTOCOL_STATE_INVALID: (
+        409, "The resource is not in a state that allows this step; read it and start from "
+        "its current state."),
+    DenialCode.STALE_REVISION: (
+        409, "The resource has a newer revision; read it and propose against the current one."),
+    DenialCode.APPROVAL_REQUIRED: (
+        403, "This operation needs a human approval; create a proposal and wait for it."),
+    DenialCode.APPROVAL_PENDING: (409, "The approval is still pending; wait for a decision."),
+    DenialCode.APPROVAL_DENIED: (403, "A human denied this action; it will not run."),
+    DenialCode.APPROVAL_EXPIRED: (
+        403, "The approval window has passed; propose again to ask for a new approval."),
+    DenialCode.APPROVAL_REVOKED: (403, "The approval was revoked; propose again."),
+    DenialCode.APPROVAL_DECIDED: (409, "This approval was already decided; reload to see how."),
+    DenialCode.PROPOSAL_MISMATCH: (
+        409, "The permit or digest does not belong to this exact proposal; use the proposal's "
+        "own permit and the digest it shows."),
+    DenialCode.PERMIT_CLAIMED: (
+        409, "The permit was already used; each permit runs one action once."),
+    DenialCode.ROLE_REQUIRED: (403, "Only a human holding the required role may do this."),
+    DenialCode.DELEGATION_WIDENS: (
+        403, "A delegated grant may only narrow operations, scope and expiry of its parent."),
+    DenialCode.BUDGET_EXHAUSTED: (
+        429, "The tool-call or attempt budget is used up; ask an admin or wait for a new "
+        "execution."),
+    DenialCode.UNSAFE_RETRY: (
+        409, "The outcome is uncertain and the operation is not safe to retry; an admin must "
+        "resolve it."),
+    DenialCode.PROTECTED_RACE: (422, "Protected writes may not run inside a race."),
+    DenialCode.PERSISTENCE_FAILURE: (
+        503, "The store could not record the step; nothing ran. Try again later."),
+}
+
+
+class Denial(Exception):  # noqa: N818 - a denial is an outcome, not a programming error
+    """A refusal with a stable code, the remedy as message, and structured details."""
+
+    def __init__(
+        self, code: DenialCode, message: str | None = None, **details: Any
+    ) -> None:
+        self.code = code
+        self.message = message or code.remedy
+        self.details: dict[str, Any] = details
+        super().__init__(f"{code.value}: {self.message}")
+
+    @property
+    def status(self) -> int:
+        return self.code.status
+
+    def as_body(self) -> dict[str, Any]:
+        return {"error": {"code": self.code.value, "message": self.message,
+                          "details": self.details}}
+
+
+class DiagnosticCode(StrEnum):
+    """Static diagnostic codes reserved for the workflow checker (spec §12)."""
+
+    MISSING_AUTHORITY = "AGL-E001"
+    INVALID_PROTOCOL_STATE = "AGL-E002"
+    CONSUMED_PERMIT = "AGL-E003"
+    INCOMPATIBLE_BRANCH_OWNERSHIP = "AGL-E004"
+    UNBOUND_APPROVAL = "AGL-E005"
+    UNSAFE_RETRY = "AGL-E006"
+    PROTECTED_RACE = "AGL-E007"

@@ -1,0 +1,244 @@
+"""Finite protocols as declared transition tables (spec §5.1, §8, §11).
+
+Each record kind that changes state has exactly one table here. `transition` is the one function
+that moves a state: any (state, event) pair missing from the table is refused with
+`protocol_state_invalid`. Models store the state; services call `transition` and then write the
+result with a conditional update so the database enforces the same rule under concurrency.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final, Generic, TypeVar
+
+from protocols.denials import Denial, DenialCode
+
+
+class ResourceState(StrEnum):
+    """States of the `email_draft` protocol (spec §5.1), lowercase as on the wire (DESIGN §7)."""
+
+    DRAFT = "draft"
+    PROPOSED = "proposed"
+    AUTHORIZED = "authorized"
+    DENIED = "denied"
+    DISPATCHING = "dispatching"
+    SENT = "sent"
+    FAILED_NO_EFFECT = "failed_no_effect"
+    UNKNOWN = "unknown"
+
+
+class ResourceEvent(StrEnum):
+    EDIT = "edit"
+    PROPOSE = "propose"
+    GRANT = "grant"
+    DENY = "deny"
+    EXPIRE = "expire"
+    CLAIM = "claim"
+    COMPLETE = "complete"
+    FAIL_NO_EFFECT = "fail_no_effect"
+    UNCERTAIN = "uncertain"
+    RECONCILE_COMPLETED = "reconcile_completed"
+    RECONCILE_NO_EFFECT = "reconcile_no_effect"
+
+
+class OperationState(StrEnum):
+    """The operation lifecycle of spec §8."""
+
+    PENDING = "pending"
+    CLAIMED = "claimed"
+    COMPLETED = "completed"
+    FAILED_NO_EFFECT = "failed_no_effect"
+    UNKNOWN = "unknown"
+    RECONCILED_COMPLETED = "reconciled_completed"
+    RECONCILED_NO_EFFECT = "reconciled_no_effect"
+
+
+class OperationEvent(StrEnum):
+    CLAIM = "claim"
+    COMPLETE = "complete"
+    FAIL_NO_EFFECT = "fail_no_effect"
+    UNCERTAIN = "uncertain"
+    RETRY = "retry"
+    RECONCILE_COMPLETED = "reconcile_completed"
+    RECONCILE_NO_EFFECT = "reconcile_no_effect"
+
+
+class ApprovalState(StrEnum):
+    PENDING = "pending"
+    GRANTED = "granted"
+    DENIED = "denied"
+    EXPIRED = "expired"
+    REVOKED = "revoked"
+
+
+class ApprovalEvent(StrEnum):
+    GRANT = "grant"
+    DENY = "deny"
+    EXPIRE = "expire"
+    REVOKE = "revoke"
+
+
+class PermitState(StrEnum):
+    ISSUED = "issued"
+    CLAIMED = "claimed"
+    EXPIRED = "expired"
+    REVOKED = "revoked"
+
+
+class PermitEvent(StrEnum):
+    CLAIM = "claim"
+    EXPIRE = "expire"
+    REVOKE = "revoke"
+
+
+class EvidenceState(StrEnum):
+    """The evidence protocol of spec §11, declared only: no operation uses it yet."""
+
+    UNRESEARCHED = "unresearched"
+    COLLECTED = "collected"
+    CHECKED_AGAINST_POLICY = "checked_against_policy"
+    REVIEWED = "reviewed"
+    PUBLISHED = "published"
+
+
+class EvidenceEvent(StrEnum):
+    COLLECT = "collect"
+    CHECK = "check"
+    REVIEW = "review"
+    PUBLISH = "publish"
+
+
+S = TypeVar("S", bound=StrEnum)
+E = TypeVar("E", bound=StrEnum)
+
+
+@dataclass(frozen=True)
+class Protocol(Generic[S, E]):
+    """A named finite protocol: its initial state, terminal states and transition table."""
+
+    name: str
+    initial: S
+    transitions: Mapping[tuple[S, E], S]
+
+    @property
+    def states(self) -> frozenset[S]:
+        found = {self.initial}
+        for (source, _event), target in self.transitions.items():
+            found.update((source, target))
+        return frozenset(found)
+
+    def allows(self, state: S, event: E) -> bool:
+        return (state, event) in self.transitions
+
+
+R, RE = ResourceState, ResourceEvent
+EMAIL_DRAFT: Final = Protocol[ResourceState, ResourceEvent](
+    name="email_draft",
+    initial=R.DRAFT,
+    transitions={
+        # Editing makes a new revision in the initial state; never once the action may have run.
+        (R.DRAFT, RE.EDIT): R.DRAFT,
+        (R.PROPOSED, RE.EDIT): R.DRAFT,
+        (R.AUTHORIZED, RE.EDIT): R.DRAFT,
+        (R.DENIED, RE.EDIT): R.DRAFT,
+        (R.FAILED_NO_EFFECT, RE.EDIT): R.DRAFT,
+        # A revision may carry several proposals; each stays bound to this exact revision.
+        (R.DRAFT, RE.PROPOSE): R.PROPOSED,
+        (R.PROPOSED, RE.PROPOSE): R.PROPOSED,
+        (R.AUTHORIZED, RE.PROPOSE): R.AUTHORIZED,
+        (R.FAILED_NO_EFFECT, RE.PROPOSE): R.PROPOSED,
+        (R.PROPOSED, RE.GRANT): R.AUTHORIZED,
+        (R.AUTHORIZED, RE.GRANT): R.AUTHORIZED,
+        (R.PROPOSED, RE.DENY): R.DENIED,
+        # A denial of a second proposal leaves an already authorized revision authorized.
+        (R.AUTHORIZED, RE.DENY): R.AUTHORIZED,
+        # An approval or permit that lapses unused returns the revision to the draft state.
+        (R.PROPOSED, RE.EXPIRE): R.DRAFT,
+        (R.AUTHORIZED, RE.EXPIRE): R.DRAFT,
+        (R.AUTHORIZED, RE.CLAIM): R.DISPATCHING,
+        (R.DISPATCHING, RE.COMPLETE): R.SENT,
+        (R.DISPATCHING, RE.FAIL_NO_EFFECT): R.FAILED_NO_EFFECT,
+        (R.DISPATCHING, RE.UNCERTAIN): R.UNKNOWN,
+        # Reconciliation may establish the outcome; never back to a reusable authorized state.
+        (R.UNKNOWN, RE.RECONCILE_COMPLETED): R.SENT,
+        (R.UNKNOWN, RE.RECONCILE_NO_EFFECT): R.FAILED_NO_EFFECT,
+    },
+)
+
+O, OE = OperationState, OperationEvent
+OPERATION_LIFECYCLE: Final = Protocol[OperationState, OperationEvent](
+    name="operation",
+    initial=O.PENDING,
+    transitions={
+        (O.PENDING, OE.CLAIM): O.CLAIMED,
+        (O.CLAIMED, OE.COMPLETE): O.COMPLETED,
+        (O.CLAIMED, OE.FAIL_NO_EFFECT): O.FAILED_NO_EFFECT,
+        (O.CLAIMED, OE.UNCERTAIN): O.UNKNOWN,
+        # Only a retry-safe contract may take this edge; `retry_allowed` decides that.
+        (O.UNKNOWN, OE.RETRY): O.CLAIMED,
+        (O.UNKNOWN, OE.RECONCILE_COMPLETED): O.RECONCILED_COMPLETED,
+        (O.UNKNOWN, OE.RECONCILE_NO_EFFECT): O.RECONCILED_NO_EFFECT,
+    },
+)
+
+A, AE = ApprovalState, ApprovalEvent
+APPROVAL_LIFECYCLE: Final = Protocol[ApprovalState, ApprovalEvent](
+    name="approval",
+    initial=A.PENDING,
+    transitions={
+        (A.PENDING, AE.GRANT): A.GRANTED,
+        (A.PENDING, AE.DENY): A.DENIED,
+        (A.PENDING, AE.EXPIRE): A.EXPIRED,
+        (A.PENDING, AE.REVOKE): A.REVOKED,
+        (A.GRANTED, AE.EXPIRE): A.EXPIRED,
+        (A.GRANTED, AE.REVOKE): A.REVOKED,
+    },
+)
+
+P, PE = PermitState, PermitEvent
+PERMIT_LIFECYCLE: Final = Protocol[PermitState, PermitEvent](
+    name="permit",
+    initial=P.ISSUED,
+    transitions={
+        (P.ISSUED, PE.CLAIM): P.CLAIMED,
+        (P.ISSUED, PE.EXPIRE): P.EXPIRED,
+        (P.ISSUED, PE.REVOKE): P.REVOKED,
+    },
+)
+
+V, VE = EvidenceState, EvidenceEvent
+EVIDENCE: Final = Protocol[EvidenceState, EvidenceEvent](
+    name="evidence",
+    initial=V.UNRESEARCHED,
+    transitions={
+        (V.UNRESEARCHED, VE.COLLECT): V.COLLECTED,
+        (V.COLLECTED, VE.CHECK): V.CHECKED_AGAINST_POLICY,
+        (V.CHECKED_AGAINST_POLICY, VE.REVIEW): V.REVIEWED,
+        (V.REVIEWED, VE.PUBLISH): V.PUBLISHED,
+    },
+)
+
+RESOURCE_PROTOCOLS: Final[Mapping[str, Protocol[ResourceState, ResourceEvent]]] = {
+    EMAIL_DRAFT.name: EMAIL_DRAFT,
+}
+
+
+def transition(protocol: Protocol[S, E], state: S, event: E) -> S:
+    """The next state of `state` under `event`, or `protocol_state_invalid` if undeclared."""
+    try:
+        return protocol.transitions[(state, event)]
+    except KeyError:
+        raise Denial(
+            DenialCode.PROTOCOL_STATE_INVALID,
+            f"{protocol.name}: '{event.value}' is not allowed in state '{state.value}'.",
+            protocol=protocol.name,
+            state=state.value,
+            event=event.value,
+        ) from None
+
+
+def sources(protocol: Protocol[S, E], event: E) -> frozenset[S]:
+    """Every state from which `event` is declared: the WHERE clause of a conditional update."""
+    return frozenset(source for (source, ev) in protocol.transitions if ev == event)
