@@ -1,0 +1,1 @@
+"""The pure core: canonical encoding, contracts, grants, lifecycles and denials; no Django."""
