@@ -1,0 +1,37 @@
+"""``python -m dispatch.destinations --dir D --smtp-port P --bank-port Q [--hang-seconds S]``."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from .runner import serve
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the command line and run both destinations until SIGTERM or SIGINT."""
+    parser = argparse.ArgumentParser(
+        prog="python -m dispatch.destinations",
+        description="Run the demo destinations: a loopback SMTP sink and a fake bank.",
+    )
+    parser.add_argument("--dir", required=True, help="directory for email/bank.sqlite3")
+    parser.add_argument("--smtp-port", type=int, required=True, help="SMTP port on 127.0.0.1")
+    parser.add_argument("--bank-port", type=int, required=True, help="HTTP port on 127.0.0.1")
+    parser.add_argument(
+        "--hang-seconds",
+        type=float,
+        default=120.0,
+        help="how long hang.test deliveries wait before answering (default: 120)",
+    )
+    args = parser.parse_args(argv)
+    serve(
+        args.dir,
+        smtp_port=args.smtp_port,
+        bank_port=args.bank_port,
+        hang_seconds=args.hang_seconds,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

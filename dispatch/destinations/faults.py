@@ -1,0 +1,51 @@
+"""Fault triggers chosen by the data, as payment processors' test cards do (DESIGN §8).
+
+A recipient domain (email) or a memo (bank) equal to one of the trigger names below makes the
+destination misbehave in a known way, so that any client can provoke each failure mode.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+
+__all__ = ["Fault", "fault_for_addresses", "fault_for_memo"]
+
+
+class Fault(enum.StrEnum):
+    """The trigger names; each value is both the email domain and the memo that selects it."""
+
+    FAIL_BEFORE = "fail-before.test"
+    """Refuse before any effect (SMTP 550 at RCPT, HTTP 422); nothing is recorded."""
+    LOSE_RESPONSE = "lose-response.test"
+    """Record the effect, then drop the connection without answering, on every attempt."""
+    LOSE_RESPONSE_ONCE = "lose-response-once.test"
+    """As ``LOSE_RESPONSE`` for the first attempt only; a repeat is answered normally."""
+    HANG = "hang.test"
+    """Record the effect, then wait ``hang_seconds`` before answering."""
+
+
+# When several triggers are present the most disruptive one wins, in this order.
+_PRECEDENCE = (Fault.FAIL_BEFORE, Fault.LOSE_RESPONSE, Fault.LOSE_RESPONSE_ONCE, Fault.HANG)
+
+
+def _domain(address: str) -> str:
+    """Return the lower-cased domain of ``address`` (``""`` when it has none)."""
+    _, at, domain = address.strip().strip("<>").rpartition("@")
+    return domain.strip().lower() if at else ""
+
+
+def fault_for_addresses(addresses: Iterable[str]) -> Fault | None:
+    """Return the fault selected by the recipients' domains, or ``None`` for normal delivery.
+
+    A domain selects a fault only when it equals a trigger name exactly (case-insensitive);
+    subdomains such as ``x.hang.test`` do not.
+    """
+    domains = {_domain(address) for address in addresses}
+    return next((fault for fault in _PRECEDENCE if fault.value in domains), None)
+
+
+def fault_for_memo(memo: str) -> Fault | None:
+    """Return the fault selected by a transfer memo equal to a trigger name, else ``None``."""
+    normalized = memo.strip().lower()
+    return next((fault for fault in _PRECEDENCE if fault.value == normalized), None)

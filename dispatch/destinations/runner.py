@@ -1,0 +1,102 @@
+"""Run both demo destinations together, and read what they have recorded (DESIGN §8, §10)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from .bank import BankServer, list_transfers
+from .smtp_sink import list_messages, start_smtp_sink
+from .storage import StrPath
+
+__all__ = ["BANK_KEYS", "EMAIL_KEYS", "list_all", "serve"]
+
+HOST = "127.0.0.1"
+EMAIL_KEYS = ("message_id", "from", "to", "cc", "subject", "body")
+BANK_KEYS = ("key", "from_account", "to_account", "amount", "currency", "memo")
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# How often the foreground loop re-checks the stop event; bounds shutdown latency.
+_POLL_SECONDS = 0.2
+
+
+def list_all(directory: StrPath) -> dict[str, list[dict[str, Any]]]:
+    """Return every recorded effect, in recording order, in the shape DESIGN §8 fixes.
+
+    ``{"email": [{"message_id", "from", "to", "cc", "subject", "body"}], "bank": [{"key",
+    "from_account", "to_account", "amount", "currency", "memo"}]}``, exactly these keys. Reads
+    the SQLite files directly; missing files are empty lists.
+    """
+    return {
+        "email": [{key: row[key] for key in EMAIL_KEYS} for row in list_messages(directory)],
+        "bank": [{key: row[key] for key in BANK_KEYS} for row in list_transfers(directory)],
+    }
+
+
+def _install_stop_signals(stop: threading.Event) -> dict[int, Any]:
+    """Make SIGTERM and SIGINT set ``stop``; return the previous handlers to restore.
+
+    Signal handlers can only be installed from the main thread; elsewhere the caller must set
+    ``stop`` itself, and nothing is installed.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def _request_stop(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    return {signum: signal.signal(signum, _request_stop) for signum in _STOP_SIGNALS}
+
+
+def serve(
+    directory: StrPath,
+    *,
+    smtp_port: int,
+    bank_port: int,
+    hang_seconds: float = 120.0,
+    ready: Callable[[], object] | None = None,
+    stop: threading.Event | None = None,
+) -> None:
+    """Run the SMTP sink and the bank on 127.0.0.1 in the foreground until told to stop.
+
+    Records go to ``email.sqlite3`` and ``bank.sqlite3`` in ``directory`` (created if needed).
+    Once both listen, prints one flushed line
+    ``destinations ready smtp=127.0.0.1:P bank=http://127.0.0.1:Q dir=D`` (``D`` absolute)
+    and then calls ``ready()``. Returns after SIGTERM or SIGINT (when called from the main
+    thread) or once ``stop`` is set, having stopped both servers; ``hang.test`` requests still
+    waiting are abandoned.
+    """
+    root = Path(directory).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    stop_event = stop if stop is not None else threading.Event()
+    previous_handlers = _install_stop_signals(stop_event)
+    try:
+        bank = BankServer(root, port=bank_port, hang_seconds=hang_seconds, host=HOST)
+        try:
+            sink = start_smtp_sink(root, port=smtp_port, hang_seconds=hang_seconds, host=HOST)
+        except BaseException:
+            bank.server_close()
+            raise
+        bank_thread = threading.Thread(target=bank.serve_forever, name="bank", daemon=True)
+        bank_thread.start()
+        try:
+            print(
+                f"destinations ready smtp={HOST}:{smtp_port} "
+                f"bank=http://{HOST}:{bank_port} dir={root}",
+                flush=True,
+            )
+            if ready is not None:
+                ready()
+            while not stop_event.wait(_POLL_SECONDS):
+                pass
+        finally:
+            sink.stop()
+            bank.stop()
+            bank_thread.join()
+    finally:
+        for signum, handler in previous_handlers.items():
+            signal.signal(signum, handler)

@@ -1,0 +1,456 @@
+"""The demo destinations, run as a real subprocess and reached through their clients."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import selectors
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dispatch.destinations import (
+    DefiniteFailure,
+    Fault,
+    UncertainOutcome,
+    bank_lookup,
+    bank_transfer,
+    list_all,
+    list_messages,
+    list_transfers,
+    lookup_message,
+    send_email,
+)
+from dispatch.destinations.faults import fault_for_addresses, fault_for_memo
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+HANG_SECONDS = 2.0
+CLIENT_TIMEOUT = 5.0
+SHORT_TIMEOUT = 0.5
+START_TIMEOUT = 15.0
+
+
+@dataclass(frozen=True)
+class Destinations:
+    """Where the running destinations listen and record."""
+
+    directory: Path
+    smtp_port: int
+    bank_url: str
+
+
+def _free_port() -> int:
+    """Return a port that was free on 127.0.0.1 a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _read_ready_line(process: subprocess.Popen[str], deadline: float) -> str:
+    """Return the first stdout line of ``process``, failing if it does not come in time."""
+    assert process.stdout is not None
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not selector.select(remaining):
+            pytest.fail("destinations did not print their ready line in time")
+    return str(process.stdout.readline())
+
+
+@pytest.fixture(scope="module")
+def destinations(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Destinations]:
+    """Run ``python -m dispatch.destinations`` for the module; stop it with SIGTERM after."""
+    directory = tmp_path_factory.mktemp("destinations")
+    smtp_port, bank_port = _free_port(), _free_port()
+    stderr_path = directory / "stderr.log"
+    with stderr_path.open("w") as stderr:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "dispatch.destinations",
+                "--dir",
+                str(directory),
+                "--smtp-port",
+                str(smtp_port),
+                "--bank-port",
+                str(bank_port),
+                "--hang-seconds",
+                str(HANG_SECONDS),
+            ],
+            cwd=PROJECT_ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+    try:
+        line = _read_ready_line(process, time.monotonic() + START_TIMEOUT)
+        expected = (
+            f"destinations ready smtp=127.0.0.1:{smtp_port} "
+            f"bank=http://127.0.0.1:{bank_port} dir={directory.resolve()}\n"
+        )
+        assert line == expected, stderr_path.read_text()
+        yield Destinations(directory, smtp_port, f"http://127.0.0.1:{bank_port}")
+    finally:
+        process.terminate()
+        try:
+            returncode = process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise
+        finally:
+            assert process.stdout is not None
+            process.stdout.close()
+    assert returncode == 0, stderr_path.read_text()
+
+
+def _unique(prefix: str) -> str:
+    """Return an identifier no other test uses."""
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+def _send(
+    destinations: Destinations,
+    message_id: str,
+    *,
+    to: list[str],
+    cc: list[str] | None = None,
+    timeout: float = CLIENT_TIMEOUT,
+) -> None:
+    """Send a small message with ``message_id`` to the running sink."""
+    send_email(
+        "127.0.0.1",
+        destinations.smtp_port,
+        message_id=message_id,
+        sender="owner@example.test",
+        to=to,
+        cc=cc or [],
+        subject="Quarterly report ✓",
+        body="Hello,\n.leading dot stays\nBye\n",
+        timeout=timeout,
+    )
+
+
+def _stored(destinations: Destinations, message_id: str) -> list[dict[str, Any]]:
+    """Return every stored delivery of ``message_id``."""
+    return [m for m in list_messages(destinations.directory) if m["message_id"] == message_id]
+
+
+def _transfer(
+    destinations: Destinations, key: str, *, memo: str = "", timeout: float = CLIENT_TIMEOUT
+) -> dict[str, Any]:
+    """Make a transfer of 10.00 EUR under ``key`` through the client."""
+    return bank_transfer(
+        destinations.bank_url,
+        key=key,
+        from_account="acct-owner",
+        to_account="acct-payee",
+        amount="10.00",
+        currency="EUR",
+        memo=memo,
+        timeout=timeout,
+    )
+
+
+def _recorded(destinations: Destinations, key: str) -> list[dict[str, Any]]:
+    """Return every recorded transfer under ``key``."""
+    return [t for t in list_transfers(destinations.directory) if t["key"] == key]
+
+
+def _post_raw(destinations: Destinations, body: bytes) -> tuple[int, Any]:
+    """POST ``body`` to ``/transfers`` without the client; return status and decoded JSON."""
+    port = int(destinations.bank_url.rsplit(":", 1)[1])
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=CLIENT_TIMEOUT)
+    try:
+        connection.request(
+            "POST", "/transfers", body=body, headers={"Content-Type": "application/json"}
+        )
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
+def _transfer_body(key: str, memo: str = "") -> bytes:
+    """Return a valid ``POST /transfers`` body."""
+    return json.dumps(
+        {
+            "key": key,
+            "from_account": "acct-owner",
+            "to_account": "acct-payee",
+            "amount": "10.00",
+            "currency": "EUR",
+            "memo": memo,
+        }
+    ).encode()
+
+
+# --- fault selection (pure) ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("addresses", "expected"),
+    [
+        (["a@example.test"], None),
+        (["a@FAIL-BEFORE.test"], Fault.FAIL_BEFORE),
+        (["a@x.hang.test"], None),
+        (["a@hang.test", "b@lose-response.test"], Fault.LOSE_RESPONSE),
+        (["a@hang.test", "b@fail-before.test"], Fault.FAIL_BEFORE),
+        (["<a@lose-response-once.test>"], Fault.LOSE_RESPONSE_ONCE),
+    ],
+)
+def test_recipient_domains_select_faults(addresses: list[str], expected: Fault | None) -> None:
+    assert fault_for_addresses(addresses) is expected
+
+
+def test_memo_selects_fault_only_when_equal_to_a_trigger() -> None:
+    assert fault_for_memo(" hang.test ") is Fault.HANG
+    assert fault_for_memo("rent, hang.test") is None
+
+
+# --- SMTP sink ----------------------------------------------------------------------------
+
+
+def test_normal_email_is_stored_and_found_by_lookup(destinations: Destinations) -> None:
+    message_id = _unique("normal")
+    _send(destinations, message_id, to=["approver@example.test"], cc=["outsider@example.test"])
+
+    found = lookup_message(destinations.directory, f"<{message_id}>")
+    assert found is not None
+    assert found["message_id"] == message_id
+    assert found["from"] == "owner@example.test"
+    assert found["to"] == ["approver@example.test"]
+    assert found["cc"] == ["outsider@example.test"]
+    assert found["subject"] == "Quarterly report ✓"
+    assert found["body"] == "Hello,\n.leading dot stays\nBye\n"
+    assert found["received_at"]
+    assert lookup_message(destinations.directory, _unique("never-sent")) is None
+
+
+def test_second_send_of_a_message_id_stores_a_second_row(destinations: Destinations) -> None:
+    message_id = _unique("twice")
+    _send(destinations, message_id, to=["approver@example.test"])
+    _send(destinations, message_id, to=["approver@example.test"])
+
+    assert len(_stored(destinations, message_id)) == 2
+
+
+def test_fail_before_email_is_definite_and_stores_nothing(destinations: Destinations) -> None:
+    message_id = _unique("fail-before")
+    with pytest.raises(DefiniteFailure, match="550"):
+        _send(destinations, message_id, to=["approver@example.test"], cc=["x@fail-before.test"])
+
+    assert _stored(destinations, message_id) == []
+
+
+def test_lose_response_email_is_uncertain_and_stored_once(destinations: Destinations) -> None:
+    message_id = _unique("lose")
+    with pytest.raises(UncertainOutcome):
+        _send(destinations, message_id, to=["approver@lose-response.test"])
+
+    assert len(_stored(destinations, message_id)) == 1
+
+
+def test_lose_response_once_email_is_accepted_on_retry_without_a_second_row(
+    destinations: Destinations,
+) -> None:
+    message_id = _unique("lose-once")
+    with pytest.raises(UncertainOutcome):
+        _send(destinations, message_id, to=["approver@lose-response-once.test"])
+    _send(destinations, message_id, to=["approver@lose-response-once.test"])
+
+    assert len(_stored(destinations, message_id)) == 1
+
+
+def test_hanging_email_is_uncertain_and_stored(destinations: Destinations) -> None:
+    message_id = _unique("hang")
+    started = time.monotonic()
+    with pytest.raises(UncertainOutcome, match="timed out"):
+        _send(destinations, message_id, to=["approver@hang.test"], timeout=SHORT_TIMEOUT)
+
+    assert time.monotonic() - started < HANG_SECONDS
+    assert len(_stored(destinations, message_id)) == 1
+
+
+def test_email_to_a_closed_port_is_definite() -> None:
+    with pytest.raises(DefiniteFailure, match="refused"):
+        send_email(
+            "127.0.0.1",
+            _free_port(),
+            message_id=_unique("nowhere"),
+            sender="owner@example.test",
+            to=["approver@example.test"],
+            cc=[],
+            subject="s",
+            body="b",
+            timeout=CLIENT_TIMEOUT,
+        )
+
+
+# --- fake bank ----------------------------------------------------------------------------
+
+
+def test_new_transfer_is_201_and_a_repeat_is_200_without_a_second_row(
+    destinations: Destinations,
+) -> None:
+    key = _unique("op")
+    first_status, first = _post_raw(destinations, _transfer_body(key))
+    second_status, second = _post_raw(destinations, _transfer_body(key))
+
+    assert (first_status, second_status) == (201, 200)
+    assert first == second
+    assert _transfer(destinations, key) == first
+    assert len(_recorded(destinations, key)) == 1
+
+
+def test_concurrent_requests_with_one_key_record_one_transfer(
+    destinations: Destinations,
+) -> None:
+    key = _unique("op")
+    body = _transfer_body(key)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        statuses = sorted(
+            status for status, _ in pool.map(lambda _: _post_raw(destinations, body), range(8))
+        )
+
+    assert statuses == [200] * 7 + [201]
+    assert len(_recorded(destinations, key)) == 1
+
+
+def test_transfer_client_returns_the_recorded_transfer(destinations: Destinations) -> None:
+    key = _unique("op")
+    transfer = _transfer(destinations, key, memo="rent")
+
+    assert {k: transfer[k] for k in ("key", "amount", "currency", "memo")} == {
+        "key": key,
+        "amount": "10.00",
+        "currency": "EUR",
+        "memo": "rent",
+    }
+    assert bank_lookup(destinations.bank_url, key, CLIENT_TIMEOUT) == transfer
+
+
+def test_fail_before_transfer_is_definite_and_records_nothing(destinations: Destinations) -> None:
+    key = _unique("op")
+    status, payload = _post_raw(destinations, _transfer_body(key, Fault.FAIL_BEFORE))
+    with pytest.raises(DefiniteFailure, match="422"):
+        _transfer(destinations, key, memo=Fault.FAIL_BEFORE)
+
+    assert status == 422
+    assert "error" in payload
+    assert _recorded(destinations, key) == []
+
+
+def test_lose_response_transfer_is_uncertain_every_time_and_recorded_once(
+    destinations: Destinations,
+) -> None:
+    key = _unique("op")
+    for _ in range(2):
+        with pytest.raises(UncertainOutcome):
+            _transfer(destinations, key, memo=Fault.LOSE_RESPONSE)
+
+    assert len(_recorded(destinations, key)) == 1
+    assert bank_lookup(destinations.bank_url, key, CLIENT_TIMEOUT) is not None
+
+
+def test_lose_response_once_transfer_retry_returns_the_existing_transfer(
+    destinations: Destinations,
+) -> None:
+    key = _unique("op")
+    with pytest.raises(UncertainOutcome):
+        _transfer(destinations, key, memo=Fault.LOSE_RESPONSE_ONCE)
+    retried = _transfer(destinations, key, memo=Fault.LOSE_RESPONSE_ONCE)
+
+    assert retried["key"] == key
+    assert len(_recorded(destinations, key)) == 1
+
+
+def test_hanging_transfer_is_uncertain_and_recorded(destinations: Destinations) -> None:
+    key = _unique("op")
+    with pytest.raises(UncertainOutcome, match="timed out"):
+        _transfer(destinations, key, memo=Fault.HANG, timeout=SHORT_TIMEOUT)
+
+    assert len(_recorded(destinations, key)) == 1
+
+
+def test_lookup_of_an_unknown_key_is_none(destinations: Destinations) -> None:
+    assert bank_lookup(destinations.bank_url, _unique("op"), CLIENT_TIMEOUT) is None
+
+
+def test_lookup_finds_a_key_with_reserved_characters(destinations: Destinations) -> None:
+    key = _unique("op/ü?#%")
+    _transfer(destinations, key)
+
+    found = bank_lookup(destinations.bank_url, key, CLIENT_TIMEOUT)
+
+    assert found is not None
+    assert found["key"] == key
+    assert bank_lookup(destinations.bank_url, key + "/", CLIENT_TIMEOUT) is None
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"{not json",
+        b"[]",
+        json.dumps({"key": "k", "from_account": "a", "to_account": "b"}).encode(),
+        json.dumps(
+            {"key": "k", "from_account": "a", "to_account": "b", "amount": 10, "currency": "EUR"}
+        ).encode(),
+    ],
+)
+def test_malformed_transfer_is_400(destinations: Destinations, body: bytes) -> None:
+    status, payload = _post_raw(destinations, body)
+
+    assert status == 400
+    assert "error" in payload
+
+
+def test_transfer_to_a_closed_port_is_definite() -> None:
+    with pytest.raises(DefiniteFailure, match="refused"):
+        bank_transfer(
+            f"http://127.0.0.1:{_free_port()}",
+            key=_unique("op"),
+            from_account="a",
+            to_account="b",
+            amount="1.00",
+            currency="EUR",
+            memo="",
+            timeout=CLIENT_TIMEOUT,
+        )
+
+
+# --- together -----------------------------------------------------------------------------
+
+
+def test_list_all_has_exactly_the_documented_keys(destinations: Destinations) -> None:
+    _send(destinations, _unique("listed"), to=["approver@example.test"])
+    _transfer(destinations, _unique("op"))
+
+    everything = list_all(destinations.directory)
+
+    assert set(everything) == {"email", "bank"}
+    assert everything["email"]
+    assert everything["bank"]
+    for message in everything["email"]:
+        assert set(message) == {"message_id", "from", "to", "cc", "subject", "body"}
+    for transfer in everything["bank"]:
+        assert set(transfer) == {"key", "from_account", "to_account", "amount", "currency", "memo"}
+
+
+def test_readers_of_an_empty_directory_find_nothing(tmp_path: Path) -> None:
+    assert list_all(tmp_path) == {"email": [], "bank": []}
+    assert lookup_message(tmp_path, "anything") is None
+    assert list(tmp_path.iterdir()) == []
