@@ -88,6 +88,8 @@ def _database() -> dict[str, Any]:
         db["TEST"] = {"NAME": str(VAR_DIR / env.str("SQLITE_TEST_NAME", default="test.sqlite3"))}
     else:
         db.setdefault("CONN_MAX_AGE", 0)
+        if env.str("PG_TEST_NAME", default=""):
+            db["TEST"] = {"NAME": env.str("PG_TEST_NAME")}
     db["ATOMIC_REQUESTS"] = False  # services own their transactions
     return db
 
@@ -168,11 +170,43 @@ BUDGET_TOOL_CALLS_PER_PRINCIPAL = env.int("BUDGET_TOOL_CALLS_PER_PRINCIPAL", def
 BUDGET_TOOL_CALLS_PER_EXECUTION = env.int("BUDGET_TOOL_CALLS_PER_EXECUTION", default=100)
 
 REST_FRAMEWORK = {
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "dispatch.api.schema.ApiAutoSchema",
+    # Bearer tokens first: a present but bad token fails closed, never falls back to a session.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "dispatch.api.authentication.BearerAuthentication",
+        "dispatch.api.authentication.PrincipalSessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # Strict UTF-8 JSON only (DESIGN §6); anything else is 415.
+    "DEFAULT_PARSER_CLASSES": ["dispatch.api.parsers.StrictJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "EXCEPTION_HANDLER": "dispatch.api.exceptions.api_exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["dispatch.api.throttling.PrincipalRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {
+        "principal": env.str("API_RATE_PER_PRINCIPAL", default="600/minute"),
+    },
+    "DEFAULT_METADATA_CLASS": None,  # OPTIONS is not part of the API: 405
+    "UNICODE_JSON": True,
+    "STRICT_JSON": True,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Exact-action approval console API",
     "VERSION": "1.0.0",
+    "DESCRIPTION": (
+        "Agents propose exact actions; humans approve the canonical snapshot; the dispatcher "
+        "runs only what was approved. Every refusal is "
+        '`{"error": {"code", "message", "details"}}` with a stable code (DESIGN §6).'
+    ),
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
+    "COMPONENT_SPLIT_REQUEST": True,
+    # Enums stay inline where they are used: states of different records share field names.
+    "POSTPROCESSING_HOOKS": [],
+    # Swagger UI from the installed sidecar package when it is an installed app (no CDN).
+    **({"SWAGGER_UI_DIST": "SIDECAR", "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+        "REDOC_DIST": "SIDECAR"} if "drf_spectacular_sidecar" in INSTALLED_APPS else {}),
 }
 
 LOGGING = {

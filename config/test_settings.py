@@ -10,7 +10,10 @@ import os
 os.environ.setdefault("DJANGO_DEBUG", "1")
 os.environ.setdefault("HANDLER_TIMEOUT_CAP", "3")
 os.environ.setdefault("RETRY_BACKOFF_SECONDS", "0.05")
+# One SQLite test database file per test run, so concurrent runs never share one.
+os.environ.setdefault("SQLITE_TEST_NAME", f"test-{os.getpid()}.sqlite3")
+os.environ.setdefault("PG_TEST_NAME", f"test_console_{os.getpid()}")
 
-from config.settings import *  # noqa: E402,F403
+from config.settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast; tests only

@@ -195,17 +195,18 @@ def _escape(token: str) -> str:
 # ISO 4217 minor units for the currencies accepted here; unlisted codes are refused.
 CURRENCY_MINOR_UNITS: Mapping[str, int] = {
     **dict.fromkeys(
-        "AED AUD BRL CAD CHF CNY CZK DKK EUR GBP HKD HUF ILS INR MXN NOK NZD PLN RON SEK SGD "
-        "THB TRY TWD USD ZAR".split(), 2),
-    **dict.fromkeys("CLP ISK JPY KRW VND".split(), 0),
-    **dict.fromkeys("BHD IQD JOD KWD LYD OMR TND".split(), 3),
+        ["AED", "AUD", "BRL", "CAD", "CHF", "CNY", "CZK", "DKK", "EUR", "GBP", "HKD", "HUF",
+         "ILS", "INR", "MXN", "NOK", "NZD", "PLN", "RON", "SEK", "SGD", "THB", "TRY", "TWD",
+         "USD", "ZAR"], 2),
+    **dict.fromkeys(["CLP", "ISK", "JPY", "KRW", "VND"], 0),
+    **dict.fromkeys(["BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND"], 3),
 }
 
 
 def _decimal_amount(value: Any, arguments: Mapping[str, Any]) -> str:
     """`"10"`, `"10.0"` and `"10.00"` are one amount: the currency's minor units, as a string."""
     currency = arguments.get("currency")
-    if currency not in CURRENCY_MINOR_UNITS:
+    if not isinstance(currency, str) or currency not in CURRENCY_MINOR_UNITS:
         raise ValueError(f"unsupported currency {currency!r}")
     places = CURRENCY_MINOR_UNITS[currency]
     if not isinstance(value, str):
@@ -217,7 +218,7 @@ def _decimal_amount(value: Any, arguments: Mapping[str, Any]) -> str:
     if not amount.is_finite() or amount <= 0 or value.strip() != value or "e" in value.lower():
         raise ValueError("must be a positive decimal string without an exponent")
     exponent = amount.as_tuple().exponent
-    assert isinstance(exponent, int)  # noqa: S101 - finite decimals have an int exponent
+    assert isinstance(exponent, int)
     if -exponent > places and amount != amount.quantize(Decimal(1).scaleb(-places)):
         raise ValueError(f"{currency} has {places} minor units; {value!r} has more places")
     return str(amount.quantize(Decimal(1).scaleb(-places)))

@@ -167,19 +167,19 @@ EMAIL_DRAFT: Final = Protocol[ResourceState, ResourceEvent](
     },
 )
 
-O, OE = OperationState, OperationEvent
+Op, OE = OperationState, OperationEvent
 OPERATION_LIFECYCLE: Final = Protocol[OperationState, OperationEvent](
     name="operation",
-    initial=O.PENDING,
+    initial=Op.PENDING,
     transitions={
-        (O.PENDING, OE.CLAIM): O.CLAIMED,
-        (O.CLAIMED, OE.COMPLETE): O.COMPLETED,
-        (O.CLAIMED, OE.FAIL_NO_EFFECT): O.FAILED_NO_EFFECT,
-        (O.CLAIMED, OE.UNCERTAIN): O.UNKNOWN,
+        (Op.PENDING, OE.CLAIM): Op.CLAIMED,
+        (Op.CLAIMED, OE.COMPLETE): Op.COMPLETED,
+        (Op.CLAIMED, OE.FAIL_NO_EFFECT): Op.FAILED_NO_EFFECT,
+        (Op.CLAIMED, OE.UNCERTAIN): Op.UNKNOWN,
         # Only a retry-safe contract may take this edge; `retry_allowed` decides that.
-        (O.UNKNOWN, OE.RETRY): O.CLAIMED,
-        (O.UNKNOWN, OE.RECONCILE_COMPLETED): O.RECONCILED_COMPLETED,
-        (O.UNKNOWN, OE.RECONCILE_NO_EFFECT): O.RECONCILED_NO_EFFECT,
+        (Op.UNKNOWN, OE.RETRY): Op.CLAIMED,
+        (Op.UNKNOWN, OE.RECONCILE_COMPLETED): Op.RECONCILED_COMPLETED,
+        (Op.UNKNOWN, OE.RECONCILE_NO_EFFECT): Op.RECONCILED_NO_EFFECT,
     },
 )
 

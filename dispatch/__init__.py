@@ -1,0 +1,1 @@
+"""The enforcing runtime: operation store, dispatcher, handlers, destinations and tasks."""

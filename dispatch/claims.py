@@ -1,0 +1,93 @@
+"""THE claim (DESIGN §5 step 7, spec §6.3): one transaction that claims the permit, moves each
+resource to `dispatching` by compare-and-swap, inserts the operation intent `claimed` and its
+audit event. If any part fails, all of it rolls back and nothing runs.
+
+The winner is decided by conditional UPDATEs whose row counts are read, never by a read
+followed by an unconditional write: on PostgreSQL a concurrent claimer blocks on the row lock
+and then re-evaluates the WHERE clause against the committed row; on SQLite the transaction
+begins IMMEDIATE and so holds the database's write lock from its first statement.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import IntegrityError, transaction
+
+from dispatch.models import Operation, Permit, Proposal, Resource
+from dispatch.services.audit import audit_record
+from protocols.denials import Denial, DenialCode
+from protocols.lifecycle import (
+    EMAIL_DRAFT,
+    OPERATION_LIFECYCLE,
+    PERMIT_LIFECYCLE,
+    OperationEvent,
+    PermitEvent,
+    PermitState,
+    ResourceEvent,
+    ResourceState,
+    sources,
+    transition,
+)
+
+PERMIT_CLAIMED = transition(PERMIT_LIFECYCLE, PermitState.ISSUED, PermitEvent.CLAIM)
+OPERATION_CLAIMED = transition(OPERATION_LIFECYCLE, OPERATION_LIFECYCLE.initial,
+                               OperationEvent.CLAIM)
+CLAIMABLE = sorted(sources(EMAIL_DRAFT, ResourceEvent.CLAIM))
+DISPATCHING = transition(EMAIL_DRAFT, ResourceState.AUTHORIZED, ResourceEvent.CLAIM)
+
+
+def operation_claim(
+    *, proposal: Proposal, permit: Permit | None, operation_id: str, actor: str, now: datetime,
+) -> Operation:
+    """Claim one proposal's action, or raise the denial that says why not."""
+    try:
+        with transaction.atomic(durable=True):
+            if permit is not None:
+                # One-shot: only an issued, unexpired permit bound to this digest moves.
+                won = Permit.objects.filter(
+                    id=permit.id,
+                    proposal_id=proposal.id,
+                    digest=proposal.digest,
+                    state=PermitState.ISSUED,
+                    expires_at__gt=now,
+                ).update(state=PERMIT_CLAIMED, claimed_at=now)
+                if won != 1:
+                    raise Denial(DenialCode.PERMIT_CLAIMED, permit_id=permit.id)
+            for ref in proposal.resource_refs:
+                # Compare-and-swap on revision and state: two permits naming one revision
+                # cannot both move it to dispatching.
+                moved = Resource.objects.filter(
+                    id=ref["id"], current_revision=ref["revision"], state__in=CLAIMABLE,
+                ).update(state=DISPATCHING, updated_at=now)
+                if moved != 1:
+                    raise _resource_denial(ref)
+            operation = Operation.objects.create(
+                id=operation_id, tenant_id=proposal.tenant_id, proposal_id=proposal.id,
+                permit=permit, principal_id=proposal.principal_id,
+                execution_id=proposal.execution_id, operation=proposal.operation,
+                contract_fingerprint=proposal.contract_fingerprint, state=OPERATION_CLAIMED,
+                claimed_at=now, updated_at=now,
+            )
+            audit_record(
+                tenant_id=proposal.tenant_id, kind="permit.claimed", actor=actor, at=now,
+                operation_id=operation_id, proposal_id=proposal.id, digest=proposal.digest,
+                details={"permit_id": permit.id if permit else None},
+            )
+    except IntegrityError:
+        # One operation per proposal: a concurrent claim of the same action already won.
+        raise Denial(DenialCode.PERMIT_CLAIMED, proposal_id=proposal.id) from None
+    return operation
+
+
+def _resource_denial(ref: dict[str, object]) -> Denial:
+    # Failure path only: one more read to say which precondition failed.
+    current = Resource.objects.filter(id=ref["id"]).values_list(
+        "current_revision", "state").first()
+    if current is None or current[0] != ref["revision"]:
+        return Denial(DenialCode.STALE_REVISION, resource_id=ref["id"])
+    return Denial(
+        DenialCode.PROTOCOL_STATE_INVALID,
+        f"The resource is '{current[1]}', no longer authorized for this action.",
+        resource_id=ref["id"], state=current[1],
+    )

@@ -1,0 +1,144 @@
+"""The demo contracts of DESIGN §8 and the resource kinds they act on.
+
+Contracts are trusted declarations; each names its handler's implementation fingerprint, so a
+changed handler changes the contract fingerprint and old proposals refuse to dispatch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from protocols.contracts import (
+    ApprovalRequirement,
+    AuthorityRequirement,
+    ContractRegistry,
+    Effect,
+    Idempotency,
+    OperationContract,
+    SchedulingContract,
+)
+from protocols.lifecycle import EMAIL_DRAFT, Protocol, ResourceEvent, ResourceState
+
+ADDRESS: Mapping[str, Any] = {"type": "string", "format": "email", "maxLength": 254}
+
+
+@dataclass(frozen=True)
+class ResourceKind:
+    name: str
+    protocol: Protocol[ResourceState, ResourceEvent]
+    payload_schema: Mapping[str, Any]
+
+
+EMAIL_DRAFT_KIND = ResourceKind(
+    name="email_draft",
+    protocol=EMAIL_DRAFT,
+    payload_schema={
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["from", "to", "subject", "body"],
+        "properties": {
+            "from": ADDRESS,
+            "to": {"type": "array", "minItems": 1, "maxItems": 100, "items": ADDRESS},
+            "cc": {"type": "array", "maxItems": 100, "items": ADDRESS, "default": []},
+            "subject": {"type": "string", "maxLength": 998},
+            "body": {"type": "string", "maxLength": 200_000},
+        },
+    },
+)
+
+RESOURCE_KINDS: Mapping[str, ResourceKind] = {EMAIL_DRAFT_KIND.name: EMAIL_DRAFT_KIND}
+
+RESOURCE_REF: Mapping[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["id", "revision"],
+    "properties": {
+        "id": {"type": "string", "maxLength": 40},
+        "revision": {"type": "integer", "minimum": 1},
+    },
+}
+
+OUTCOME_STATES = {"completed": "sent", "failed_no_effect": "failed_no_effect",
+                  "unknown": "unknown"}
+
+
+def email_send(implementation_fingerprint: str) -> OperationContract:
+    return OperationContract(
+        qualified_name="email.send",
+        contract_version=1,
+        implementation_fingerprint=implementation_fingerprint,
+        input_type={
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["draft"],
+            "properties": {"draft": RESOURCE_REF},
+        },
+        output_type={"type": "object", "properties": {"message_id": {"type": "string"}}},
+        authority_requirements=(AuthorityRequirement("mailbox", "/draft/payload/from"),),
+        possible_effects=frozenset({Effect.EXTERNAL_WRITE}),
+        protocol_preconditions={"draft": "email_draft"},
+        protocol_outcomes=OUTCOME_STATES,
+        approval_requirement=ApprovalRequirement(role="operator", expires_in=3600),
+        idempotency_contract=Idempotency.NONE,
+        scheduling_contract=SchedulingContract(timeout=15.0, max_attempts=1, budget_cost=1),
+        destination="smtp_sink",
+    )
+
+
+def payments_transfer(implementation_fingerprint: str) -> OperationContract:
+    account = {"type": "string", "pattern": "^[A-Za-z0-9-]{1,34}$"}
+    return OperationContract(
+        qualified_name="payments.transfer",
+        contract_version=1,
+        implementation_fingerprint=implementation_fingerprint,
+        input_type={
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["from_account", "to_account", "amount", "currency"],
+            "properties": {
+                "from_account": account,
+                "to_account": account,
+                "amount": {"type": "string", "maxLength": 32},
+                "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
+                "memo": {"type": "string", "maxLength": 140, "default": ""},
+            },
+        },
+        output_type={"type": "object"},
+        authority_requirements=(AuthorityRequirement("account", "/from_account"),),
+        possible_effects=frozenset({Effect.EXTERNAL_WRITE, Effect.FINANCIAL_WRITE}),
+        approval_requirement=ApprovalRequirement(role="operator", expires_in=3600),
+        idempotency_contract=Idempotency.RECEIVER_DEDUP,
+        scheduling_contract=SchedulingContract(timeout=15.0, max_attempts=3, budget_cost=1),
+        destination="bank",
+        normalizers={"amount": "decimal_amount"},
+    )
+
+
+def crm_lookup(implementation_fingerprint: str) -> OperationContract:
+    return OperationContract(
+        qualified_name="crm.lookup",
+        contract_version=1,
+        implementation_fingerprint=implementation_fingerprint,
+        input_type={
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["customer_id"],
+            "properties": {"customer_id": {"type": "string", "minLength": 1, "maxLength": 64}},
+        },
+        output_type={"type": "object"},
+        authority_requirements=(AuthorityRequirement("customer", "/customer_id"),),
+        possible_effects=frozenset({Effect.READ}),
+        idempotency_contract=Idempotency.IDEMPOTENT,
+        scheduling_contract=SchedulingContract(timeout=15.0, max_attempts=3, budget_cost=1),
+        destination="crm",
+    )
+
+
+def build_registry(fingerprints: Mapping[str, str]) -> ContractRegistry:
+    registry = ContractRegistry()
+    for factory in (email_send, payments_transfer, crm_lookup):
+        contract = factory("")
+        registry.register(factory(fingerprints[contract.qualified_name]))
+    return registry

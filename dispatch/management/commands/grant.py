@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
+
+from dispatch.models import Principal
+from dispatch.services.principals import grant_issue
+
+
+def parse_scopes(items: list[str]) -> dict[str, Any]:
+    scope: dict[str, Any] = {}
+    for item in items:
+        key, sep, values = item.partition("=")
+        if not sep or not key or not values:
+            raise CommandError(f"--scope takes KEY=VALUE[,VALUE...] or KEY=*, not {item!r}")
+        scope[key] = "*" if values == "*" else [v for v in values.split(",") if v]
+    return scope
+
+
+class Command(BaseCommand):
+    help = ("Issue a grant to a principal for an operation and print the grant id.\n"
+            "Example: manage.py grant support-bot email.send "
+            "--scope mailbox=support@acme.example --expires-in 86400")
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("subject", help="principal name")
+        parser.add_argument("operation", help="qualified operation name, e.g. email.send")
+        parser.add_argument("--scope", action="append", default=[],
+                            help="KEY=VALUE[,VALUE...] or KEY=* (repeatable)")
+        parser.add_argument("--expires-in", type=int, default=None, help="seconds")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        subject = Principal.objects.filter(name=opts["subject"]).first()
+        if subject is None:
+            raise CommandError(f"no principal named {opts['subject']!r}")
+        try:
+            grant = grant_issue(issuer="manage.py", subject=subject,
+                                operations=[opts["operation"]],
+                                scope=parse_scopes(opts["scope"]), now=timezone.now(),
+                                expires_in=opts["expires_in"])
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(grant.id)

@@ -1,0 +1,186 @@
+"""The approval resolver (spec §6): the only place that decides approvals and mints permits.
+
+Only an authenticated human holding the required role, of the same tenant, who confirms the
+digest they were shown, before expiry, may decide, and only once.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from datetime import datetime
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+
+from dispatch.ids import new_id
+from dispatch.models import ApprovalRequest, Decision, Permit, Principal, Proposal
+from dispatch.runtime import get_runtime
+from dispatch.services.access import access_approval_by_id
+from dispatch.services.audit import audit_record
+from dispatch.services.dispatcher import proposal_dispatch
+from dispatch.services.principals import grants_of, has_role
+from dispatch.services.proposals import resource_advance, select_authority
+from protocols.denials import Denial, DenialCode
+from protocols.grants import authorize
+from protocols.lifecycle import (
+    APPROVAL_LIFECYCLE,
+    PERMIT_LIFECYCLE,
+    ApprovalEvent,
+    ApprovalState,
+    PermitEvent,
+    PermitState,
+    ResourceEvent,
+    transition,
+)
+
+log = logging.getLogger(__name__)
+
+
+def approval_decide(
+    *,
+    approver: Principal,
+    approval_id: object,
+    decision: object,
+    digest: object,
+    reason: object = "",
+    now: datetime,
+) -> tuple[ApprovalRequest, Permit | None]:
+    """Grant or deny one pending approval; a grant mints the one-shot permit."""
+    approval = access_approval_by_id(approver, approval_id)
+    if not has_role(approver, approval.role):
+        raise Denial(DenialCode.ROLE_REQUIRED, role=approval.role)
+    if decision not in (Decision.Outcome.GRANT, Decision.Outcome.DENY):
+        raise Denial(DenialCode.SCHEMA_INVALID, errors=[
+            {"pointer": "/decision", "message": "must be 'grant' or 'deny'"}])
+    if not isinstance(reason, str):
+        raise Denial(DenialCode.SCHEMA_INVALID, errors=[
+            {"pointer": "/reason", "message": "must be a string"}])
+    if not isinstance(digest, str):
+        raise Denial(DenialCode.SCHEMA_INVALID, errors=[
+            {"pointer": "/digest", "message": "must be the digest shown with the proposal"}])
+    proposal = Proposal.objects.get(id=approval.proposal_id)
+    # The approver confirms the exact bytes they were shown.
+    if not hmac.compare_digest(digest.encode(), proposal.digest.encode()):
+        raise Denial(DenialCode.PROPOSAL_MISMATCH, reason="digest differs from the proposal's")
+    if approval.state != ApprovalState.PENDING:
+        raise Denial(DenialCode.APPROVAL_DECIDED, state=approval.state)
+    if now >= approval.expires_at:
+        approvals_expire_stale(now=now)
+        raise Denial(DenialCode.APPROVAL_EXPIRED)
+    event = ApprovalEvent.GRANT if decision == Decision.Outcome.GRANT else ApprovalEvent.DENY
+    target = transition(APPROVAL_LIFECYCLE, ApprovalState.PENDING, event)
+    grant = None
+    if event is ApprovalEvent.GRANT:
+        runtime = get_runtime()
+        contract = runtime.contract(proposal.operation)
+        # The permit records the grant the requester's authority rests on (spec §6.1).
+        resolved = json.loads(proposal.canonical)["arguments"]
+        grant = authorize(
+            grants=grants_of(proposal.principal), subject=proposal.principal_id,
+            operation=proposal.operation,
+            effects=frozenset(e.value for e in contract.possible_effects),
+            selected=select_authority(contract, resolved),
+            tool_set=frozenset(proposal.principal.tools), policy=runtime.policy, now=now,
+        )
+    try:
+        with transaction.atomic(durable=True):
+            # Only the first decision moves the request out of `pending` before expiry.
+            moved = ApprovalRequest.objects.filter(
+                id=approval.id, state=ApprovalState.PENDING, expires_at__gt=now,
+            ).update(state=target)
+            if moved != 1:
+                raise Denial(DenialCode.APPROVAL_DECIDED)
+            Decision.objects.create(approval_id=approval.id, approver=approver,
+                                    outcome=decision, digest=digest, reason=reason,
+                                    decided_at=now)
+            permit = None
+            if grant is not None:
+                for ref in proposal.resource_refs:
+                    resource_advance(ref=ref, event=ResourceEvent.GRANT, now=now)
+                permit = Permit.objects.create(
+                    tenant_id=proposal.tenant_id, approval_id=approval.id, proposal=proposal,
+                    state=PERMIT_LIFECYCLE.initial, approver=approver,
+                    requester_id=proposal.principal_id, execution_id=proposal.execution_id,
+                    grant_id=grant.id, grant_scope={k: v if v == "*" else sorted(v)
+                                                    for k, v in grant.scope.items()},
+                    operation=proposal.operation,
+                    contract_fingerprint=proposal.contract_fingerprint, digest=proposal.digest,
+                    resource_refs=proposal.resource_refs,
+                    destination_fingerprint=proposal.destination_fingerprint,
+                    policy_fingerprint=proposal.policy_fingerprint,
+                    operation_id=new_id("op"), issued_at=now, expires_at=approval.expires_at,
+                )
+            else:
+                _deny_resources(proposal, now)
+            audit_record(
+                tenant_id=proposal.tenant_id,
+                kind="approval.granted" if permit else "approval.denied",
+                actor=approver.name, at=now, proposal_id=proposal.id, digest=proposal.digest,
+                details={"approval_id": approval.id, "reason": reason,
+                         "permit_id": permit.id if permit else None},
+            )
+    except IntegrityError:
+        # The unique decision per approval: a concurrent second decision lost.
+        raise Denial(DenialCode.APPROVAL_DECIDED) from None
+    if permit is not None and proposal.dispatch_on_approval:
+        _dispatch_on_approval(proposal, now)
+    approval.refresh_from_db()
+    return approval, permit
+
+
+def _dispatch_on_approval(proposal: Proposal, now: datetime) -> None:
+    """`dispatch_on_approval` (DESIGN §7): once the grant has committed, claim its permit and
+    enqueue the dispatch at once, as the requester. A refusal changes nothing: the decision
+    stands and the permit stays issued, for the agent to dispatch (and hear why) itself."""
+    try:
+        proposal_dispatch(principal=proposal.principal, proposal_id=proposal.id, now=now)
+    except Denial as exc:
+        log.info("dispatch on approval of %s refused: %s", proposal.id, exc.code.value)
+
+
+def _deny_resources(proposal: Proposal, now: datetime) -> None:
+    # A denial of a proposal on a revision that has since been edited moves nothing.
+    for ref in proposal.resource_refs:
+        try:
+            with transaction.atomic():
+                resource_advance(ref=ref, event=ResourceEvent.DENY, now=now)
+        except Denial:
+            continue
+
+
+def approvals_expire_stale(*, now: datetime) -> int:
+    """Expire pending approvals and issued permits past their window; idempotent."""
+    expired = 0
+    stale = list(ApprovalRequest.objects.filter(
+        Q(state=ApprovalState.PENDING) | Q(state=ApprovalState.GRANTED,
+                                           permit__state=PermitState.ISSUED),
+        expires_at__lte=now,
+    ).values_list("id", "state", "proposal_id", "tenant_id")[:500])
+    for approval_id, state, proposal_id, tenant_id in stale:
+        target = transition(APPROVAL_LIFECYCLE, ApprovalState(state), ApprovalEvent.EXPIRE)
+        with transaction.atomic():
+            if state == ApprovalState.GRANTED:
+                # A granted approval whose permit was claimed stays granted: it ran.
+                lapsed = Permit.objects.filter(
+                    approval_id=approval_id, state=PermitState.ISSUED,
+                ).update(state=transition(PERMIT_LIFECYCLE, PermitState.ISSUED,
+                                          PermitEvent.EXPIRE))
+                if lapsed != 1:
+                    continue
+            moved = ApprovalRequest.objects.filter(id=approval_id, state=state).update(
+                state=target)
+            if moved != 1:
+                continue
+            proposal = Proposal.objects.get(id=proposal_id)
+            for ref in proposal.resource_refs:
+                try:
+                    with transaction.atomic():
+                        resource_advance(ref=ref, event=ResourceEvent.EXPIRE, now=now)
+                except Denial:
+                    pass  # edited or moved on since: nothing to return to draft
+            audit_record(tenant_id=tenant_id, kind="approval.expired", actor="system", at=now,
+                         proposal_id=proposal_id, details={"approval_id": approval_id})
+            expired += 1
+    return expired

@@ -1,0 +1,228 @@
+"""Proposals: the immutable snapshot of one exact action (DESIGN §4, §7; spec §6).
+
+A proposal is checked like a dispatch (tool set, schema, resources, authority), so no human is
+asked to approve what could never run; dispatch checks everything again.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+
+from dispatch.ids import new_id
+from dispatch.models import ApprovalRequest, Principal, Proposal, Resource, Revision
+from dispatch.runtime import Runtime, get_runtime
+from dispatch.services.audit import audit_record
+from dispatch.services.principals import grants_of
+from protocols.canonical import (
+    CANON_VERSION,
+    CanonicalizationError,
+    canonicalize,
+    digest,
+    materialize_defaults,
+)
+from protocols.contracts import OperationContract
+from protocols.denials import Denial, DenialCode
+from protocols.grants import Grant as CoreGrant
+from protocols.grants import authorize
+from protocols.lifecycle import (
+    RESOURCE_PROTOCOLS,
+    ApprovalState,
+    ResourceEvent,
+    ResourceState,
+    transition,
+)
+
+EXECUTION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,80}$")
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """Arguments with every resource reference resolved through the store."""
+
+    arguments: dict[str, Any]
+    refs: list[dict[str, Any]]
+
+
+def validate_arguments(contract: OperationContract, arguments: Any) -> dict[str, Any]:
+    """Schema-check, materialize defaults and normalize: the exact arguments that will run."""
+    if not isinstance(arguments, dict):
+        raise Denial(DenialCode.SCHEMA_INVALID,
+                     errors=[{"pointer": "/arguments", "message": "must be an object"}])
+    errors = contract.schema_errors(arguments)
+    if errors:
+        raise Denial(DenialCode.SCHEMA_INVALID, errors=errors)
+    full = materialize_defaults(contract.input_type, arguments)
+    return contract.normalize(full)
+
+
+def resolve_resources(
+    contract: OperationContract, principal: Principal, arguments: dict[str, Any],
+    *, event: ResourceEvent | None,
+) -> Resolved:
+    """Resolve `{"id","revision"}` references through the store, never from client fields.
+
+    The revision must be current and, unless `event` is None, the state must allow `event`.
+    """
+    resolved = dict(arguments)
+    refs: list[dict[str, Any]] = []
+    for name, protocol_name in sorted(contract.protocol_preconditions.items()):
+        ref = arguments[name]
+        resource = Resource.objects.filter(
+            id=ref["id"], tenant_id=principal.tenant_id, kind=protocol_name).first()
+        if resource is None:
+            raise Denial(DenialCode.NOT_FOUND, kind="resource", id=ref["id"])
+        if resource.current_revision != ref["revision"]:
+            raise Denial(DenialCode.STALE_REVISION, resource_id=resource.id,
+                         current_revision=resource.current_revision)
+        if event is not None:
+            transition(RESOURCE_PROTOCOLS[protocol_name], ResourceState(resource.state), event)
+        revision = Revision.objects.get(resource_id=resource.id, number=ref["revision"])
+        resolved[name] = {"id": resource.id, "revision": revision.number,
+                          "digest": revision.digest, "payload": revision.payload}
+        refs.append({"id": resource.id, "revision": revision.number, "digest": revision.digest})
+    return Resolved(arguments=resolved, refs=refs)
+
+
+def select_authority(contract: OperationContract, resolved: dict[str, Any]) -> dict[str, str]:
+    """The concrete values the arguments select for each authority key (spec §4.3)."""
+    selected: dict[str, str] = {}
+    for requirement in contract.authority_requirements:
+        value: Any = resolved
+        for token in requirement.pointer.split("/")[1:]:
+            value = value[token.replace("~1", "/").replace("~0", "~")]
+        selected[requirement.key] = str(value)
+    return selected
+
+
+def check_authority(
+    runtime: Runtime, contract: OperationContract, principal: Principal,
+    resolved: dict[str, Any], now: datetime,
+) -> CoreGrant:
+    return authorize(
+        grants=grants_of(principal),
+        subject=principal.id,
+        operation=contract.qualified_name,
+        effects=frozenset(e.value for e in contract.possible_effects),
+        selected=select_authority(contract, resolved),
+        tool_set=frozenset(principal.tools),
+        policy=runtime.policy,
+        now=now,
+    )
+
+
+def snapshot_of(
+    runtime: Runtime, contract: OperationContract, arguments: dict[str, Any]
+) -> dict[str, Any]:
+    """What the operator sees and the permit binds: no execution id, no principal (DESIGN §7)."""
+    return {
+        "canon": CANON_VERSION,
+        "operation": contract.qualified_name,
+        "contract_version": contract.contract_version,
+        "contract_fingerprint": contract.fingerprint,
+        "arguments": arguments,
+        "destination": runtime.destination(contract),
+    }
+
+
+def proposal_create(
+    *,
+    principal: Principal,
+    operation: object,
+    arguments: Any,
+    execution_id: object = None,
+    approval_expires_in: object = None,
+    dispatch_on_approval: object = False,
+    now: datetime,
+) -> Proposal:
+    runtime = get_runtime()
+    contract = runtime.contract(operation)
+    if contract.qualified_name not in principal.tools:
+        raise Denial(DenialCode.TOOL_NOT_PERMITTED, operation=contract.qualified_name)
+    if execution_id is None:
+        execution_id = new_id("exe")
+    if not isinstance(execution_id, str) or not EXECUTION_ID.match(execution_id):
+        raise Denial(DenialCode.SCHEMA_INVALID, errors=[
+            {"pointer": "/execution_id", "message": "must match [A-Za-z0-9_.:-]{1,80}"}])
+    if not isinstance(dispatch_on_approval, bool):
+        raise Denial(DenialCode.SCHEMA_INVALID, errors=[
+            {"pointer": "/dispatch_on_approval", "message": "must be a boolean"}])
+    expires_in = _approval_window(contract, approval_expires_in)
+    full = validate_arguments(contract, arguments)
+    resolved = resolve_resources(contract, principal, full, event=ResourceEvent.PROPOSE)
+    check_authority(runtime, contract, principal, resolved.arguments, now)
+    snapshot = snapshot_of(runtime, contract, resolved.arguments)
+    try:
+        canonical = canonicalize(snapshot)
+    except CanonicalizationError as exc:
+        raise Denial(DenialCode.SCHEMA_INVALID, errors=[
+            {"pointer": exc.pointer, "message": exc.reason}]) from None
+    proposal_digest = digest(snapshot)
+
+    with transaction.atomic(durable=True):
+        proposal = Proposal.objects.create(
+            tenant_id=principal.tenant_id, principal=principal, execution_id=execution_id,
+            operation=contract.qualified_name, contract_version=contract.contract_version,
+            contract_fingerprint=contract.fingerprint, arguments=full,
+            canonical=canonical.decode(), digest=proposal_digest, resource_refs=resolved.refs,
+            destination_fingerprint=runtime.destination_fingerprint(contract),
+            policy_fingerprint=runtime.policy_fingerprint(contract),
+            dispatch_on_approval=dispatch_on_approval, created_at=now,
+        )
+        for ref in resolved.refs:
+            resource_advance(ref=ref, event=ResourceEvent.PROPOSE, now=now)
+        audit_record(tenant_id=principal.tenant_id, kind="proposal.created",
+                     actor=principal.name, at=now, proposal_id=proposal.id,
+                     digest=proposal_digest,
+                     details={"operation": contract.qualified_name, "execution_id": execution_id,
+                              "arguments": full})
+        if expires_in is not None:
+            assert contract.approval_requirement is not None
+            approval = ApprovalRequest.objects.create(
+                tenant_id=principal.tenant_id, proposal=proposal,
+                role=contract.approval_requirement.role, state=ApprovalState.PENDING,
+                created_at=now, expires_at=now + timedelta(seconds=expires_in),
+            )
+            audit_record(tenant_id=principal.tenant_id, kind="approval.requested",
+                         actor=principal.name, at=now, proposal_id=proposal.id,
+                         digest=proposal_digest,
+                         details={"approval_id": approval.id, "role": approval.role,
+                                  "expires_at": approval.expires_at.isoformat()})
+    return proposal
+
+
+def _approval_window(contract: OperationContract, requested: object) -> int | None:
+    """The contract's approval expiry, shortened (never lengthened) by the caller."""
+    if contract.approval_requirement is None:
+        return None
+    limit = contract.approval_requirement.expires_in
+    if requested is None:
+        return limit
+    if not isinstance(requested, int) or isinstance(requested, bool) or requested < 1:
+        raise Denial(DenialCode.SCHEMA_INVALID, errors=[
+            {"pointer": "/approval_expires_in", "message": "must be a positive integer"}])
+    return min(requested, limit)
+
+
+def resource_advance(*, ref: dict[str, Any], event: ResourceEvent, now: datetime) -> None:
+    """Move a referenced resource by `event`, compare-and-swap on its revision and state.
+
+    Call inside a transaction. Raises `stale_revision` if the revision moved on, or
+    `protocol_state_invalid` if the state does not allow `event`; the caller's transaction
+    then rolls back whole.
+    """
+    resource = Resource.objects.get(id=ref["id"])
+    if resource.current_revision != ref["revision"]:
+        raise Denial(DenialCode.STALE_REVISION, resource_id=resource.id,
+                     current_revision=resource.current_revision)
+    source = ResourceState(resource.state)
+    target = transition(RESOURCE_PROTOCOLS[resource.kind], source, event)
+    moved = Resource.objects.filter(
+        id=resource.id, current_revision=ref["revision"], state=source,
+    ).update(state=target, updated_at=now)
+    if moved != 1:
+        raise Denial(DenialCode.STALE_REVISION, resource_id=resource.id)

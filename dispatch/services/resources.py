@@ -1,0 +1,101 @@
+"""Resources and their immutable revisions (DESIGN §4): creation and compare-and-swap edits."""
+
+from __future__ import annotations
+
+import functools
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+
+from dispatch.contracts import RESOURCE_KINDS, ResourceKind
+from dispatch.models import Principal, Resource, Revision
+from dispatch.services.access import access_resource_by_id
+from dispatch.services.audit import audit_record
+from protocols.canonical import CanonicalizationError, digest, materialize_defaults
+from protocols.contracts import compile_schema, schema_errors
+from protocols.denials import Denial, DenialCode
+from protocols.lifecycle import ResourceEvent, ResourceState, transition
+
+
+def resource_kind(name: object) -> ResourceKind:
+    if not isinstance(name, str) or name not in RESOURCE_KINDS:
+        raise Denial(DenialCode.SCHEMA_INVALID, errors=[
+            {"pointer": "/kind", "message": f"must be one of {sorted(RESOURCE_KINDS)}"}])
+    return RESOURCE_KINDS[name]
+
+
+@functools.cache
+def _validator(kind_name: str) -> Any:
+    return compile_schema(RESOURCE_KINDS[kind_name].payload_schema)
+
+
+def _validated_payload(kind: ResourceKind, payload: Any) -> tuple[dict[str, Any], str]:
+    errors = schema_errors(_validator(kind.name), payload, root="/payload")
+    if errors:
+        raise Denial(DenialCode.SCHEMA_INVALID, errors=errors)
+    full = materialize_defaults(kind.payload_schema, payload)
+    try:
+        return full, digest(full)
+    except CanonicalizationError as exc:
+        raise Denial(DenialCode.SCHEMA_INVALID, errors=[
+            {"pointer": "/payload" + exc.pointer, "message": exc.reason}]) from None
+
+
+def resource_create(
+    *, principal: Principal, kind: object, payload: Any, now: datetime
+) -> tuple[Resource, Revision]:
+    spec = resource_kind(kind)
+    full, payload_digest = _validated_payload(spec, payload)
+    with transaction.atomic(durable=True):
+        resource = Resource.objects.create(
+            tenant_id=principal.tenant_id, kind=spec.name, current_revision=1,
+            state=spec.protocol.initial, created_by=principal,
+        )
+        revision = Revision.objects.create(
+            resource=resource, number=1, payload=full, digest=payload_digest,
+            created_by=principal,
+        )
+        audit_record(tenant_id=principal.tenant_id, kind="resource.created", actor=principal.name,
+                     at=now, digest=payload_digest,
+                     details={"resource_id": resource.id, "revision": 1, "kind": spec.name})
+    return resource, revision
+
+
+def revision_create(
+    *, principal: Principal, resource_id: object, base_revision: object, payload: Any,
+    now: datetime,
+) -> tuple[Resource, Revision]:
+    """A new revision in the initial state, if `base_revision` is still current (CAS)."""
+    resource = access_resource_by_id(principal, resource_id)
+    spec = resource_kind(resource.kind)
+    if not isinstance(base_revision, int) or isinstance(base_revision, bool):
+        raise Denial(DenialCode.SCHEMA_INVALID, errors=[
+            {"pointer": "/base_revision", "message": "must be an integer"}])
+    full, payload_digest = _validated_payload(spec, payload)
+    with transaction.atomic(durable=True):
+        current = Resource.objects.get(id=resource.id)
+        if current.current_revision != base_revision:
+            raise Denial(DenialCode.STALE_REVISION, current_revision=current.current_revision)
+        target = transition(spec.protocol, ResourceState(current.state),
+                            ResourceEvent.EDIT)
+        number = base_revision + 1
+        # Compare-and-swap: only the holder of the current revision and state moves it on.
+        moved = Resource.objects.filter(
+            id=resource.id, current_revision=base_revision, state=current.state,
+        ).update(current_revision=number, state=target, updated_at=now)
+        if moved != 1:
+            raise Denial(DenialCode.STALE_REVISION)
+        revision = Revision.objects.create(
+            resource_id=resource.id, number=number, payload=full, digest=payload_digest,
+            created_by=principal,
+        )
+        audit_record(tenant_id=principal.tenant_id, kind="resource.revised", actor=principal.name,
+                     at=now, digest=payload_digest,
+                     details={"resource_id": resource.id, "revision": number})
+    current.refresh_from_db()
+    return current, revision
+
+
+def resource_current(resource: Resource) -> Revision:
+    return Revision.objects.get(resource_id=resource.id, number=resource.current_revision)

@@ -1,0 +1,27 @@
+"""Celery tasks: thin wrappers that take ids and call services (STYLE §5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import shared_task
+from django.utils import timezone
+
+from dispatch.services.approvals import approvals_expire_stale as _approvals_expire_stale
+from dispatch.services.dispatcher import operation_execute
+from dispatch.services.dispatcher import reconcile_operations as _reconcile_operations
+
+
+@shared_task(name="dispatch.tasks.operation_execute", acks_late=True)
+def operation_execute_task(operation_id: str) -> None:
+    operation_execute(operation_id=operation_id)
+
+
+@shared_task(name="dispatch.tasks.reconcile_operations")
+def reconcile_operations() -> dict[str, Any]:
+    return _reconcile_operations(now=timezone.now())
+
+
+@shared_task(name="dispatch.tasks.approvals_expire_stale")
+def approvals_expire_stale() -> int:
+    return _approvals_expire_stale(now=timezone.now())

@@ -1,0 +1,377 @@
+"""Authority grants, their scope algebra, authorization and delegation (spec §4.3, DESIGN §4, §7).
+
+A grant gives a subject some operations over a resource scope for a validity interval until it is
+revoked. A scope maps an authority key (`mailbox`, `account`, `customer`) to the values allowed
+for it, or to `"*"` for any value. A key missing from a scope allows nothing for that key: the
+algebra is default-deny, so a grant covers an action only if it names every key the action
+selects, and a delegated grant that drops a key narrows while one that adds a key widens.
+
+Effective authority is the intersection of the contract's requirement, the subject's grants, the
+agent's tool set and deployment policy (`authorize`). Delegation may only narrow operations,
+scope and validity (`delegate`); `is_narrower_or_equal` is the one definition of "narrower".
+
+Pure: no clock, no I/O. `now` is always an argument and every datetime must be timezone-aware.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any, Final, Literal, TypeAlias
+
+from protocols.denials import Denial, DenialCode
+
+ANY: Final = "*"
+"""In a scope: any value for that key. In a grant's operations: every operation."""
+
+NOTHING: Final[frozenset[str]] = frozenset()
+"""What a scope allows for a key it does not name: no value (default deny)."""
+
+ScopeValue: TypeAlias = Literal["*"] | frozenset[str]
+Scope: TypeAlias = Mapping[str, ScopeValue]
+
+USUAL_EFFECTS: Final = frozenset({"read", "external_write", "financial_write", "human"})
+
+
+def parse_scope(raw: Mapping[str, Any]) -> Scope:
+    """Parse the JSON form of a scope (DESIGN §7), refusing bad shapes with `ValueError`.
+
+    `{"mailbox": ["a@x"]}` allows exactly the listed values; `{"customer": "*"}` and
+    `{"customer": ["*"]}` allow any value. A bare string other than `"*"`, an empty list, a list
+    mixing `"*"` with values, and non-string or empty keys and values are refused.
+    """
+    if not isinstance(raw, Mapping):
+        raise ValueError(
+            f"a scope must be a JSON object, not {type(raw).__name__}")
+    parsed: dict[str, ScopeValue] = {}
+    for key, value in raw.items():
+        _check_key(key)
+        parsed[key] = _parse_scope_value(key, value)
+    return MappingProxyType(parsed)
+
+
+def _check_key(key: object) -> None:
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"scope keys must be non-empty strings, got {key!r}")
+
+
+def _parse_scope_value(key: str, value: object) -> ScopeValue:
+    if value == ANY:
+        return ANY
+    if isinstance(value, str) or not isinstance(value, list | tuple | set | frozenset):
+        raise ValueError(
+            f"scope[{key!r}] must be '*' or a list of strings, got {value!r}")
+    if not value:
+        raise ValueError(f"scope[{key!r}] is an empty list, which allows nothing")
+    _check_items(key, value)  # before hashing: a JSON object inside the list is unhashable
+    values = frozenset(value)
+    if values == {ANY}:
+        return ANY
+    if ANY in values:
+        raise ValueError(f"scope[{key!r}] mixes '*' with listed values; use '*' alone")
+    return values
+
+
+def _check_items(key: str, items: Iterable[object]) -> None:
+    for item in items:
+        if not isinstance(item, str) or not item:
+            raise ValueError(f"scope[{key!r}] values must be non-empty strings, got {item!r}")
+
+
+def _check_values(key: str, values: frozenset[object]) -> None:
+    _check_items(key, values)
+    if ANY in values:
+        raise ValueError(f"scope[{key!r}] mixes '*' with listed values; use '*' alone")
+
+
+def scope_as_json(scope: Scope) -> dict[str, str | list[str]]:
+    """The JSON form of a scope, values sorted: the inverse of `parse_scope`."""
+    return {key: _value_as_json(value) for key, value in sorted(scope.items())}
+
+
+def _value_as_json(value: ScopeValue) -> str | list[str]:
+    if isinstance(value, frozenset):
+        return sorted(value)
+    return ANY
+
+
+def _require_aware(value: datetime | None, name: str) -> None:
+    if value is None:
+        return
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"{name} must be timezone-aware, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Grant:
+    """Authority of `subject` over `operations` within `scope`, from `not_before` until
+    `expires_at` (exclusive) unless revoked. `operations` holds qualified operation names, or
+    `"*"` for every operation. `None` bounds are open. `parent_id` names the grant this one was
+    delegated from. Any `revoked_at` marks the grant revoked, whatever the clock says.
+    """
+
+    id: str
+    issuer: str
+    subject: str
+    operations: frozenset[str]
+    scope: Scope = field(hash=False)  # a mapping is unhashable; `id` identifies a grant
+    not_before: datetime | None
+    expires_at: datetime | None
+    revoked_at: datetime | None
+    parent_id: str | None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.operations, frozenset):
+            raise TypeError("Grant.operations must be a frozenset of operation names")
+        names: frozenset[object] = self.operations  # checked: callers may not be typed
+        for operation in names:
+            if not isinstance(operation, str) or not operation:
+                raise ValueError(f"operation names must be non-empty strings: {operation!r}")
+        for key, value in self.scope.items():
+            _check_key(key)
+            if value != ANY and not isinstance(value, frozenset):
+                raise ValueError(f"scope[{key!r}] must be '*' or a frozenset, got {value!r}")
+            if isinstance(value, frozenset):
+                _check_values(key, value)
+        # Copy, so that a caller's dict mutated later cannot change a frozen grant.
+        object.__setattr__(self, "scope", MappingProxyType(dict(self.scope)))
+        _require_aware(self.not_before, "not_before")
+        _require_aware(self.expires_at, "expires_at")
+        _require_aware(self.revoked_at, "revoked_at")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Deployment policy: the effects allowed here and operations switched off entirely."""
+
+    allowed_effects: frozenset[str]
+    denied_operations: frozenset[str] = frozenset()
+
+    @classmethod
+    def permissive(cls) -> Policy:
+        """Allow the usual effects (read, external_write, financial_write, human)."""
+        return cls(allowed_effects=USUAL_EFFECTS)
+
+
+def grant_is_live(grant: Grant, now: datetime) -> bool:
+    """True when `grant` is not revoked and `not_before <= now < expires_at`."""
+    _require_aware(now, "now")
+    if grant.revoked_at is not None:
+        return False
+    if grant.not_before is not None and now < grant.not_before:
+        return False
+    return grant.expires_at is None or now < grant.expires_at
+
+
+def _covers_operation(grant: Grant, operation: str) -> bool:
+    return ANY in grant.operations or operation in grant.operations
+
+
+def _allows(allowed: ScopeValue, value: str) -> bool:
+    if isinstance(allowed, frozenset):
+        return value in allowed
+    return True
+
+
+def _uncovered(scope: Scope, selected: Mapping[str, str]) -> tuple[str, str] | None:
+    """The first (key, value) of `selected`, by key, that `scope` does not allow."""
+    for key, value in sorted(selected.items()):
+        if not _allows(scope.get(key, NOTHING), value):
+            return key, value
+    return None
+
+
+def authorize(
+    *,
+    grants: Iterable[Grant],
+    subject: str,
+    operation: str,
+    effects: frozenset[str],
+    selected: Mapping[str, str],
+    tool_set: frozenset[str],
+    policy: Policy,
+    now: datetime,
+) -> Grant:
+    """Return the grant under which `subject` may run `operation` now, or raise a `Denial`.
+
+    `selected` maps each authority key the contract requires to the concrete value the arguments
+    select (empty: the contract requires no resource scope). Decided in this order, each denial
+    raised in exactly one place (DESIGN §5 step 3, §6):
+
+    1. `operation` not in `tool_set` -> `tool_not_permitted`.
+    2. `operation` in `policy.denied_operations` -> `effect_not_permitted` (details `operation`,
+       `effects`); `effects` not a subset of `policy.allowed_effects` -> `effect_not_permitted`
+       (details `effects`: the ones not allowed).
+    3. Among the subject's grants whose operations cover `operation`, the first (in `grants`
+       order) that is live (`grant_is_live`) and whose scope allows every selected key/value is
+       returned. A key missing from a grant's scope does not cover it.
+    4. Otherwise the most informative denial: a live covering grant whose scope fails ->
+       `scope_violation` (details `key`, `value` of the first failing grant's first uncovered
+       key); else a revoked covering grant -> `authority_revoked`; else a covering grant outside
+       its validity interval (expired or not yet valid) -> `authority_expired`; else
+       `authority_missing`.
+    """
+    _require_aware(now, "now")
+    if operation not in tool_set:
+        raise Denial(DenialCode.TOOL_NOT_PERMITTED, operation=operation)
+    if operation in policy.denied_operations:
+        raise Denial(
+            DenialCode.EFFECT_NOT_PERMITTED,
+            "Deployment policy does not allow this operation here.",
+            operation=operation,
+            effects=sorted(effects),
+        )
+    forbidden_effects = effects - policy.allowed_effects
+    if forbidden_effects:
+        raise Denial(DenialCode.EFFECT_NOT_PERMITTED, effects=sorted(forbidden_effects))
+
+    candidates = [
+        grant
+        for grant in grants
+        if grant.subject == subject and _covers_operation(grant, operation)
+    ]
+    scope_failure: tuple[str, str] | None = None
+    for grant in candidates:
+        if not grant_is_live(grant, now):
+            continue
+        uncovered = _uncovered(grant.scope, selected)
+        if uncovered is None:
+            return grant
+        if scope_failure is None:
+            scope_failure = uncovered
+
+    if scope_failure is not None:
+        key, value = scope_failure
+        raise Denial(DenialCode.SCOPE_VIOLATION, key=key, value=value)
+    if any(grant.revoked_at is not None for grant in candidates):
+        raise Denial(DenialCode.AUTHORITY_REVOKED, operation=operation)
+    if candidates:
+        # Every candidate is unrevoked and not live, so each is expired or not yet valid.
+        raise Denial(DenialCode.AUTHORITY_EXPIRED, operation=operation)
+    raise Denial(DenialCode.AUTHORITY_MISSING, operation=operation)
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def _widened_values(child: ScopeValue, parent: ScopeValue) -> str | list[str] | None:
+    """What `child` allows beyond `parent` for one key (`None`: nothing beyond)."""
+    if not isinstance(parent, frozenset):
+        return None
+    if not isinstance(child, frozenset):
+        return ANY
+    extra = child - parent
+    return sorted(extra) if extra else None
+
+
+def _widened_scope(child: Scope, parent: Scope) -> dict[str, str | list[str]]:
+    widened: dict[str, str | list[str]] = {}
+    for key, value in sorted(child.items()):
+        extra = _widened_values(value, parent.get(key, NOTHING))
+        if extra is not None:
+            widened[key] = extra
+    return widened
+
+
+def _starts_earlier(child: datetime | None, parent: datetime | None) -> bool:
+    """Whether a `not_before` reaches before the parent's (`None`: since ever)."""
+    if parent is None:
+        return False
+    if child is None:
+        return True
+    return child < parent
+
+
+def _ends_later(child: datetime | None, parent: datetime | None) -> bool:
+    """Whether an `expires_at` reaches past the parent's (`None`: never expires)."""
+    if parent is None:
+        return False
+    if child is None:
+        return True
+    return child > parent
+
+
+def _widenings(child: Grant, parent: Grant) -> dict[str, Any]:
+    """Everything in which `child` exceeds `parent`, as JSON-ready denial details."""
+    widened: dict[str, Any] = {}
+    if ANY not in parent.operations and not child.operations <= parent.operations:
+        widened["operations"] = sorted(child.operations - parent.operations)
+    scope = _widened_scope(child.scope, parent.scope)
+    if scope:
+        widened["scope"] = scope
+    if _starts_earlier(child.not_before, parent.not_before):
+        widened["not_before"] = {
+            "requested": _iso(child.not_before), "parent": _iso(parent.not_before)}
+    if _ends_later(child.expires_at, parent.expires_at):
+        widened["expires_at"] = {
+            "requested": _iso(child.expires_at), "parent": _iso(parent.expires_at)}
+    if parent.revoked_at is not None and child.revoked_at is None:
+        widened["revoked_at"] = {"requested": None, "parent": _iso(parent.revoked_at)}
+    return widened
+
+
+def is_narrower_or_equal(child: Grant, parent: Grant) -> bool:
+    """True when every action `child` authorizes at any `now`, `parent` authorizes too.
+
+    Operations: a subset, `"*"` only under `"*"`. Scope: every key of the child is in the parent
+    with a subset of its values (a parent `"*"` allows anything; a child `"*"` under a finite
+    parent widens); dropping a key narrows, adding one the parent lacks widens. Validity: no
+    earlier `not_before`, no later `expires_at` (unbounded only under unbounded), and revoked if
+    the parent is. Subjects and issuers are not compared.
+    """
+    return not _widenings(child, parent)
+
+
+def delegate(
+    parent: Grant,
+    *,
+    id: str,
+    issuer: str,
+    subject: str,
+    operations: Iterable[str],
+    scope: Scope,
+    expires_at: datetime | None,
+    now: datetime,
+) -> Grant:
+    """Derive a child of `parent` that may only narrow it (spec §4.3, DESIGN §7).
+
+    Refusals, in order: a revoked parent -> `authority_revoked`; a parent not live at `now`
+    (expired or not yet valid) -> `authority_expired`; naive datetimes, an empty or string
+    `operations`, a malformed `scope` -> `ValueError`/`TypeError`; any widening (see
+    `is_narrower_or_equal`) -> `delegation_widens` with details naming every widened part
+    (`operations`, `scope`, `expires_at`); an `expires_at` not after `now` -> `ValueError`.
+
+    The child is valid from `now` (the parent is live, so `now >= parent.not_before`): a
+    delegation never reaches back before the moment it was made. Revoking the parent does not
+    touch the child here; the shell must revoke descendants with it, or the child stops being
+    narrower than its parent.
+    """
+    _require_aware(now, "now")
+    if parent.revoked_at is not None:
+        raise Denial(DenialCode.AUTHORITY_REVOKED, grant=parent.id)
+    if not grant_is_live(parent, now):
+        raise Denial(DenialCode.AUTHORITY_EXPIRED, grant=parent.id)
+    if isinstance(operations, str):
+        raise TypeError("operations must be an iterable of operation names, not a string")
+    child = Grant(
+        id=id,
+        issuer=issuer,
+        subject=subject,
+        operations=frozenset(operations),
+        scope=scope,
+        not_before=now,
+        expires_at=expires_at,
+        revoked_at=None,
+        parent_id=parent.id,
+    )
+    if not child.operations:
+        raise ValueError("a delegated grant needs at least one operation")
+    widened = _widenings(child, parent)
+    if widened:
+        raise Denial(DenialCode.DELEGATION_WIDENS, **widened)
+    if child.expires_at is not None and child.expires_at <= now:
+        raise ValueError("expires_at must be after now")
+    return child

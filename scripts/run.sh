@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Install everything into .venv and start the console on the embedded default: SQLite, a
+# filesystem broker beside it, a Celery worker and beat, the demo destinations, demo data.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export DJANGO_DEBUG="${DJANGO_DEBUG:-1}"
+PORT="${PORT:-8000}"
+PY=.venv/bin/python
+mkdir -p var/log
+$PY manage.py migrate --noinput >/dev/null
+pids=()
+cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT INT TERM
+$PY manage.py run_destinations >var/log/destinations.log 2>&1 & pids+=($!)
+.venv/bin/celery -A config worker --loglevel=INFO --concurrency=2 >var/log/worker.log 2>&1 & pids+=($!)
+.venv/bin/celery -A config beat --loglevel=INFO --schedule=var/celerybeat-schedule >var/log/beat.log 2>&1 & pids+=($!)
+echo "----------------------------------------------------------------"
+$PY manage.py seed_demo --url "http://127.0.0.1:${PORT}/console/"
+echo "Logs: var/log/ (destinations, worker, beat). Ctrl-C stops everything."
+echo "----------------------------------------------------------------"
+$PY manage.py runserver "127.0.0.1:${PORT}" --noreload

@@ -1,0 +1,115 @@
+"""Shared fixtures: principals owner/approver/admin/outsider, a clock, real destinations."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.destinations import Destinations, running_destinations
+
+ALL_TOOLS = ["email.send", "payments.transfer", "crm.lookup"]
+MAILBOX = "support@acme.example"
+
+
+@pytest.fixture
+def now() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+@dataclass
+class World:
+    """One tenant with an agent (owner), an operator (approver) and an admin; another tenant
+    with its own agent and operator (outsider, outsider_operator)."""
+
+    owner: Any
+    owner_token: str
+    approver: Any
+    admin: Any
+    outsider: Any
+    outsider_operator: Any
+    now: datetime
+
+    def draft(self, *, to: list[str] | None = None, sender: str = MAILBOX,
+              subject: str = "Your refund") -> Any:
+        from dispatch.services.resources import resource_create
+
+        resource, _ = resource_create(principal=self.owner, kind="email_draft", payload={
+            "from": sender, "to": to or ["customer@example.com"], "subject": subject,
+            "body": "We have refunded your order."}, now=self.now)
+        return resource
+
+    def propose_email(self, resource: Any, **extra: Any) -> Any:
+        from dispatch.services.proposals import proposal_create
+
+        return proposal_create(principal=self.owner, operation="email.send",
+                               arguments={"draft": {"id": resource.id,
+                                                    "revision": resource.current_revision}},
+                               now=self.now, **extra)
+
+    def propose_transfer(self, amount: str = "10.00", memo: str = "", **extra: Any) -> Any:
+        from dispatch.services.proposals import proposal_create
+
+        return proposal_create(principal=self.owner, operation="payments.transfer", arguments={
+            "from_account": "acct-001", "to_account": "acct-999", "amount": amount,
+            "currency": "EUR", "memo": memo}, now=self.now, **extra)
+
+    def grant(self, proposal: Any, approver: Any = None) -> Any:
+        from dispatch.services.approvals import approval_decide
+
+        _, permit = approval_decide(approver=approver or self.approver,
+                                    approval_id=proposal.approval.id, decision="grant",
+                                    digest=proposal.digest, now=self.now)
+        return permit
+
+    def approved_email(self, **draft: Any) -> tuple[Any, Any]:
+        proposal = self.propose_email(self.draft(**draft))
+        return proposal, self.grant(proposal)
+
+
+def make_world(now: datetime, prefix: str = "") -> World:
+    from dispatch.services.principals import agent_create, grant_issue, human_create
+
+    owner, token = agent_create(name=f"{prefix}owner", tenant=f"{prefix}acme", tools=ALL_TOOLS)
+    approver, _ = human_create(name=f"{prefix}approver", tenant=f"{prefix}acme",
+                               role="operator", password="approver-pw")
+    admin, _ = human_create(name=f"{prefix}admin", tenant=f"{prefix}acme", role="admin",
+                            password="admin-pw")
+    outsider, _ = agent_create(name=f"{prefix}outsider", tenant=f"{prefix}globex",
+                               tools=ALL_TOOLS)
+    outsider_operator, _ = human_create(name=f"{prefix}outsider-operator",
+                                        tenant=f"{prefix}globex", role="operator",
+                                        password="pw")
+    start = now - timedelta(minutes=1)
+    grant_issue(issuer="admin", subject=owner, operations=["email.send"],
+                scope={"mailbox": [MAILBOX]}, now=start)
+    grant_issue(issuer="admin", subject=owner, operations=["payments.transfer"],
+                scope={"account": ["acct-001"]}, now=start)
+    grant_issue(issuer="admin", subject=owner, operations=["crm.lookup"],
+                scope={"customer": "*"}, now=start)
+    grant_issue(issuer="admin", subject=outsider, operations=["email.send"],
+                scope={"mailbox": ["ops@globex.example"]}, now=start)
+    return World(owner, token, approver, admin, outsider, outsider_operator, now)
+
+
+@pytest.fixture
+def world(db: None, now: datetime) -> World:
+    return make_world(now)
+
+
+@pytest.fixture
+def destinations(tmp_path: Path, settings: Any) -> Iterator[Destinations]:
+    """The SMTP sink and the bank as a real subprocess; settings point the handlers at it."""
+    with running_destinations(tmp_path / "destinations", hang_seconds=30) as found:
+        settings.DESTINATIONS = found.settings()
+        yield found
+
+
+@pytest.fixture
+def live(destinations: Destinations, world: World) -> World:
+    """A world whose proposals bind the running destinations (set up first)."""
+    return world
