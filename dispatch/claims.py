@@ -14,6 +14,7 @@ from datetime import datetime
 
 from django.db import IntegrityError, transaction
 
+from dispatch.failpoints import failpoint
 from dispatch.models import Operation, Permit, Proposal, Resource
 from dispatch.services.audit import audit_record
 from protocols.denials import Denial, DenialCode
@@ -74,6 +75,7 @@ def operation_claim(
                 operation_id=operation_id, proposal_id=proposal.id, digest=proposal.digest,
                 details={"permit_id": permit.id if permit else None},
             )
+            failpoint("claim.before_commit")
     except IntegrityError:
         # One operation per proposal: a concurrent claim of the same action already won.
         raise Denial(DenialCode.PERMIT_CLAIMED, proposal_id=proposal.id) from None

@@ -19,6 +19,7 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from dispatch.claims import operation_claim
+from dispatch.failpoints import failpoint
 from dispatch.handlers import (
     DefiniteFailure,
     HandlerContext,
@@ -117,6 +118,7 @@ def proposal_dispatch(
     except Denial:
         budget_release(reservation)
         raise
+    failpoint("claim.after_commit")
     if enqueue:
         operation_enqueue(operation.id)
     return operation
@@ -251,8 +253,11 @@ def _next_attempt(
 def _run_handler(
     handler: Any, ctx: HandlerContext, contract: OperationContract
 ) -> tuple[str, dict[str, Any] | None, str]:
+    failpoint("attempt.before_call")
     try:
-        return Attempt.Outcome.COMPLETED, handler.invoke(ctx), ""
+        result = handler.invoke(ctx)
+        failpoint("attempt.after_effect")
+        return Attempt.Outcome.COMPLETED, result, ""
     except DefiniteFailure as exc:
         return Attempt.Outcome.FAILED_NO_EFFECT, None, exc.reason
     except UncertainOutcome as exc:
