@@ -132,10 +132,16 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     }
 elif CELERY_BROKER_URL.startswith("redis"):
     CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "visibility_timeout": 60,
+        # An unacknowledged task (its worker died) is redelivered after this many seconds;
+        # the store, not the broker, decides whether the redelivered task may do anything.
+        "visibility_timeout": env.int("BROKER_VISIBILITY_TIMEOUT", default=60),
+        # Sweep for such abandoned tasks every few seconds (kombu's default is ~100 s).
+        "unacked_restore_interval": 2,
+        "unacked_restore_throttle": 1,
         "socket_timeout": 10,
         "health_check_interval": 10,
     }
+CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_QUEUE", default="dispatch")
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

@@ -55,6 +55,12 @@ def operation_claim(
                 ).update(state=PERMIT_CLAIMED, claimed_at=now)
                 if won != 1:
                     raise Denial(DenialCode.PERMIT_CLAIMED, permit_id=permit.id)
+            else:
+                # No permit to lock: the proposal row is the lock a cancellation contends on.
+                open_ = Proposal.objects.filter(
+                    id=proposal.id, cancelled_at__isnull=True).update(cancelled_at=None)
+                if open_ != 1:
+                    raise Denial(DenialCode.PROTOCOL_STATE_INVALID, "The proposal was cancelled.")
             for ref in proposal.resource_refs:
                 # Compare-and-swap on revision and state: two permits naming one revision
                 # cannot both move it to dispatching.
