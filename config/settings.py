@@ -222,6 +222,8 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="WARNING")},
 }
 
+# Modules with a `register(runtime)` function adding trusted contracts and their handlers.
+DISPATCH_EXTENSIONS = env.list("DISPATCH_EXTENSIONS", default=[])
 # Upper bound on one destination call, below the contract timeout (tests shorten it).
 HANDLER_TIMEOUT_CAP = env.float("HANDLER_TIMEOUT_CAP", default=15.0)
 # Pause between same-key retries of a receiver_dedup operation, doubled per attempt.

@@ -12,6 +12,7 @@ POINTS = frozenset({
     "claim.after_commit",    # the claim committed, the handler not yet started
     "attempt.before_call",   # the attempt recorded, no I/O yet
     "attempt.after_effect",  # the destination acted, the outcome not yet recorded
+    "agent.after_proposal",  # the agent's proposal committed, its tool result not recorded
 })
 
 

@@ -7,7 +7,9 @@ ended. Calling it any other way raises `UnclaimedInvocationError` before any I/O
 
 from __future__ import annotations
 
+import itertools
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -39,6 +41,9 @@ class HandlerContext:
     attempt: int
     snapshot: dict[str, Any]  # the authorized canonical snapshot, exactly as approved
     timeout: float
+    principal_id: str = ""  # the requesting principal: nested calls run under its authority
+    execution_id: str = ""
+    nested_calls: Iterator[int] = field(default_factory=lambda: itertools.count(1))
     cancelled: threading.Event = field(default_factory=threading.Event)
 
     @property

@@ -142,6 +142,8 @@ class Proposal(models.Model):
     destination_fingerprint = models.CharField(max_length=71)
     policy_fingerprint = models.CharField(max_length=71)
     dispatch_on_approval = models.BooleanField(default=False)
+    # The agent runtime's tool-call id within the execution: proposing it again is idempotent.
+    call_id = models.CharField(max_length=80, blank=True, default="")
     cancelled_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField()
 
@@ -149,6 +151,10 @@ class Proposal(models.Model):
         indexes = [
             models.Index(fields=["tenant", "-created_at"]),
             models.Index(fields=["principal", "execution_id"]),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["principal", "execution_id", "call_id"],
+                                    condition=~Q(call_id=""), name="one_proposal_per_call"),
         ]
 
 
@@ -297,4 +303,45 @@ class AuditEvent(models.Model):
             models.Index(fields=["operation_id"], name="audit_operation"),
             models.Index(fields=["proposal_id"], name="audit_proposal"),
             models.Index(fields=["tenant", "kind", "-id"], name="audit_kind"),
+        ]
+
+
+class Execution(models.Model):
+    """An agent execution of the embedded runtime: the parent of its tool operations."""
+
+    class State(models.TextChoices):
+        RUNNING = "running"
+        WAITING = "waiting"
+        FINISHED = "finished"
+
+    id = _id_field("exe")
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT)
+    principal = models.ForeignKey(Principal, on_delete=models.PROTECT, related_name="+")
+    adapter = models.CharField(max_length=100)
+    state = models.CharField(max_length=10, choices=State.choices)
+    final = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+
+class TranscriptEntry(models.Model):
+    """The adapter transcript, persisted before the loop continues (spec §8)."""
+
+    class Kind(models.TextChoices):
+        TOOL_CALL = "tool_call"
+        TOOL_RESULT = "tool_result"
+        FINAL = "final"
+
+    execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="entries")
+    seq = models.PositiveIntegerField()
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    call_id = models.CharField(max_length=80, blank=True, default="")
+    payload = models.JSONField()
+    at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["execution", "seq"], name="one_entry_per_seq"),
+            models.UniqueConstraint(fields=["execution", "call_id", "kind"],
+                                    condition=~Q(call_id=""), name="one_entry_per_call_kind"),
         ]

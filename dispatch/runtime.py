@@ -7,6 +7,7 @@ part of each contract's fingerprint (spec §4.2). Built once per process, lazily
 from __future__ import annotations
 
 import functools
+import importlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,21 @@ class Runtime:
     registry: ContractRegistry
     handlers: dict[str, Handler]
     policy: Policy
+
+    def register(self, contract: OperationContract, handler: Handler) -> OperationContract:
+        """Register a trusted contract with its handler (embedding API, spec §10).
+
+        The handler's implementation fingerprint must be the contract's; a second
+        registration of a name and version with another fingerprint is refused.
+        """
+        if handler.name != contract.qualified_name:
+            raise ValueError(f"handler {handler.name!r} cannot serve {contract.qualified_name!r}")
+        if handler.implementation_fingerprint != contract.implementation_fingerprint:
+            raise ValueError(f"{contract.qualified_name}: the handler's implementation "
+                             "fingerprint differs from the contract's")
+        registered = self.registry.register(contract)
+        self.handlers[contract.qualified_name] = handler
+        return registered
 
     def contract(self, name: object) -> OperationContract:
         if not isinstance(name, str):
@@ -58,4 +74,8 @@ def get_runtime() -> Runtime:
     handlers = dict(HANDLERS)
     registry = build_registry({name: h.implementation_fingerprint for name, h in handlers.items()})
     policy = Policy(allowed_effects=frozenset(settings.DEPLOYMENT_ALLOWED_EFFECTS))
-    return Runtime(registry=registry, handlers=handlers, policy=policy)
+    runtime = Runtime(registry=registry, handlers=handlers, policy=policy)
+    # Extensions register their contracts and handlers in every process (web and worker).
+    for dotted in settings.DISPATCH_EXTENSIONS:
+        importlib.import_module(dotted).register(runtime)
+    return runtime

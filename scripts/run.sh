@@ -17,6 +17,8 @@ $PY manage.py run_destinations >var/log/destinations.log 2>&1 & pids+=($!)
 .venv/bin/celery -A config beat --loglevel=INFO --schedule=var/celerybeat-schedule >var/log/beat.log 2>&1 & pids+=($!)
 echo "----------------------------------------------------------------"
 $PY manage.py seed_demo --url "http://127.0.0.1:${PORT}/console/"
-echo "Logs: var/log/ (destinations, worker, beat). Ctrl-C stops everything."
+$PY manage.py run_agent demo/agent_script.json --poll 2 >var/log/agent.log 2>&1 & pids+=($!)
+echo "A scripted agent (demo/agent_script.json) is proposing actions; approve them in the queue."
+echo "Logs: var/log/ (destinations, worker, beat, agent). Ctrl-C stops everything."
 echo "----------------------------------------------------------------"
 $PY manage.py runserver "127.0.0.1:${PORT}" --noreload

@@ -132,6 +132,14 @@ def _permit_for(
         if permit_id is not None:
             raise Denial(DenialCode.PROPOSAL_MISMATCH, reason="this operation takes no permit")
         return None
+    if permit_id is not None:
+        # A permit named by the caller must be this proposal's own; copying another
+        # proposal's permit id does not copy its authority, and a forged id names nothing.
+        own = Permit.objects.filter(proposal_id=proposal.id).values_list("id", flat=True).first()
+        if permit_id != own:
+            other = Permit.objects.filter(id=permit_id, tenant_id=principal.tenant_id).exists()
+            raise Denial(DenialCode.PROPOSAL_MISMATCH if other else DenialCode.NOT_FOUND,
+                         kind="permit", id=str(permit_id))
     approval = ApprovalRequest.objects.filter(proposal_id=proposal.id).first()
     if approval is None:
         raise Denial(DenialCode.APPROVAL_REQUIRED)
@@ -146,10 +154,6 @@ def _permit_for(
     if state is ApprovalState.REVOKED:
         raise Denial(DenialCode.APPROVAL_REVOKED)
     permit = Permit.objects.get(approval_id=approval.id)
-    if permit_id is not None and permit_id != permit.id:
-        other = Permit.objects.filter(id=permit_id, tenant_id=principal.tenant_id).exists()
-        raise Denial(DenialCode.PROPOSAL_MISMATCH if other else DenialCode.NOT_FOUND,
-                     kind="permit", id=permit_id)
     if permit.state == PermitState.CLAIMED:
         raise Denial(DenialCode.PERMIT_CLAIMED, permit_id=permit.id)
     if permit.state == PermitState.REVOKED:
@@ -204,7 +208,9 @@ def operation_execute(*, operation_id: str, clock: Clock = timezone.now) -> Oper
     snapshot = json.loads(operation.proposal.canonical)
     while True:
         ctx = HandlerContext(operation_id=operation.id, attempt=number, snapshot=snapshot,
-                             timeout=contract.scheduling_contract.timeout)
+                             timeout=contract.scheduling_contract.timeout,
+                             principal_id=operation.principal_id,
+                             execution_id=operation.execution_id)
         outcome, result, error = _run_handler(runtime.handler(contract), ctx, contract)
         now = clock()
         retry_reason = None

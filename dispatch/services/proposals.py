@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from dispatch.ids import new_id
 from dispatch.models import ApprovalRequest, Principal, Proposal, Resource, Revision
@@ -137,8 +137,14 @@ def proposal_create(
     execution_id: object = None,
     approval_expires_in: object = None,
     dispatch_on_approval: object = False,
+    call_id: str = "",
     now: datetime,
 ) -> Proposal:
+    """Snapshot one exact action and open its approval request if the contract needs one.
+
+    With a `call_id` (the agent runtime's tool-call id), proposing the same call of the same
+    execution again returns the first proposal: a restarted agent never proposes twice.
+    """
     runtime = get_runtime()
     contract = runtime.contract(operation)
     if contract.qualified_name not in principal.tools:
@@ -153,6 +159,14 @@ def proposal_create(
             {"pointer": "/dispatch_on_approval", "message": "must be a boolean"}])
     expires_in = _approval_window(contract, approval_expires_in)
     full = validate_arguments(contract, arguments)
+    if call_id:
+        existing = Proposal.objects.filter(principal=principal, execution_id=execution_id,
+                                           call_id=call_id).first()
+        if existing is not None:
+            if existing.operation != contract.qualified_name or existing.arguments != full:
+                raise Denial(DenialCode.PROPOSAL_MISMATCH,
+                             f"Call {call_id} of this execution proposed another action.")
+            return existing
     resolved = resolve_resources(contract, principal, full, event=ResourceEvent.PROPOSE)
     check_authority(runtime, contract, principal, resolved.arguments, now)
     snapshot = snapshot_of(runtime, contract, resolved.arguments)
@@ -163,15 +177,36 @@ def proposal_create(
             {"pointer": exc.pointer, "message": exc.reason}]) from None
     proposal_digest = digest(snapshot)
 
+    try:
+        return _proposal_insert(
+            principal=principal, contract=contract, runtime=runtime, full=full,
+            resolved=resolved, canonical=canonical.decode(), proposal_digest=proposal_digest,
+            execution_id=execution_id, dispatch_on_approval=dispatch_on_approval,
+            call_id=call_id, expires_in=expires_in, now=now)
+    except IntegrityError:
+        # The same tool call proposed concurrently: the first proposal stands.
+        existing = Proposal.objects.filter(principal=principal, execution_id=execution_id,
+                                           call_id=call_id).first() if call_id else None
+        if existing is None:
+            raise
+        return existing
+
+
+def _proposal_insert(
+    *, principal: Principal, contract: OperationContract, runtime: Runtime,
+    full: dict[str, Any], resolved: Resolved, canonical: str, proposal_digest: str,
+    execution_id: str, dispatch_on_approval: bool, call_id: str, expires_in: int | None,
+    now: datetime,
+) -> Proposal:
     with transaction.atomic(durable=True):
         proposal = Proposal.objects.create(
             tenant_id=principal.tenant_id, principal=principal, execution_id=execution_id,
             operation=contract.qualified_name, contract_version=contract.contract_version,
             contract_fingerprint=contract.fingerprint, arguments=full,
-            canonical=canonical.decode(), digest=proposal_digest, resource_refs=resolved.refs,
+            canonical=canonical, digest=proposal_digest, resource_refs=resolved.refs,
             destination_fingerprint=runtime.destination_fingerprint(contract),
             policy_fingerprint=runtime.policy_fingerprint(contract),
-            dispatch_on_approval=dispatch_on_approval, created_at=now,
+            dispatch_on_approval=dispatch_on_approval, call_id=call_id, created_at=now,
         )
         for ref in resolved.refs:
             resource_advance(ref=ref, event=ResourceEvent.PROPOSE, now=now)

@@ -1,0 +1,43 @@
+"""The embedded agent runtime (spec §5.3, §7, §8): a model may propose any action, but every
+tool call meets the same dispatcher, and recovery never asks the model to regenerate an
+unfinished action.
+
+    from dispatch.agent import ScriptedAdapter, execution_open, execution_run
+
+    execution = execution_open(principal=agent, adapter=ScriptedAdapter(script), now=now)
+    result = execution_run(execution_id=execution.id, adapter=adapter)
+    result.state      # "finished" or "waiting" (for a human decision: run again later)
+    result.outcomes   # ToolOutcome per call: completed / no_effect / unknown / denied(code)
+"""
+
+from __future__ import annotations
+
+from dispatch.agent.adapters import (
+    FinalAnswer,
+    ModelAdapter,
+    ScriptedAdapter,
+    ToolCall,
+    ToolSpec,
+)
+from dispatch.agent.loop import (
+    RunResult,
+    ToolOutcome,
+    advertised_tools,
+    execution_open,
+    execution_run,
+    nested_call,
+)
+
+__all__ = [
+    "FinalAnswer",
+    "ModelAdapter",
+    "RunResult",
+    "ScriptedAdapter",
+    "ToolCall",
+    "ToolOutcome",
+    "ToolSpec",
+    "advertised_tools",
+    "execution_open",
+    "execution_run",
+    "nested_call",
+]

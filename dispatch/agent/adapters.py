@@ -1,0 +1,103 @@
+"""Model adapters: what proposes the next action. A real provider implements `ModelAdapter`;
+`ScriptedAdapter` reads its tool calls from a JSON script, deterministically, with no
+credentials, for the demo and the tests."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as advertised to the model: advertising is a usability feature, not a check."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: Any
+    label: str = ""
+    # Anything else the model put in its message (a permit id, a claimed approval...): it is
+    # passed to the dispatcher as the model's claim, which can only ever be refused.
+    claims: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FinalAnswer:
+    text: str
+
+
+class ModelAdapter(Protocol):
+    name: str
+
+    def config(self) -> dict[str, Any]:
+        """What is needed to rebuild this adapter in another process (persisted)."""
+
+    def next_action(
+        self, transcript: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec]
+    ) -> ToolCall | FinalAnswer:
+        """The next action given the persisted transcript and the advertised tools."""
+
+
+class ScriptError(ValueError):
+    pass
+
+
+class ScriptedAdapter:
+    """Tool calls read from a script: `{"agent": NAME, "steps": [STEP, ...]}` where a step is
+    `{"call": OPERATION, "arguments": {...}, "name": LABEL?, "permit": ID?, "approval": {...}?}`
+    or `{"final": TEXT}`. Inside arguments, `{"$result": LABEL}` stands for the result of the
+    earlier step with that label (e.g. the `{"id","revision"}` of a created draft)."""
+
+    name = "scripted"
+
+    def __init__(self, script: Mapping[str, Any]) -> None:
+        steps = script.get("steps")
+        if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
+            raise ScriptError("a script needs a list of steps")
+        for number, step in enumerate(steps):
+            if "final" not in step and not isinstance(step.get("call"), str):
+                raise ScriptError(f"step {number} needs 'call' or 'final'")
+        self.script = dict(script)
+        self.steps: list[dict[str, Any]] = steps
+
+    def config(self) -> dict[str, Any]:
+        return {"script": self.script}
+
+    def next_action(
+        self, transcript: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec]
+    ) -> ToolCall | FinalAnswer:
+        turn = sum(1 for entry in transcript if entry["kind"] == "tool_call")
+        if turn >= len(self.steps):
+            return FinalAnswer("the script has no more steps")
+        step = self.steps[turn]
+        if "final" in step:
+            return FinalAnswer(str(step["final"]))
+        results = _results_by_label(transcript)
+        claims = {k: step[k] for k in ("permit", "approval") if k in step}
+        return ToolCall(name=step["call"], arguments=_substitute(step.get("arguments", {}),
+                                                                 results),
+                        label=str(step.get("name", "")), claims=claims)
+
+
+def _results_by_label(transcript: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    labels = {e["call_id"]: e["payload"].get("label") for e in transcript
+              if e["kind"] == "tool_call"}
+    return {labels[e["call_id"]]: e["payload"].get("result") for e in transcript
+            if e["kind"] == "tool_result" and labels.get(e["call_id"])}
+
+
+def _substitute(value: Any, results: Mapping[str, Any]) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"$result"}:
+            return results.get(value["$result"])
+        return {k: _substitute(v, results) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute(v, results) for v in value]
+    return value
