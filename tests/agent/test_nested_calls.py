@@ -11,7 +11,7 @@ from dispatch.agent import ScriptedAdapter, execution_open, execution_run, neste
 from dispatch.handlers import Handler, HandlerContext
 from dispatch.models import Operation, Proposal
 from dispatch.runtime import get_runtime
-from protocols.contracts import AuthorityRequirement, Effect, Idempotency, OperationContract
+from protocols.contracts import Effect, Idempotency, OperationContract
 from tests.conftest import World
 
 pytestmark = pytest.mark.django_db
