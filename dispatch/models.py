@@ -158,6 +158,17 @@ class Proposal(models.Model):
         ]
 
 
+class ProposalResource(models.Model):
+    """Which resource revisions a proposal snapshots: finds sibling proposals of a revision."""
+
+    proposal = models.ForeignKey(Proposal, on_delete=models.CASCADE, related_name="resources")
+    resource = models.ForeignKey(Resource, on_delete=models.PROTECT, related_name="+")
+    revision = models.PositiveIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["resource", "revision"], name="proposal_by_revision")]
+
+
 class ApprovalRequest(models.Model):
     id = _id_field("apr")
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT)

@@ -8,9 +8,10 @@ fingerprint cannot dispatch under another.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from enum import StrEnum
 from functools import cached_property
 from typing import Any
@@ -185,7 +186,9 @@ def schema_errors(validator: Any, instance: Any, *, root: str) -> list[dict[str,
             )
         else:
             errors.append({"pointer": base, "message": error.message})
-    return sorted(errors, key=lambda e: (e["pointer"], e["message"]))
+    # jsonschema reports `required` once per missing member, each time with the whole list.
+    unique = {(e["pointer"], e["message"]): e for e in errors}
+    return [unique[k] for k in sorted(unique)]
 
 
 def _escape(token: str) -> str:
@@ -203,25 +206,27 @@ CURRENCY_MINOR_UNITS: Mapping[str, int] = {
 }
 
 
+_AMOUNT = re.compile(r"[0-9]{1,18}(\.[0-9]{1,3})?")
+
+
 def _decimal_amount(value: Any, arguments: Mapping[str, Any]) -> str:
-    """`"10"`, `"10.0"` and `"10.00"` are one amount: the currency's minor units, as a string."""
+    """`"10"`, `"10.0"` and `"10.00"` are one amount: the currency's minor units, as a string.
+
+    Plain ASCII digits only (no sign, exponent, separators or other scripts); more places
+    than the currency has (ISO 4217) is refused even when they are zeros (DESIGN §8).
+    """
     currency = arguments.get("currency")
     if not isinstance(currency, str) or currency not in CURRENCY_MINOR_UNITS:
         raise ValueError(f"unsupported currency {currency!r}")
     places = CURRENCY_MINOR_UNITS[currency]
-    if not isinstance(value, str):
-        raise ValueError("must be a decimal string such as \"10.00\"")
-    try:
-        amount = Decimal(value)
-    except InvalidOperation:
-        raise ValueError("must be a decimal string such as \"10.00\"") from None
-    if not amount.is_finite() or amount <= 0 or value.strip() != value or "e" in value.lower():
-        raise ValueError("must be a positive decimal string without an exponent")
-    exponent = amount.as_tuple().exponent
-    assert isinstance(exponent, int)
-    if -exponent > places and amount != amount.quantize(Decimal(1).scaleb(-places)):
+    if not isinstance(value, str) or not _AMOUNT.fullmatch(value):
+        raise ValueError("must be a positive decimal string such as \"10.00\"")
+    whole, _, fraction = value.partition(".")
+    if len(fraction) > places:
         raise ValueError(f"{currency} has {places} minor units; {value!r} has more places")
-    return str(amount.quantize(Decimal(1).scaleb(-places)))
+    if Decimal(value) <= 0:
+        raise ValueError("must be a positive amount")
+    return f"{whole.lstrip('0') or '0'}{'.' if places else ''}{fraction.ljust(places, '0')}"
 
 
 NORMALIZERS: Mapping[str, Any] = {"decimal_amount": _decimal_amount}

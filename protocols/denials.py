@@ -113,7 +113,7 @@ _TABLE: dict[DenialCode, tuple[int, str]] = {
 }
 
 
-class Denial(Exception):  # noqa: N818 - a denial is an outcome, not a programming error
+class Denial(Exception):
     """A refusal with a stable code, the remedy as message, and structured details."""
 
     def __init__(
@@ -143,3 +143,14 @@ class DiagnosticCode(StrEnum):
     UNBOUND_APPROVAL = "AGL-E005"
     UNSAFE_RETRY = "AGL-E006"
     PROTECTED_RACE = "AGL-E007"
+    # Added with the workflow checker (issue 8); the seven above are unchanged.
+    EFFECT_CEILING_EXCEEDED = "AGL-E008"
+    UNKNOWN_OPERATION = "AGL-E009"
+    NON_EXHAUSTIVE_MATCH = "AGL-E010"
+    LOOP_INVARIANT = "AGL-E011"
+    PARALLEL_CAPTURE = "AGL-E012"
+    FORGED_VALUE = "AGL-E013"
+    UNDEFINED_NAME = "AGL-E014"
+    TYPE_MISMATCH = "AGL-E015"
+    INVALID_ARGUMENTS = "AGL-E016"
+    MALFORMED_WORKFLOW = "AGL-E017"

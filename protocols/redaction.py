@@ -23,6 +23,6 @@ def _walk(value: Any, needles: tuple[str, ...]) -> Any:
             k: REDACTED if any(n in str(k).lower() for n in needles) else _walk(v, needles)
             for k, v in value.items()
         }
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return [_walk(v, needles) for v in value]
     return value

@@ -21,7 +21,11 @@ from dispatch.services.access import access_approval_by_id
 from dispatch.services.audit import audit_record
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.principals import grants_of, has_role
-from dispatch.services.proposals import resource_advance, select_authority
+from dispatch.services.proposals import (
+    resource_advance,
+    revision_has_other_live_approvals,
+    select_authority,
+)
 from protocols.denials import Denial, DenialCode
 from protocols.grants import authorize
 from protocols.lifecycle import (
@@ -75,6 +79,9 @@ def approval_decide(
     if event is ApprovalEvent.GRANT:
         runtime = get_runtime()
         contract = runtime.contract(proposal.operation)
+        # No human is asked to approve what could never run under the current contract.
+        if contract.fingerprint != proposal.contract_fingerprint:
+            raise Denial(DenialCode.CONTRACT_MISMATCH, operation=proposal.operation)
         # The permit records the grant the requester's authority rests on (spec §6.1).
         resolved = json.loads(proposal.canonical)["arguments"]
         grant = authorize(
@@ -141,8 +148,11 @@ def _dispatch_on_approval(proposal: Proposal, now: datetime) -> None:
 
 
 def _deny_resources(proposal: Proposal, now: datetime) -> None:
-    # A denial of a proposal on a revision that has since been edited moves nothing.
+    # A denial of a proposal on a revision that has since been edited moves nothing; nor
+    # does one whose revision still carries another live proposal.
     for ref in proposal.resource_refs:
+        if revision_has_other_live_approvals(ref=ref, proposal_id=proposal.id, now=now):
+            continue
         try:
             with transaction.atomic():
                 resource_advance(ref=ref, event=ResourceEvent.DENY, now=now)
@@ -175,6 +185,8 @@ def approvals_expire_stale(*, now: datetime) -> int:
                 continue
             proposal = Proposal.objects.get(id=proposal_id)
             for ref in proposal.resource_refs:
+                if revision_has_other_live_approvals(ref=ref, proposal_id=proposal_id, now=now):
+                    continue
                 try:
                     with transaction.atomic():
                         resource_advance(ref=ref, event=ResourceEvent.EXPIRE, now=now)

@@ -11,7 +11,7 @@ from dispatch.models import ApprovalRequest, Attempt, Operation, Permit, Princip
 from dispatch.services.access import access_proposal_by_id
 from dispatch.services.audit import audit_record
 from dispatch.services.principals import has_role
-from dispatch.services.proposals import resource_advance
+from dispatch.services.proposals import resource_advance, revision_has_other_live_approvals
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import (
     APPROVAL_LIFECYCLE,
@@ -58,6 +58,8 @@ def _cancel_before_claim(proposal: Proposal, actor: Principal, now: datetime) ->
             transaction.set_rollback(True)  # a claim won the race: cancel after the claim
             return False
         for ref in proposal.resource_refs:
+            if revision_has_other_live_approvals(ref=ref, proposal_id=proposal.id, now=now):
+                continue
             try:
                 with transaction.atomic():
                     resource_advance(ref=ref, event=ResourceEvent.EXPIRE, now=now)

@@ -69,7 +69,26 @@ def proposal_dispatch(
     now: datetime,
     enqueue: bool = True,
 ) -> Operation:
-    """Check everything again, reserve budget and claim; the handler then runs on a worker."""
+    """Check everything again, reserve budget and claim; the handler then runs on a worker.
+
+    Every refusal is audited as `dispatch.denied` with its code, then raised.
+    """
+    try:
+        return _dispatch(principal=principal, proposal_id=proposal_id, permit_id=permit_id,
+                         now=now, enqueue=enqueue)
+    except Denial as denial:
+        with transaction.atomic():
+            audit_record(tenant_id=principal.tenant_id, kind="dispatch.denied",
+                         actor=principal.name, at=now,
+                         proposal_id=proposal_id if isinstance(proposal_id, str) else "",
+                         details={"code": denial.code.value, **denial.details})
+        raise
+
+
+def _dispatch(
+    *, principal: Principal, proposal_id: object, permit_id: object, now: datetime,
+    enqueue: bool,
+) -> Operation:
     runtime = get_runtime()
     proposal = access_proposal_by_id(principal, proposal_id)
     # The permit binds the requesting principal: nobody else dispatches this proposal.

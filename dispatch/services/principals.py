@@ -176,10 +176,14 @@ def grant_delegate(
     except (ValueError, TypeError, AttributeError) as exc:
         raise Denial(DenialCode.SCHEMA_INVALID, errors=[
             {"pointer": "/scope", "message": str(exc)}]) from None
-    child = core.delegate(
-        as_core(parent), id="pending", issuer=actor.name, subject=subject.id,
-        operations=operations, scope=parsed, expires_at=expires_at, now=now,
-    )
+    try:
+        child = core.delegate(
+            as_core(parent), id="pending", issuer=actor.name, subject=subject.id,
+            operations=operations, scope=parsed, expires_at=expires_at, now=now,
+        )
+    except ValueError as exc:  # empty operations, an expiry in the past, a naive datetime
+        raise Denial(DenialCode.SCHEMA_INVALID, errors=[
+            {"pointer": "", "message": str(exc)}]) from None
     with transaction.atomic():
         grant = Grant.objects.create(
             tenant_id=actor.tenant_id, issuer=actor.name, subject=subject,

@@ -12,9 +12,17 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 
 from dispatch.ids import new_id
-from dispatch.models import ApprovalRequest, Principal, Proposal, Resource, Revision
+from dispatch.models import (
+    ApprovalRequest,
+    Principal,
+    Proposal,
+    ProposalResource,
+    Resource,
+    Revision,
+)
 from dispatch.runtime import Runtime, get_runtime
 from dispatch.services.audit import audit_record
 from dispatch.services.principals import grants_of
@@ -151,7 +159,7 @@ def proposal_create(
         raise Denial(DenialCode.TOOL_NOT_PERMITTED, operation=contract.qualified_name)
     if execution_id is None:
         execution_id = new_id("exe")
-    if not isinstance(execution_id, str) or not EXECUTION_ID.match(execution_id):
+    if not isinstance(execution_id, str) or not EXECUTION_ID.fullmatch(execution_id):
         raise Denial(DenialCode.SCHEMA_INVALID, errors=[
             {"pointer": "/execution_id", "message": "must match [A-Za-z0-9_.:-]{1,80}"}])
     if not isinstance(dispatch_on_approval, bool):
@@ -209,6 +217,8 @@ def _proposal_insert(
             dispatch_on_approval=dispatch_on_approval, call_id=call_id, created_at=now,
         )
         for ref in resolved.refs:
+            ProposalResource.objects.create(proposal=proposal, resource_id=ref["id"],
+                                            revision=ref["revision"])
             resource_advance(ref=ref, event=ResourceEvent.PROPOSE, now=now)
         audit_record(tenant_id=principal.tenant_id, kind="proposal.created",
                      actor=principal.name, at=now, proposal_id=proposal.id,
@@ -261,3 +271,21 @@ def resource_advance(*, ref: dict[str, Any], event: ResourceEvent, now: datetime
     ).update(state=target, updated_at=now)
     if moved != 1:
         raise Denial(DenialCode.STALE_REVISION, resource_id=resource.id)
+
+
+def revision_has_other_live_approvals(
+    *, ref: dict[str, Any], proposal_id: str, now: datetime
+) -> bool:
+    """Another proposal of this exact revision still waits for, or holds, an approval.
+
+    A lapse, denial or cancellation of one proposal must then leave the shared resource's
+    state alone, or it would strand its siblings (a revision may carry several proposals).
+    """
+    siblings = ApprovalRequest.objects.filter(
+        proposal__resources__resource_id=ref["id"],
+        proposal__resources__revision=ref["revision"],
+        expires_at__gt=now,
+    ).exclude(proposal_id=proposal_id)
+    return siblings.filter(
+        Q(state=ApprovalState.PENDING) | Q(state=ApprovalState.GRANTED,
+                                           permit__state="issued")).exists()
