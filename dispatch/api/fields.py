@@ -1,0 +1,149 @@
+"""Strict request fields: JSON types are never coerced (`"1"` is not an integer, `1` is not a
+string, `"true"` is not a boolean), and unknown members of a body are refused.
+
+Strings anywhere in a body may not hold U+0000: PostgreSQL cannot store it in text or jsonb, so
+it is refused on every database alike, with the pointer of the offending value.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+NUL = "\x00"
+
+
+class StrictCharField(serializers.CharField):
+    default_error_messages: ClassVar[dict[str, str]] = {"invalid": "must be a string"}
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return data
+
+
+@extend_schema_field({"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,80}$"})
+class ExecutionIdField(StrictCharField):
+    """Groups the proposals of one run; fully matched (no trailing newline slips through)."""
+
+    SHAPE = re.compile(r"[A-Za-z0-9_.:-]{1,80}")
+    default_error_messages: ClassVar[dict[str, str]] = {
+        "invalid": "must be a string matching [A-Za-z0-9_.:-]{{1,80}}"}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str) or not self.SHAPE.fullmatch(data):
+            self.fail("invalid")
+        return data
+
+
+class StrictIntegerField(serializers.IntegerField):
+    default_error_messages: ClassVar[dict[str, str]] = {"invalid": "must be an integer"}
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return data
+
+
+class StrictBooleanField(serializers.BooleanField):
+    default_error_messages: ClassVar[dict[str, str]] = {"invalid": "must be true or false"}
+
+    def to_internal_value(self, data: Any) -> bool:
+        if data is True or data is False:
+            return data
+        self.fail("invalid")
+        raise AssertionError  # unreachable: fail() raises
+
+
+class StrictDateTimeField(serializers.DateTimeField):
+    """An ISO 8601 date and time with an explicit offset, returned in UTC."""
+
+    default_error_messages: ClassVar[dict[str, str]] = {
+        "invalid": "must be an ISO 8601 date and time with an offset, such as "
+                   "2030-01-01T00:00:00Z",
+    }
+
+    def to_internal_value(self, value: Any) -> datetime:
+        if not isinstance(value, str) or len(value) > 64:
+            self.fail("invalid")
+        try:
+            parsed = datetime.fromisoformat(value)
+            if parsed.tzinfo is None or parsed.utcoffset() is None:
+                self.fail("invalid")
+            return parsed.astimezone(UTC)
+        except (ValueError, OverflowError):
+            self.fail("invalid")
+        raise AssertionError  # unreachable: fail() raises
+
+
+@extend_schema_field({"type": "object", "additionalProperties": {}})
+class JsonObjectField(serializers.JSONField):
+    """Any JSON object; checked for U+0000 in keys and strings, refused at its own pointer."""
+
+    default_error_messages: ClassVar[dict[str, str]] = {"invalid": "must be an object"}
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        if not isinstance(data, dict):
+            self.fail("invalid")
+        problem = _find_nul(data)
+        if problem is not None:
+            path, message = problem
+            detail: Any = [message]
+            for token in reversed(path):
+                detail = {token: detail}
+            raise serializers.ValidationError(detail)
+        return data
+
+
+def _find_nul(value: Any) -> tuple[list[str | int], str] | None:
+    """The path of the first string holding U+0000, and what is wrong there."""
+    if isinstance(value, str):
+        return ([], "must not contain U+0000") if NUL in value else None
+    items: list[tuple[str | int, Any]]
+    if isinstance(value, Mapping):
+        if any(NUL in key for key in value):
+            return [], "object keys must not contain U+0000"
+        items = list(value.items())
+    elif isinstance(value, list):
+        items = list(enumerate(value))
+    else:
+        return None
+    for key, item in items:
+        found = _find_nul(item)
+        if found is not None:
+            return [key, *found[0]], found[1]
+    return None
+
+
+class StrictInputSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """A request body: an object with exactly the declared members, types never coerced."""
+
+    default_error_messages: ClassVar[dict[str, str]] = {
+        "invalid": "the body must be a JSON object",
+        "null": "the body must be a JSON object",
+    }
+
+    def to_internal_value(self, data: Any) -> Any:
+        extra = sorted(set(data) - set(self.fields)) if isinstance(data, Mapping) else []
+        errors: dict[str, Any] = {}
+        value = None
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            if not isinstance(exc.detail, dict):
+                raise
+            errors = dict(exc.detail)
+        for name in extra:
+            errors[name] = ["is not allowed"]
+        if errors:
+            raise serializers.ValidationError(errors)
+        return value

@@ -1,0 +1,118 @@
+"""Read-side helpers of the API: the JSON shapes of DESIGN §7, built from objects that an
+authorizing loader (`dispatch.services.access`) already returned, or tenant-scoped lists.
+
+Nothing here writes, and nothing here loads a protected object by a client-supplied id.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db.models import QuerySet
+
+from dispatch.models import (
+    ApprovalRequest,
+    AuditEvent,
+    Grant,
+    Operation,
+    Permit,
+    Principal,
+    Proposal,
+    Resource,
+    Revision,
+)
+from dispatch.services.resources import resource_current
+from protocols.contracts import OperationContract
+from protocols.lifecycle import ApprovalState
+
+
+def resource_view(resource: Resource, revision: Revision | None = None) -> dict[str, Any]:
+    revision = revision or resource_current(resource)
+    return {"id": resource.id, "kind": resource.kind, "revision": revision.number,
+            "digest": revision.digest, "state": resource.state, "payload": revision.payload}
+
+
+def proposal_view(proposal: Proposal, *, now: datetime) -> dict[str, Any]:
+    approval = ApprovalRequest.objects.filter(proposal_id=proposal.id).first()
+    operation = Operation.objects.filter(proposal_id=proposal.id).values_list(
+        "id", "state").first()
+    return {
+        "id": proposal.id,
+        "operation": proposal.operation,
+        "digest": proposal.digest,
+        "canonical": proposal.canonical,
+        "contract_fingerprint": proposal.contract_fingerprint,
+        "execution_id": proposal.execution_id,
+        "approval": None if approval is None else approval_view(approval, now=now),
+        "operation_id": operation[0] if operation else None,
+        "operation_state": operation[1] if operation else None,
+    }
+
+
+def approval_view(approval: ApprovalRequest, *, now: datetime) -> dict[str, Any]:
+    state = approval.state
+    if state == ApprovalState.PENDING and now >= approval.expires_at:
+        # Expired, whether or not the periodic expiry has recorded it yet.
+        state = ApprovalState.EXPIRED.value
+    permit_id = Permit.objects.filter(approval_id=approval.id).values_list(
+        "id", flat=True).first()
+    return {"id": approval.id, "state": state, "role": approval.role,
+            "expires_at": approval.expires_at, "permit_id": permit_id}
+
+
+def operation_view(operation: Operation) -> dict[str, Any]:
+    attempts = [
+        {"number": a.number, "started_at": a.started_at, "ended_at": a.ended_at,
+         "outcome": a.outcome or None, "error": a.error or None}
+        for a in operation.attempts.order_by("number")
+    ]
+    return {"id": operation.id, "proposal_id": operation.proposal_id, "state": operation.state,
+            "attempts": attempts, "result": operation.result}
+
+
+def contract_view(contract: OperationContract) -> dict[str, Any]:
+    approval = contract.approval_requirement
+    return {
+        "name": contract.qualified_name,
+        "version": contract.contract_version,
+        "fingerprint": contract.fingerprint,
+        "input_schema": dict(contract.input_type),
+        "effects": sorted(e.value for e in contract.possible_effects),
+        "approval": None if approval is None else {"role": approval.role,
+                                                   "expires_in": approval.expires_in},
+        "idempotency": contract.idempotency_contract.value,
+    }
+
+
+def grant_view(grant: Grant) -> dict[str, Any]:
+    return {"id": grant.id, "issuer": grant.issuer, "subject": grant.subject.name,
+            "operations": list(grant.operations), "scope": grant.scope,
+            "not_before": grant.not_before, "expires_at": grant.expires_at,
+            "revoked_at": grant.revoked_at, "parent_id": grant.parent_id}
+
+
+def grants_of_principal(principal: Principal) -> QuerySet[Grant]:
+    """The caller's own grants (DESIGN §7 `GET grants/`), revoked and expired ones included."""
+    return Grant.objects.filter(subject=principal, tenant_id=principal.tenant_id).select_related(
+        "subject")
+
+
+def audit_view(event: AuditEvent) -> dict[str, Any]:
+    return {"id": event.id, "at": event.at, "kind": event.kind, "actor": event.actor,
+            "operation_id": event.operation_id or None, "proposal_id": event.proposal_id or None,
+            "digest": event.digest or None, "details": event.details}
+
+
+def audit_of_tenant(
+    principal: Principal, *, operation: str | None, proposal: str | None, kind: str | None,
+) -> QuerySet[AuditEvent]:
+    """The audit of the caller's tenant only; callers check the admin role first."""
+    events = AuditEvent.objects.filter(tenant_id=principal.tenant_id)
+    if operation:
+        events = events.filter(operation_id=operation)
+    if proposal:
+        events = events.filter(proposal_id=proposal)
+    if kind:
+        events = events.filter(kind=kind)
+    return events

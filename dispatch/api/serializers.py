@@ -1,0 +1,136 @@
+"""Output shapes shared by several APIs (DESIGN §7), and the error body (DESIGN §6).
+
+Views build plain dicts (see `dispatch.api.selectors`); these serializers only render them and
+describe them in the OpenAPI schema.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from protocols.denials import DenialCode
+from protocols.lifecycle import ApprovalState, OperationState, ResourceState
+
+
+def enum_field(values: Iterable[str | None], **kwargs: Any) -> serializers.CharField:
+    """A string limited to `values`, described inline (no shared enum component to clash)."""
+    listed = list(values)
+    schema: dict[str, Any] = {"type": "string", "enum": listed}
+    field_class = extend_schema_field(schema)(
+        type("EnumCharField", (serializers.CharField,), {}))
+    return field_class(**kwargs)
+
+
+def object_field(**kwargs: Any) -> serializers.JSONField:
+    return _ObjectField(**kwargs)
+
+
+@extend_schema_field({"type": "object", "additionalProperties": {}})
+class _ObjectField(serializers.JSONField):
+    pass
+
+
+class ResourceOutputSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    id = serializers.CharField()
+    kind = serializers.CharField()
+    revision = serializers.IntegerField()
+    digest = serializers.CharField()
+    state = enum_field(ResourceState)
+    payload = object_field()
+
+
+class ApprovalSummarySerializer(serializers.Serializer):  # type: ignore[type-arg]
+    id = serializers.CharField()
+    state = enum_field(ApprovalState)
+    role = serializers.CharField()
+    expires_at = serializers.DateTimeField()
+    permit_id = serializers.CharField(allow_null=True)
+
+
+class ProposalOutputSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    id = serializers.CharField()
+    operation = serializers.CharField(help_text="The contract's qualified name.")
+    digest = serializers.CharField(help_text="`sha256:` + hex SHA-256 of `canonical` (UTF-8).")
+    canonical = serializers.CharField(help_text="The canonical snapshot, exactly the bytes "
+                                                "that were hashed.")
+    contract_fingerprint = serializers.CharField()
+    execution_id = serializers.CharField()
+    approval = ApprovalSummarySerializer(allow_null=True)
+    operation_id = serializers.CharField(allow_null=True)
+    operation_state = enum_field([*OperationState, None], allow_null=True)
+
+
+class AttemptOutputSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    number = serializers.IntegerField()
+    started_at = serializers.DateTimeField()
+    ended_at = serializers.DateTimeField(allow_null=True)
+    outcome = enum_field(["completed", "failed_no_effect", "uncertain", None], allow_null=True)
+    error = serializers.CharField(allow_null=True)
+
+
+class OperationOutputSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    id = serializers.CharField()
+    proposal_id = serializers.CharField()
+    state = enum_field(OperationState)
+    attempts = AttemptOutputSerializer(many=True)
+    result = serializers.JSONField(allow_null=True, help_text="The handler's result, if any.")
+
+
+class GrantOutputSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    id = serializers.CharField()
+    issuer = serializers.CharField()
+    subject = serializers.CharField(help_text="The subject principal's name.")
+    operations = serializers.ListField(child=serializers.CharField())
+    scope = object_field(help_text='Authority key to allowed values, or "*" for any.')
+    not_before = serializers.DateTimeField(allow_null=True)
+    expires_at = serializers.DateTimeField(allow_null=True)
+    revoked_at = serializers.DateTimeField(allow_null=True)
+    parent_id = serializers.CharField(allow_null=True)
+
+
+class PageLinksSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    next = serializers.URLField(allow_null=True, help_text="The next (older) page, if any.")
+    previous = serializers.URLField(allow_null=True,
+                                    help_text="The previous (newer) page, if any.")
+
+
+class GrantPageSerializer(PageLinksSerializer):
+    results = GrantOutputSerializer(many=True)
+
+
+# --- errors ---------------------------------------------------------------------------------------
+
+#: Statuses the API answers with that are not in the denial table.
+METHOD_NOT_ALLOWED = 405
+
+
+@functools.cache
+def error_serializer(status: int) -> type[serializers.Serializer]:  # type: ignore[type-arg]
+    """The error body for one HTTP status, its `code` limited to the codes of that status."""
+    if status == METHOD_NOT_ALLOWED:
+        codes = [DenialCode.MALFORMED_REQUEST.value]
+    else:
+        codes = [code.value for code in DenialCode if code.status == status]
+    details_schema: dict[str, Any] = {"type": "object", "additionalProperties": {}}
+    if DenialCode.SCHEMA_INVALID.value in codes:
+        details_schema["properties"] = {"errors": {
+            "type": "array",
+            "description": "For `schema_invalid`: every violation, each at its own pointer "
+                           "from the request body's root.",
+            "items": {"type": "object", "required": ["pointer", "message"],
+                      "properties": {"pointer": {"type": "string"},
+                                     "message": {"type": "string"}}},
+        }}
+    details = extend_schema_field(details_schema)(
+        type(f"Error{status}DetailsField", (serializers.JSONField,), {}))
+    inner = type(f"Error{status}BodySerializer", (serializers.Serializer,), {
+        "code": enum_field(codes),
+        "message": serializers.CharField(help_text="What went wrong and what to do next."),
+        "details": details(),
+    })
+    return type(f"Error{status}Serializer", (serializers.Serializer,), {"error": inner()})

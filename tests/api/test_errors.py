@@ -1,0 +1,271 @@
+"""Every refusal is `{"error": {"code","message","details"}}` with the code of DESIGN §6."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from tests.api.conftest import API, Caller, assert_error, draft_payload, schema_errors
+
+pytestmark = pytest.mark.django_db
+
+GOOD = {"kind": "email_draft", "payload": draft_payload()}
+
+
+# --- malformed bodies: 400 malformed_request --------------------------------------------------
+
+
+@pytest.mark.parametrize(("raw", "pointer"), [
+    pytest.param(b'{"kind": "email_draft", ', "", id="truncated"),
+    pytest.param(b"", None, id="not-json-at-all"),
+    pytest.param(b'{"kind": "email_draft", "kind": "x", "payload": {}}', "/kind",
+                 id="duplicate-key"),
+    pytest.param(b'{"kind": "email_draft", "payload": {"a": {"b": 1, "b": 2}}}', "/payload/a/b",
+                 id="nested-duplicate-key"),
+    pytest.param(b'{"kind": "email_draft", "payload": {"n": NaN}}', "/payload/n", id="nan"),
+    pytest.param(b'{"kind": "email_draft", "payload": {"n": Infinity}}', "/payload/n",
+                 id="infinity"),
+    pytest.param(b'{"kind": "email_draft", "payload": {"n": -Infinity}}', "/payload/n",
+                 id="minus-infinity"),
+    pytest.param(b'{"kind": "email_draft", "payload": {"n": 1e999}}', "/payload/n",
+                 id="overflowing-number"),
+    pytest.param(b'{"kind": "email_\xff\xfe", "payload": {}}', "", id="invalid-utf8"),
+    pytest.param(b'\xef\xbb\xbf{"kind": "email_draft", "payload": {}}', "", id="utf8-bom"),
+    pytest.param(b'{"kind": "email_draft", "payload": {"s": "\\ud800"}}', "/payload/s",
+                 id="lone-surrogate"),
+    pytest.param(b'{"kind": "email_draft", "payload": {"\\udc00": 1}}', "/payload",
+                 id="lone-surrogate-key"),
+    pytest.param(b"[" * 10_000 + b"]" * 10_000, "", id="10000-nested-arrays"),
+    pytest.param(b'{"kind": "email_draft", "payload": ' + b'{"a": ' * 5_000 + b"1"
+                 + b"}" * 5_000 + b"}", None, id="5000-nested-objects"),
+    pytest.param(b'{"payload": ' + b"[" * 200 + b"]" * 200 + b"}", None,
+                 id="200-nested-arrays"),
+])
+def test_malformed_body_is_400(owner: Caller, raw: bytes, pointer: str | None) -> None:
+    response = owner.post("resources/", raw=raw)
+    if raw == b"":
+        # An empty body is no body: the call's fields are missing.
+        assert {e["pointer"] for e in schema_errors(response)} == {"/kind", "/payload"}
+        return
+    details = assert_error(response, 400, "malformed_request")
+    if pointer is not None:
+        assert details["pointer"] == pointer
+    assert details["reason"]
+
+
+def test_lone_surrogate_in_a_proposal_is_refused_before_any_service(owner: Caller) -> None:
+    raw = b'{"operation": "crm.lookup", "arguments": {"customer_id": "\\udfff"}}'
+    assert_error(owner.post("proposals/", raw=raw), 400, "malformed_request")
+
+
+# --- media type and size ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("content_type", [
+    "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
+    "application/xml", "application/json; charset=latin-1", "application/json; charset=utf-16",
+])
+def test_wrong_content_type_is_415(owner: Caller, content_type: str) -> None:
+    response = owner.post("resources/", raw=json.dumps(GOOD), content_type=content_type)
+    assert_error(response, 415, "unsupported_media_type")
+
+
+def test_json_with_utf8_charset_is_accepted(owner: Caller) -> None:
+    response = owner.post("resources/", raw=json.dumps(GOOD),
+                          content_type="application/json; charset=UTF-8")
+    assert response.status_code == 201, response.content
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "text/plain"])
+def test_body_over_one_mib_is_413(owner: Caller, content_type: str) -> None:
+    big = json.dumps({"kind": "email_draft",
+                      "payload": draft_payload(body="x" * (3 * 1024 * 1024 // 2))})
+    assert len(big) > 1.5 * 1024 * 1024
+    details = assert_error(owner.post("resources/", raw=big, content_type=content_type),
+                           413, "request_too_large")
+    assert details["limit"] == 1024 * 1024
+
+
+def test_body_of_exactly_one_mib_is_read(owner: Caller) -> None:
+    body = json.dumps({"kind": "email_draft", "payload": draft_payload(body="")})
+    padded = body[:-1] + " " * (1024 * 1024 - len(body)) + "}"
+    assert len(padded) == 1024 * 1024
+    assert owner.post("resources/", raw=padded).status_code == 201
+
+
+def test_oversized_body_is_413_even_where_no_body_is_expected(owner: Caller) -> None:
+    response = owner.client.generic("GET", API + "contracts/", "x" * (2 * 1024 * 1024),
+                                    content_type="application/json",
+                                    HTTP_AUTHORIZATION=f"Bearer {owner.token}")
+    assert_error(response, 413, "request_too_large")
+
+
+# --- shape: wrong types, missing and extra members: 422 schema_invalid --------------------------
+
+
+@pytest.mark.parametrize(("path", "body", "expected"), [
+    pytest.param("resources/", {"kind": 1, "payload": draft_payload()},
+                 [("/kind", "must be a string")], id="number-for-string"),
+    pytest.param("resources/", {"kind": "email_draft", "payload": []},
+                 [("/payload", "must be an object")], id="array-for-object"),
+    pytest.param("resources/", {"kind": "email_draft", "payload": "x"},
+                 [("/payload", "must be an object")], id="string-for-object"),
+    pytest.param("resources/", {"kind": None, "payload": draft_payload()},
+                 [("/kind", "This field may not be null.")], id="null-for-string"),
+    pytest.param("resources/", {}, [("/kind", "is required"), ("/payload", "is required")],
+                 id="missing-members"),
+    pytest.param("resources/", {**{"kind": "email_draft", "payload": draft_payload()},
+                                "extra": 1, "more": None},
+                 [("/extra", "is not allowed"), ("/more", "is not allowed")],
+                 id="extra-members"),
+    pytest.param("resources/", [1, 2], [("", "the body must be a JSON object")],
+                 id="array-body"),
+    pytest.param("resources/", "just a string", [("", "the body must be a JSON object")],
+                 id="string-body"),
+    pytest.param("resources/", None, [("", "the body must be a JSON object")], id="null-body"),
+    pytest.param("resources/", {"kind": "email_draft", "payload": draft_payload(to=None)},
+                 [("/payload/to", "None is not of type 'array'")], id="payload-type"),
+    pytest.param("resources/", {"kind": "email_draft",
+                                "payload": {k: v for k, v in draft_payload().items()
+                                            if k != "to"}},
+                 [("/payload/to", "is required")], id="payload-missing-member"),
+    pytest.param("resources/", {"kind": "email_draft", "payload": draft_payload(x=1)},
+                 [("/payload/x", "is not allowed")], id="payload-extra-member"),
+    pytest.param("resources/", {"kind": "email_draft", "payload": draft_payload(body="a\x00b")},
+                 [("/payload/body", "must not contain U+0000")], id="nul-in-string"),
+    pytest.param("resources/", {"kind": "nope", "payload": {}},
+                 [("/kind", "must be one of ['email_draft']")], id="unknown-kind"),
+    pytest.param("proposals/", {"operation": "crm.lookup", "arguments": {"customer_id": 7}},
+                 [("/arguments/customer_id", "7 is not of type 'string'")],
+                 id="argument-type"),
+    pytest.param("proposals/", {"operation": "crm.lookup", "arguments": {}},
+                 [("/arguments/customer_id", "is required")], id="argument-missing"),
+    pytest.param("proposals/", {"operation": "crm.lookup",
+                                "arguments": {"customer_id": "c", "x": 1}},
+                 [("/arguments/x", "is not allowed")], id="argument-extra"),
+    pytest.param("proposals/", {"operation": "crm.lookup", "arguments": {"customer_id": "c"},
+                                "dispatch_on_approval": "true"},
+                 [("/dispatch_on_approval", "must be true or false")], id="string-for-bool"),
+    pytest.param("proposals/", {"operation": "crm.lookup", "arguments": {"customer_id": "c"},
+                                "approval_expires_in": "60"},
+                 [("/approval_expires_in", "must be an integer")], id="string-for-int"),
+    pytest.param("proposals/", {"operation": "crm.lookup", "arguments": {"customer_id": "c"},
+                                "approval_expires_in": 1.5},
+                 [("/approval_expires_in", "must be an integer")], id="float-for-int"),
+    pytest.param("proposals/", {"operation": "crm.lookup", "arguments": {"customer_id": "c"},
+                                "approval_expires_in": True},
+                 [("/approval_expires_in", "must be an integer")], id="bool-for-int"),
+    pytest.param("proposals/", {"operation": "crm.lookup", "arguments": {"customer_id": "c"},
+                                "execution_id": "run-1\n"},
+                 [("/execution_id", "must be a string matching [A-Za-z0-9_.:-]{1,80}")],
+                 id="execution-id-trailing-newline"),
+    pytest.param("proposals/", {"operation": "payments.transfer", "arguments": {
+        "from_account": "acct-001", "to_account": "acct-999", "amount": "10.001",
+        "currency": "EUR"}},
+                 [("/arguments/amount", "EUR has 2 minor units; '10.001' has more places")],
+                 id="amount-places"),
+])
+def test_shape_errors_are_422_at_their_pointer(
+    owner: Caller, path: str, body: Any, expected: list[tuple[str, str]],
+) -> None:
+    errors = schema_errors(owner.post(path, raw=json.dumps(body)))
+    assert [(e["pointer"], e["message"]) for e in errors] == expected
+
+
+def test_amount_beyond_decimal_precision_is_schema_invalid(owner: Caller) -> None:
+    response = owner.post("proposals/", {"operation": "payments.transfer", "arguments": {
+        "from_account": "acct-001", "to_account": "acct-999", "amount": "9" * 31,
+        "currency": "EUR"}})
+    assert [e["pointer"] for e in schema_errors(response)] == ["/arguments/amount"]
+
+
+def test_revision_base_must_be_an_integer(owner: Caller) -> None:
+    created = owner.post("resources/", GOOD).json()
+    errors = schema_errors(owner.post(f"resources/{created['id']}/revisions/",
+                                      {"base_revision": "1", "payload": draft_payload()}))
+    assert errors == [{"pointer": "/base_revision", "message": "must be an integer"}]
+
+
+def test_unknown_operation_is_404(owner: Caller) -> None:
+    response = owner.post("proposals/", {"operation": "nope.nothing", "arguments": {}})
+    assert assert_error(response, 404, "unknown_operation") == {"operation": "nope.nothing"}
+
+
+# --- authentication, methods, paths, paging, rate -------------------------------------------------
+
+
+@pytest.mark.parametrize("header", [
+    None, "Bearer", "Bearer ", "Bearer eac_nope_nope", "Bearer " + "x" * 500, "Token abc",
+    "Basic b3duZXI6cHc=",
+])
+def test_no_live_token_is_401(header: str | None) -> None:
+    extra = {} if header is None else {"HTTP_AUTHORIZATION": header}
+    response = Client().get(API + "contracts/", **extra)
+    assert_error(response, 401, "unauthenticated")
+    assert response["WWW-Authenticate"] == 'Bearer realm="api"'
+
+
+def test_revoked_token_is_401(owner: Caller, world: Any) -> None:
+    from dispatch.services.principals import token_revoke_all
+
+    token_revoke_all(principal=world.owner, now=world.now)
+    assert_error(owner.get("contracts/"), 401, "unauthenticated")
+
+
+def test_wrong_method_is_405_with_allow(owner: Caller) -> None:
+    response = owner.client.delete(API + "resources/",
+                                   HTTP_AUTHORIZATION=f"Bearer {owner.token}")
+    assert_error(response, 405, "malformed_request")
+    assert response["Allow"] == "POST"
+    response = owner.client.options(API + "contracts/",
+                                    HTTP_AUTHORIZATION=f"Bearer {owner.token}")
+    assert_error(response, 405, "malformed_request")
+
+
+@pytest.mark.parametrize("path", ["nope/", "contracts", "resources/a/b/c/", "resources//"])
+def test_unknown_path_is_404_json(owner: Caller, path: str) -> None:
+    assert_error(owner.get(path), 404, "not_found")
+    assert_error(owner.post(path, {}), 404, "not_found")
+
+
+@pytest.mark.parametrize("resource_id", ["res_nope", "a" * 41, "res-bad!", "x\x00y", "é"])
+def test_ids_that_cannot_exist_are_not_found(owner: Caller, resource_id: str) -> None:
+    details = assert_error(owner.get(f"resources/{resource_id}/"), 404, "not_found")
+    assert details == {"kind": "resource", "id": resource_id}
+
+
+def test_any_accept_header_gets_json(owner: Caller) -> None:
+    response = owner.client.get(API + "contracts/", HTTP_ACCEPT="text/html",
+                                HTTP_AUTHORIZATION=f"Bearer {owner.token}")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json"
+
+
+@pytest.mark.parametrize("cursor", ["nope", "cD1ub3Q", "cD0xMjM0NTY3ODkwMTIzNDU2Nzg5MA==",
+                                    "cD0lMDA=", "é"])
+def test_forged_cursor_is_400(caller: Any, cursor: str) -> None:
+    admin = caller("admin")
+    assert_error(admin.get("audit/", cursor=cursor), 400, "malformed_request")
+    assert_error(admin.get("grants/", cursor=cursor), 400, "malformed_request")
+
+
+def test_audit_filter_with_nul_is_400(caller: Any) -> None:
+    details = assert_error(caller("admin").get("audit/", kind="a\x00b"), 400,
+                           "malformed_request")
+    assert details["errors"][0]["parameter"] == "kind"
+
+
+def test_throttled_principal_gets_429(owner: Caller, caller: Any, settings: Any) -> None:
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK,
+                               "DEFAULT_THROTTLE_RATES": {"principal": "3/minute"}}
+    for _ in range(3):
+        assert owner.get("contracts/").status_code == 200
+    response = owner.get("contracts/")
+    details = assert_error(response, 429, "budget_exhausted")
+    assert details["reason"] == "rate limit"
+    assert int(response["Retry-After"]) == details["retry_after"] > 0
+    # The bucket is the principal's: another principal is not affected.
+    assert caller("approver").get("contracts/").status_code == 200

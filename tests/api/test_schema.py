@@ -1,0 +1,86 @@
+"""The OpenAPI schema: valid, served, and documenting every error each call can answer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from django.core.management import call_command
+from django.test import Client
+
+pytestmark = pytest.mark.django_db
+
+ALWAYS = {"401", "429", "503"}
+WITH_BODY = {"400", "413", "415", "422"}
+
+
+@pytest.fixture(scope="module")
+def document() -> dict[str, Any]:
+    response = Client().get("/api/v1/schema/", {"format": "json"})
+    assert response.status_code == 200
+    return dict(response.json())
+
+
+def test_schema_validates_without_warnings(tmp_path: Path) -> None:
+    out = tmp_path / "schema.yaml"
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(out))
+    assert yaml.safe_load(out.read_text())["paths"]
+
+
+def test_every_call_of_design_7_is_documented(document: dict[str, Any]) -> None:
+    calls = {(method.upper(), path) for path, item in document["paths"].items()
+             for method in item}
+    assert calls == {
+        ("GET", "/api/v1/contracts/"), ("POST", "/api/v1/resources/"),
+        ("GET", "/api/v1/resources/{resource_id}/"),
+        ("POST", "/api/v1/resources/{resource_id}/revisions/"),
+        ("POST", "/api/v1/proposals/"), ("GET", "/api/v1/proposals/{proposal_id}/"),
+        ("POST", "/api/v1/proposals/{proposal_id}/dispatch/"),
+        ("POST", "/api/v1/approvals/{approval_id}/decision/"),
+        ("GET", "/api/v1/operations/{operation_id}/"),
+        ("POST", "/api/v1/operations/{operation_id}/resolve/"),
+        ("GET", "/api/v1/grants/"), ("POST", "/api/v1/grants/{grant_id}/delegate/"),
+        ("GET", "/api/v1/audit/"),
+    }
+
+
+def test_every_error_status_is_documented_with_the_error_body(
+    document: dict[str, Any],
+) -> None:
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            statuses = set(operation["responses"])
+            expected = ALWAYS | (WITH_BODY if "requestBody" in operation else set())
+            assert expected <= statuses, (method, path, expected - statuses)
+            if "{" in path:
+                assert "404" in statuses, (method, path)
+            for status, response in operation["responses"].items():
+                ref = response["content"]["application/json"]["schema"]["$ref"]
+                if status.startswith(("4", "5")):
+                    assert ref == f"#/components/schemas/Error{status}", (method, path)
+                    assert response["description"].startswith("Codes: `")
+            assert operation["security"] == [{"bearerAuth": []}, {"sessionAuth": []}]
+
+
+def test_error_codes_are_enumerated_per_status(document: dict[str, Any]) -> None:
+    schemas = document["components"]["schemas"]
+    assert schemas["Error404Body"]["properties"]["code"]["enum"] == ["unknown_operation",
+                                                                     "not_found"]
+    assert schemas["Error401Body"]["properties"]["code"]["enum"] == ["unauthenticated"]
+    assert "errors" in schemas["Error422Body"]["properties"]["details"]["properties"]
+
+
+def test_request_bodies_refuse_unknown_members(document: dict[str, Any]) -> None:
+    schemas = document["components"]["schemas"]
+    inputs = [name for name in schemas if name.endswith("InputRequest")]
+    assert len(inputs) == 7  # one per POST call
+    assert all(schemas[name]["additionalProperties"] is False for name in inputs)
+
+
+def test_docs_page_is_served() -> None:
+    response = Client().get("/api/v1/docs/")
+    assert response.status_code == 200
+    assert b"swagger-ui" in response.content
+    assert b"/api/v1/schema/" in response.content
