@@ -1,0 +1,125 @@
+"""Pure presentation helpers: pretty snapshots, field diffs, summaries, durations.
+
+Nothing here touches the database or decides anything; views hand the results to templates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+# Fields shown first in a one-line summary of a snapshot, when present.
+SUMMARY_ORDER = ("to", "subject", "amount", "currency", "to_account", "customer_id", "from",
+                 "from_account")
+# Bookkeeping leaves of a resolved resource reference; the summary skips them.
+REFERENCE_KEYS = frozenset({"id", "revision", "digest"})
+
+
+def pretty_json(value: Any) -> str:
+    """Indented JSON for reading only; never hashed or signed (canonical bytes come from
+    `protocols.canonical`). Key order is kept as parsed, which for a snapshot is canonical."""
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def compact_json(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def digest_matches(canonical: str, digest: str) -> bool:
+    """The console's own check that `digest` is the SHA-256 of the canonical text shown."""
+    computed = "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return hmac.compare_digest(computed, digest)
+
+
+def flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """Leaves of nested objects as (dotted path, value); lists stay whole (their order matters
+    and is shown as one value)."""
+    if isinstance(value, dict) and value:
+        leaves: list[tuple[str, Any]] = []
+        for key, item in value.items():
+            leaves.extend(flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return leaves
+    return [(prefix, value)]
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    field: str
+    old: str | None
+    new: str | None
+    change: str  # "added" | "removed" | "changed" | "same"
+
+
+def diff_fields(old: Any, new: Any) -> list[DiffRow]:
+    """Field-by-field comparison of two payloads, in the new payload's field order."""
+    before = dict(flatten(old)) if old is not None else {}
+    after = dict(flatten(new))
+    rows = []
+    for name in [*after, *(k for k in before if k not in after)]:
+        if name not in before:
+            rows.append(DiffRow(name, None, compact_json(after[name]), "added"))
+        elif name not in after:
+            rows.append(DiffRow(name, compact_json(before[name]), None, "removed"))
+        elif before[name] != after[name]:
+            rows.append(DiffRow(name, compact_json(before[name]), compact_json(after[name]),
+                                "changed"))
+        else:
+            rows.append(DiffRow(name, compact_json(before[name]), compact_json(after[name]),
+                                "same"))
+    return rows
+
+
+def _argument_leaves(arguments: Any) -> list[tuple[str, Any]]:
+    leaves = []
+    for path, value in flatten(arguments):
+        parts = path.split(".")
+        if parts[-1] in REFERENCE_KEYS and len(parts) > 1:
+            continue
+        leaves.append((parts[-1], value))
+    return leaves
+
+
+def _readable(value: Any) -> str:
+    """A list of plain strings reads as `a, b`; anything else as compact JSON."""
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return ", ".join(value)
+    return compact_json(value)
+
+
+def snapshot_summary(snapshot: Any, limit: int = 3) -> list[tuple[str, str]]:
+    """A few identifying fields of a snapshot's arguments, for a queue row or a card."""
+    arguments = snapshot.get("arguments", {}) if isinstance(snapshot, dict) else {}
+    leaves = _argument_leaves(arguments)
+    rank = {name: i for i, name in enumerate(SUMMARY_ORDER)}
+    leaves.sort(key=lambda leaf: rank.get(leaf[0], len(rank)))
+    return [(name, _readable(value)) for name, value in leaves[:limit]]
+
+
+def parse_snapshot(canonical: str) -> dict[str, Any]:
+    parsed = json.loads(canonical)
+    return parsed if isinstance(parsed, dict) else {"value": parsed}
+
+
+def duration(delta: timedelta) -> str:
+    """`1 h 05 min`, `4 min 10 s`, `12 s`; negative durations read as `0 s`."""
+    seconds = max(int(delta.total_seconds()), 0)
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    if minutes:
+        return f"{minutes} min {secs:02d} s"
+    return f"{secs} s"
+
+
+def age(created_at: datetime, now: datetime) -> str:
+    return duration(now - created_at)

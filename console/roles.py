@@ -1,0 +1,80 @@
+"""Who may see the console: the one gate every console view passes through.
+
+A visitor who is not logged in is sent to the login page (an htmx poll is told to redirect the
+whole page instead of swapping the login form into a fragment). A logged-in user without a
+human principal, an agent's user, and a human without the required role get the 403 page.
+An admin holds every right of an operator (DESIGN §7).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, Concatenate, ParamSpec
+
+from django.conf import settings
+from django.contrib.auth.views import redirect_to_login
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from dispatch.models import Principal
+from dispatch.services.principals import has_role, principal_for_user
+
+P = ParamSpec("P")
+View = Callable[Concatenate[HttpRequest, Principal, P], HttpResponse]
+
+ROLE_LABELS = {"operator": "an operator", "admin": "an admin"}
+
+
+def is_htmx(request: HttpRequest) -> bool:
+    return request.headers.get("HX-Request") == "true"
+
+
+def page(
+    request: HttpRequest, template: str, context: dict[str, Any], *,
+    principal: Principal | None, status: int = 200,
+) -> HttpResponse:
+    """Render a console page with the viewer's identity for the header and navigation."""
+    context = {
+        "principal": principal,
+        "is_admin": principal is not None and has_role(principal, "admin"),
+        **context,
+    }
+    return render(request, template, context, status=status)
+
+
+def refused(
+    request: HttpRequest, *, title: str, message: str, status: int,
+    principal: Principal | None = None,
+) -> HttpResponse:
+    return page(request, "console/refused.html", {"title": title, "message": message,
+                                                  "status": status},
+                principal=principal, status=status)
+
+
+def role_required(role: str) -> Callable[[View[P]], Callable[..., HttpResponse]]:
+    """Let the view run only for a logged-in human of `role` (or an admin); it receives the
+    principal as its second argument."""
+
+    def decorate(view: View[P]) -> Callable[..., HttpResponse]:
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args: P.args, **kwargs: P.kwargs) -> HttpResponse:
+            if not request.user.is_authenticated:
+                if is_htmx(request):
+                    return HttpResponse(status=204, headers={"HX-Redirect": settings.LOGIN_URL})
+                return redirect_to_login(request.get_full_path())
+            principal = principal_for_user(request.user)
+            if principal is None or not has_role(principal, role):
+                needed = ROLE_LABELS.get(role, role)
+                return refused(
+                    request, status=403, title="Not allowed",
+                    message=f"This page is for {needed} of the tenant. Your account does not "
+                            "hold that role; ask an admin if you need it.",
+                    # The header's navigation only for someone who can use some of it.
+                    principal=principal if principal and has_role(principal, "operator")
+                    else None)
+            return view(request, principal, *args, **kwargs)
+
+        return wrapper
+
+    return decorate

@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from console import views
+
+app_name = "console"
+urlpatterns = [
+    path("", views.approval_list, name="approval-list"),
+    path("approvals/<str:approval_id>/", views.approval_detail, name="approval-detail"),
+    path("approvals/<str:approval_id>/decide/", views.approval_decide, name="approval-decide"),
+    path("operations/unknown/", views.operation_list_unknown, name="operation-unknown-list"),
+    path("operations/<str:operation_id>/", views.operation_detail, name="operation-detail"),
+    path("operations/<str:operation_id>/resolve/", views.operation_resolve,
+         name="operation-resolve"),
+    path("grants/", views.grant_list, name="grant-list"),
+    path("grants/issue/", views.grant_issue, name="grant-issue"),
+    path("grants/<str:grant_id>/revoke/", views.grant_revoke, name="grant-revoke"),
+    path("audit/", views.audit_list, name="audit-list"),
+]

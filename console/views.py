@@ -1,0 +1,392 @@
+"""Console views: thin. They read through `dispatch.selectors`, write through
+`dispatch.services`, and show every refusal a service raises as its message on the page."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.cache import patch_vary_headers
+from django.views.decorators.http import require_GET, require_POST
+
+from console import paging
+from console.csp import csp_protect
+from console.forms import (
+    AuditFilterForm,
+    DecisionForm,
+    GrantIssueForm,
+    QueueFilterForm,
+    ResolveForm,
+)
+from console.presenters import (
+    compact_json,
+    diff_fields,
+    digest_matches,
+    duration,
+    flatten,
+    parse_snapshot,
+    pretty_json,
+    snapshot_summary,
+)
+from console.roles import is_htmx, page, refused, role_required
+from dispatch import selectors
+from dispatch.services.approvals import approval_decide as approval_decide_service
+from dispatch.services.dispatcher import operation_resolve as operation_resolve_service
+from dispatch.services.principals import grant_issue as grant_issue_service
+from dispatch.services.principals import grant_revoke as grant_revoke_service
+from protocols.denials import Denial, DenialCode
+
+if TYPE_CHECKING:
+    from dispatch.models import ApprovalRequest, Operation, Principal
+
+# A plain headline for the refusals a decision can meet; the service's message follows it.
+DECISION_REFUSALS = {
+    DenialCode.STALE_REVISION: "The resource was edited after this proposal was made.",
+    DenialCode.PROPOSAL_MISMATCH: "The snapshot you confirmed is not this proposal's.",
+    DenialCode.APPROVAL_DECIDED: "This approval was decided by someone else meanwhile.",
+    DenialCode.APPROVAL_EXPIRED: "The approval window has passed.",
+    DenialCode.PROTOCOL_STATE_INVALID: "The resource is no longer in a state that allows this.",
+}
+POLL_SECONDS = 5
+
+
+def _not_found(request: HttpRequest, principal: Principal, denial: Denial) -> HttpResponse:
+    return refused(request, status=404, title="Not found", message=denial.message,
+                   principal=principal)
+
+
+@csp_protect
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """`CSRF_FAILURE_VIEW`: a form posted without its token is refused, in the console's look."""
+    return refused(request, status=403, title="Form refused",
+                   message="The form was sent without a valid CSRF token, so nothing was "
+                           "done. Reload the page and submit it again.")
+
+
+# --- the queue ----------------------------------------------------------------------------------
+
+
+@require_GET
+@csp_protect
+@role_required("operator")
+def approval_list(request: HttpRequest, principal: Principal) -> HttpResponse:
+    """Pending approvals of the viewer's tenant, newest first; htmx polls the fragment."""
+    now = timezone.now()
+    agents = selectors.principal_list(viewer=principal, kind="agent")
+    form = QueueFilterForm(request.GET or None,
+                           operations=selectors.operation_names(approval_only=True),
+                           principals=[(p.id, p.name) for p in agents])
+    filters = form.filters(now)
+    queue = selectors.approval_list_pending(
+        viewer=principal, filters=filters,
+        after=paging.decode_time_id(request.GET.get("after")),
+        before=paging.decode_time_id(request.GET.get("before")),
+    )
+    count = selectors.approval_count_pending(viewer=principal, filters=filters)
+    total = (selectors.approval_count_pending(viewer=principal)
+             if form.active else count)
+    rows = [_queue_row(approval, now) for approval in queue.rows]
+    context = {
+        "form": form, "rows": rows, "count": count, "total": total, "now": now,
+        "older": _page_link(request, "after", queue.older),
+        "newer": _page_link(request, "before", queue.newer),
+        "first": _page_link(request, None, None) if queue.newer else "",
+        "poll_seconds": POLL_SECONDS,
+    }
+    template = "console/_approval_queue.html" if is_htmx(request) else \
+        "console/approval_list.html"
+    response = page(request, template, context, principal=principal)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+def _queue_row(approval: ApprovalRequest, now: datetime) -> dict[str, Any]:
+    proposal = approval.proposal
+    return {
+        "approval": approval,
+        "proposal": proposal,
+        "summary": snapshot_summary(parse_snapshot(proposal.canonical)),
+        "age": duration(now - approval.created_at),
+        "time_left": duration(approval.expires_at - now),
+        "soon": (approval.expires_at - now).total_seconds() < 600,
+        "lapsed": approval.expires_at <= now,
+    }
+
+
+def _page_link(request: HttpRequest, key: str | None, cursor: tuple[Any, ...] | None) -> str:
+    """The current URL with its filters, moved to another page (or to the first one)."""
+    params = request.GET.copy()
+    for name in ("after", "before"):
+        params.pop(name, None)
+    if key is not None:
+        if cursor is None:
+            return ""
+        params[key] = paging.encode(cursor)
+    query = params.urlencode()
+    return f"{request.path}?{query}" if query else request.path
+
+
+# --- one approval -------------------------------------------------------------------------------
+
+
+@require_GET
+@csp_protect
+@role_required("operator")
+def approval_detail(
+    request: HttpRequest, principal: Principal, approval_id: str,
+) -> HttpResponse:
+    try:
+        approval = selectors.approval_get(viewer=principal, approval_id=approval_id)
+    except Denial as denial:
+        return _not_found(request, principal, denial)
+    form = DecisionForm(initial={"digest": approval.proposal.digest})
+    return _detail_page(request, principal, approval, form)
+
+
+@require_POST
+@csp_protect
+@role_required("operator")
+def approval_decide(
+    request: HttpRequest, principal: Principal, approval_id: str,
+) -> HttpResponse:
+    """Grant or deny through the approval resolver, confirming the digest the page showed."""
+    try:
+        approval = selectors.approval_get(viewer=principal, approval_id=approval_id)
+    except Denial as denial:
+        return _not_found(request, principal, denial)
+    form = DecisionForm(request.POST)
+    if not form.is_valid():
+        return _detail_page(request, principal, approval, form, status=400)
+    data = form.cleaned_data
+    try:
+        decided, permit = approval_decide_service(
+            approver=principal, approval_id=approval.id, decision=data["decision"],
+            digest=data["digest"], reason=data["reason"], now=timezone.now())
+    except Denial as denial:
+        if denial.code is DenialCode.NOT_FOUND:
+            return _not_found(request, principal, denial)
+        # Show the current state (decided, expired) beside the refusal.
+        approval = selectors.approval_get(viewer=principal, approval_id=approval.id)
+        return _detail_page(request, principal, approval, form, denial=denial,
+                            status=denial.status)
+    if permit is not None:
+        messages.success(request, f"Approved. Permit {permit.id} is bound to this exact "
+                                  f"snapshot until {permit.expires_at:%Y-%m-%d %H:%M:%S} UTC.")
+    else:
+        messages.success(request, "Denied. The action will not run.")
+    return redirect("console:approval-detail", approval_id=decided.id)
+
+
+def _detail_page(
+    request: HttpRequest, principal: Principal, approval: ApprovalRequest, form: DecisionForm,
+    *, denial: Denial | None = None, status: int = 200,
+) -> HttpResponse:
+    now = timezone.now()
+    proposal = approval.proposal
+    snapshot = parse_snapshot(proposal.canonical)
+    contract = selectors.contract_for_fingerprint(proposal.contract_fingerprint)
+    pairs = selectors.revision_pairs(viewer=principal, resource_refs=proposal.resource_refs)
+    resources = [{
+        "pair": pair,
+        "diff": diff_fields(pair.previous.payload if pair.previous else None,
+                            pair.revision.payload),
+        "stale": pair.resource.current_revision != pair.revision.number,
+    } for pair in pairs]
+    lapsed = approval.state == "pending" and now >= approval.expires_at
+    decision = getattr(approval, "decision", None) if approval.state != "pending" else None
+    permit = getattr(approval, "permit", None) if approval.state != "pending" else None
+    operation = selectors.operation_for_proposal(viewer=principal, proposal_id=proposal.id)
+    context = {
+        "approval": approval,
+        "proposal": proposal,
+        "state": "expired" if lapsed else approval.state,
+        "open": approval.state == "pending" and not lapsed,
+        "snapshot_text": pretty_json(snapshot),
+        "fields": [(path, compact_json(value))
+                   for path, value in flatten(snapshot.get("arguments", {}))],
+        "destination": snapshot.get("destination"),
+        "digest_ok": digest_matches(proposal.canonical, proposal.digest),
+        "contract": contract,
+        "effects": sorted(e.value for e in contract.possible_effects) if contract else [],
+        "resources": resources,
+        "stale": any(r["stale"] for r in resources),
+        "time_left": duration(approval.expires_at - now),
+        "decision": decision,
+        "permit": permit,
+        "operation": operation,
+        "form": form,
+        "denial": denial,
+        "denial_headline": _refusal_headline(denial, decision, principal),
+        "canonical_bytes": len(proposal.canonical.encode()),
+    }
+    return page(request, "console/approval_detail.html", context, principal=principal,
+                status=status)
+
+
+def _refusal_headline(denial: Denial | None, decision: Any, principal: Principal) -> str | None:
+    if denial is None:
+        return None
+    if (denial.code is DenialCode.APPROVAL_DECIDED and decision is not None
+            and decision.approver_id == principal.id):
+        return "You already decided this approval (in another tab, or by a second click)."
+    return DECISION_REFUSALS.get(denial.code)
+
+
+# --- unknown outcomes and timelines (admin) -----------------------------------------------------
+
+
+@require_GET
+@csp_protect
+@role_required("admin")
+def operation_list_unknown(request: HttpRequest, principal: Principal) -> HttpResponse:
+    listing = selectors.operation_list_unknown(
+        viewer=principal, after=paging.decode_time_id(request.GET.get("after")),
+        before=paging.decode_time_id(request.GET.get("before")))
+    rows = []
+    for op in listing.rows:
+        snapshot = parse_snapshot(op.proposal.canonical)
+        rows.append({"operation": op, "form": ResolveForm(),
+                     "summary": snapshot_summary(snapshot, limit=4),
+                     "destination": snapshot.get("destination")})
+    return page(request, "console/operation_unknown_list.html", {
+        "rows": rows,
+        "count": selectors.operation_count_unknown(viewer=principal),
+        "older": _page_link(request, "after", listing.older),
+        "newer": _page_link(request, "before", listing.newer),
+    }, principal=principal)
+
+
+@require_GET
+@csp_protect
+@role_required("admin")
+def operation_detail(
+    request: HttpRequest, principal: Principal, operation_id: str,
+) -> HttpResponse:
+    try:
+        operation = selectors.operation_get(viewer=principal, operation_id=operation_id)
+    except Denial as denial:
+        return _not_found(request, principal, denial)
+    return _operation_page(request, principal, operation, ResolveForm())
+
+
+@require_POST
+@csp_protect
+@role_required("admin")
+def operation_resolve(
+    request: HttpRequest, principal: Principal, operation_id: str,
+) -> HttpResponse:
+    """Settle an unknown outcome with a note of the evidence (`operation_resolve`)."""
+    try:
+        operation = selectors.operation_get(viewer=principal, operation_id=operation_id)
+    except Denial as denial:
+        return _not_found(request, principal, denial)
+    form = ResolveForm(request.POST)
+    if not form.is_valid():
+        return _operation_page(request, principal, operation, form, status=400)
+    try:
+        resolved = operation_resolve_service(
+            admin=principal, operation_id=operation.id, outcome=form.cleaned_data["outcome"],
+            evidence=form.cleaned_data["evidence"], now=timezone.now())
+    except Denial as denial:
+        operation = selectors.operation_get(viewer=principal, operation_id=operation.id)
+        return _operation_page(request, principal, operation, form, denial=denial,
+                               status=denial.status)
+    messages.success(request, f"Operation {resolved.id} is now {resolved.state}.")
+    return redirect("console:operation-unknown-list")
+
+
+def _operation_page(
+    request: HttpRequest, principal: Principal, operation: Operation, form: ResolveForm,
+    *, denial: Denial | None = None, status: int = 200,
+) -> HttpResponse:
+    events = selectors.operation_timeline(viewer=principal, operation=operation)
+    snapshot = parse_snapshot(operation.proposal.canonical)
+    return page(request, "console/operation_detail.html", {
+        "operation": operation,
+        "summary": snapshot_summary(snapshot, limit=6),
+        "destination": snapshot.get("destination"),
+        "approval": selectors.approval_for_proposal(viewer=principal,
+                                                    proposal_id=operation.proposal_id),
+        "events": [{"event": e, "details": pretty_json(e.details)} for e in events],
+        "result": pretty_json(operation.result) if operation.result is not None else "",
+        "form": form,
+        "denial": denial,
+    }, principal=principal, status=status)
+
+
+# --- grants (admin) -----------------------------------------------------------------------------
+
+
+def _grant_form(principal: Principal, data: Any = None) -> GrantIssueForm:
+    subjects = selectors.principal_list(viewer=principal)
+    return GrantIssueForm(data, principals=[(p.id, f"{p.name} ({p.kind})") for p in subjects],
+                          authority_keys=selectors.operation_authority_keys())
+
+
+def _grants_page(
+    request: HttpRequest, principal: Principal, form: GrantIssueForm, status: int = 200,
+) -> HttpResponse:
+    return page(request, "console/grant_list.html", {
+        "tree": selectors.grant_tree(viewer=principal), "form": form, "now": timezone.now(),
+    }, principal=principal, status=status)
+
+
+@require_GET
+@csp_protect
+@role_required("admin")
+def grant_list(request: HttpRequest, principal: Principal) -> HttpResponse:
+    return _grants_page(request, principal, _grant_form(principal))
+
+
+@require_POST
+@csp_protect
+@role_required("admin")
+def grant_issue(request: HttpRequest, principal: Principal) -> HttpResponse:
+    form = _grant_form(principal, request.POST)
+    if not form.is_valid():
+        return _grants_page(request, principal, form, status=400)
+    data = form.cleaned_data
+    subject = selectors.principal_get(viewer=principal, principal_id=data["subject"])
+    grant = grant_issue_service(issuer=principal.name, subject=subject,
+                                operations=data["operations"], scope=data["scope"],
+                                now=timezone.now(), expires_in=data["expires_in"])
+    messages.success(request, f"Issued {grant.id} to {subject.name}.")
+    return redirect("console:grant-list")
+
+
+@require_POST
+@csp_protect
+@role_required("admin")
+def grant_revoke(request: HttpRequest, principal: Principal, grant_id: str) -> HttpResponse:
+    try:
+        grant = grant_revoke_service(actor=principal, grant_id=grant_id, now=timezone.now())
+    except Denial as denial:
+        return _not_found(request, principal, denial)
+    messages.success(request, f"Revoked {grant.id} and every grant delegated from it.")
+    return redirect("console:grant-list")
+
+
+# --- audit (admin) ------------------------------------------------------------------------------
+
+
+@require_GET
+@csp_protect
+@role_required("admin")
+def audit_list(request: HttpRequest, principal: Principal) -> HttpResponse:
+    form = AuditFilterForm(request.GET or None, kinds=selectors.audit_kinds(viewer=principal))
+    listing = selectors.audit_list(
+        viewer=principal, filters=form.filters(),
+        after=paging.decode_int(request.GET.get("after")),
+        before=paging.decode_int(request.GET.get("before")))
+    return page(request, "console/audit_list.html", {
+        "form": form,
+        "rows": [{"event": e, "details": pretty_json(e.details)} for e in listing.rows],
+        "older": _page_link(request, "after", listing.older),
+        "newer": _page_link(request, "before", listing.newer),
+        "first": reverse("console:audit-list") if listing.newer else "",
+    }, principal=principal)

@@ -1,0 +1,342 @@
+"""Read-only queries for the console (STYLE: the console reads here, writes via services).
+
+Every function takes the viewing principal and scopes by its tenant, so no page can show another
+tenant's rows. Lists are keyset-paged on an indexed ordering and never count a whole table:
+counts are capped (`count_capped`), so a queue of 100,000 pending rows costs the same as one
+of 100.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from django.db.models import Prefetch, Q, QuerySet
+
+from dispatch.models import (
+    ApprovalRequest,
+    Attempt,
+    AuditEvent,
+    Grant,
+    Operation,
+    Principal,
+    Resource,
+    Revision,
+)
+from dispatch.runtime import get_runtime
+from dispatch.services.access import access_approval_by_id, access_operation_by_id
+from dispatch.services.principals import has_role
+from protocols.contracts import OperationContract
+from protocols.denials import Denial, DenialCode
+from protocols.lifecycle import ApprovalState, OperationState
+
+T = TypeVar("T")
+
+# Queue and list pages never count past this; the page says "1,000+".
+COUNT_CAP = 1000
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One keyset page: `rows` in display order, and the cursors of its ends when more exist."""
+
+    rows: list[T]
+    older: tuple[Any, ...] | None = None  # cursor to pass as `after` for the next page
+    newer: tuple[Any, ...] | None = None  # cursor to pass as `before` for the previous page
+
+
+@dataclass(frozen=True)
+class Count:
+    value: int
+    capped: bool
+
+
+def count_capped(queryset: QuerySet[Any], cap: int = COUNT_CAP) -> Count:
+    """COUNT(*) over at most `cap + 1` rows of an indexed query (a LIMITed subquery)."""
+    found = queryset.order_by().values("pk")[: cap + 1].count()
+    return Count(value=min(found, cap), capped=found > cap)
+
+
+def _keyset(
+    queryset: QuerySet[Any], *, keys: tuple[str, str], after: Sequence[Any] | None,
+    before: Sequence[Any] | None, limit: int,
+) -> Page[Any]:
+    """Newest-first keyset paging on the pair `keys` (a timestamp and a unique tiebreaker).
+
+    `after` continues below a cursor (older rows), `before` above it (newer rows). The first
+    conjunct of each bound is a plain range on the leading key, so the database can use it as
+    an index condition; the OR only filters rows that share the cursor's timestamp.
+    """
+    first, second = keys
+    if before is not None:
+        at, tie = before
+        rows = list(queryset.filter(**{f"{first}__gte": at}).filter(
+            Q(**{f"{first}__gt": at}) | Q(**{f"{second}__gt": tie}),
+        ).order_by(first, second)[: limit + 1])
+        more_newer = len(rows) > limit
+        rows = rows[:limit][::-1]
+        return Page(rows=rows, older=_cursor(rows[-1], keys) if rows else None,
+                    newer=_cursor(rows[0], keys) if rows and more_newer else None)
+    if after is not None:
+        at, tie = after
+        queryset = queryset.filter(**{f"{first}__lte": at}).filter(
+            Q(**{f"{first}__lt": at}) | Q(**{f"{second}__lt": tie}))
+    rows = list(queryset.order_by(f"-{first}", f"-{second}")[: limit + 1])
+    more_older = len(rows) > limit
+    rows = rows[:limit]
+    return Page(rows=rows, older=_cursor(rows[-1], keys) if more_older else None,
+                newer=_cursor(rows[0], keys) if rows and after is not None else None)
+
+
+def _cursor(row: Any, keys: tuple[str, str]) -> tuple[Any, ...]:
+    return tuple(getattr(row, key) for key in keys)
+
+
+# --- principals and contracts -------------------------------------------------------------------
+
+
+def principal_list(*, viewer: Principal, kind: str | None = None) -> QuerySet[Principal]:
+    """Principals of the viewer's tenant, by name."""
+    queryset = Principal.objects.filter(tenant_id=viewer.tenant_id)
+    if kind is not None:
+        queryset = queryset.filter(kind=kind)
+    return queryset.order_by("name")
+
+
+def operation_names(*, approval_only: bool = False) -> list[str]:
+    """Qualified names of the registered contracts (those needing approval, if asked)."""
+    names = {c.qualified_name for c in get_runtime().registry
+             if not approval_only or c.requires_approval}
+    return sorted(names)
+
+
+def contract_for_fingerprint(fingerprint: str) -> OperationContract | None:
+    """The registered contract a proposal was made under, or None if it is gone."""
+    return get_runtime().registry.by_fingerprint(fingerprint)
+
+
+def principal_get(*, viewer: Principal, principal_id: object) -> Principal:
+    principal = Principal.objects.filter(id=principal_id, tenant_id=viewer.tenant_id).first()
+    if principal is None:
+        raise Denial(DenialCode.NOT_FOUND, kind="principal", id=principal_id)
+    return principal
+
+
+def operation_authority_keys() -> dict[str, list[str]]:
+    """For each registered operation, the grant scope keys its authority requirements name."""
+    keys: dict[str, list[str]] = {}
+    for contract in get_runtime().registry:
+        keys[contract.qualified_name] = sorted({r.key for r in contract.authority_requirements})
+    return keys
+
+
+# --- the approval queue -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueueFilter:
+    operation: str = ""
+    principal_id: str = ""
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+
+
+def _pending_approvals(viewer: Principal, filters: QueueFilter) -> QuerySet[ApprovalRequest]:
+    """Pending approvals the viewer may decide, through the `approval_queue` index.
+
+    No condition on `expires_at` here: it would lead the planner to the `approval_expiry`
+    index and a sort of every pending row. A request past its expiry stays `pending` only until
+    the next expiry sweep; pages mark it as expired, and the resolver refuses it anyway.
+    """
+    queryset = ApprovalRequest.objects.filter(
+        tenant_id=viewer.tenant_id, state=ApprovalState.PENDING)
+    if not has_role(viewer, "admin"):
+        # An admin holds every role; anyone else sees only requests for their own role.
+        queryset = queryset.filter(role=viewer.role)
+    if filters.operation:
+        queryset = queryset.filter(proposal__operation=filters.operation)
+    if filters.principal_id:
+        queryset = queryset.filter(proposal__principal_id=filters.principal_id)
+    if filters.created_after is not None:
+        queryset = queryset.filter(created_at__gte=filters.created_after)
+    if filters.created_before is not None:
+        queryset = queryset.filter(created_at__lt=filters.created_before)
+    return queryset
+
+
+def approval_list_pending(
+    *, viewer: Principal, filters: QueueFilter = QueueFilter(),
+    after: Sequence[Any] | None = None, before: Sequence[Any] | None = None, limit: int = 25,
+) -> Page[ApprovalRequest]:
+    """The queue, newest first, keyset-paged on (created_at, id)."""
+    queryset = _pending_approvals(viewer, filters).select_related(
+        "proposal", "proposal__principal")
+    return _keyset(queryset, keys=("created_at", "id"), after=after, before=before,
+                   limit=limit)
+
+
+def approval_count_pending(*, viewer: Principal, filters: QueueFilter = QueueFilter()) -> Count:
+    return count_capped(_pending_approvals(viewer, filters))
+
+
+# --- one approval -------------------------------------------------------------------------------
+
+
+def approval_get(*, viewer: Principal, approval_id: object) -> ApprovalRequest:
+    """One approval of the viewer's tenant and role, with what its page shows.
+
+    Another tenant's id, a forged id and a request for a role the viewer does not hold all
+    answer `not_found`, so the page never confirms that such an approval exists.
+    """
+    approval = access_approval_by_id(viewer, approval_id)
+    if not has_role(viewer, approval.role):
+        raise Denial(DenialCode.NOT_FOUND, kind="approval", id=approval_id)
+    return ApprovalRequest.objects.select_related(
+        "proposal", "proposal__principal", "decision", "decision__approver", "permit",
+    ).get(id=approval.id)
+
+
+@dataclass(frozen=True)
+class RevisionPair:
+    """A referenced revision, the one before it (None for a first revision), and the resource."""
+
+    resource: Resource
+    revision: Revision
+    previous: Revision | None
+    ref: dict[str, Any] = field(default_factory=dict)
+
+
+def revision_pairs(*, viewer: Principal, resource_refs: list[dict[str, Any]]) -> list[RevisionPair]:
+    """For each `{"id","revision"}` a proposal references: that revision and revision - 1."""
+    pairs = []
+    for ref in resource_refs:
+        resource = Resource.objects.filter(id=ref["id"], tenant_id=viewer.tenant_id).first()
+        if resource is None:
+            continue
+        numbers = [ref["revision"], ref["revision"] - 1]
+        found = {r.number: r for r in Revision.objects.filter(
+            resource_id=resource.id, number__in=numbers)}
+        if ref["revision"] not in found:
+            continue
+        pairs.append(RevisionPair(resource=resource, revision=found[ref["revision"]],
+                                  previous=found.get(ref["revision"] - 1), ref=ref))
+    return pairs
+
+
+# --- operations ---------------------------------------------------------------------------------
+
+
+def _with_attempts(queryset: QuerySet[Operation]) -> QuerySet[Operation]:
+    return queryset.select_related("proposal", "principal").prefetch_related(
+        Prefetch("attempts", queryset=Attempt.objects.order_by("number")))
+
+
+def operation_list_unknown(
+    *, viewer: Principal, after: Sequence[Any] | None = None,
+    before: Sequence[Any] | None = None, limit: int = 20,
+) -> Page[Operation]:
+    """Operations whose outcome is unknown, most recently changed first (index
+    `operation_tenant_state`)."""
+    queryset = _with_attempts(Operation.objects.filter(
+        tenant_id=viewer.tenant_id, state=OperationState.UNKNOWN))
+    return _keyset(queryset, keys=("updated_at", "id"), after=after, before=before,
+                   limit=limit)
+
+
+def operation_count_unknown(*, viewer: Principal) -> Count:
+    return count_capped(Operation.objects.filter(
+        tenant_id=viewer.tenant_id, state=OperationState.UNKNOWN))
+
+
+def operation_get(*, viewer: Principal, operation_id: object) -> Operation:
+    operation = access_operation_by_id(viewer, operation_id)
+    return _with_attempts(Operation.objects.filter(id=operation.id)).get()
+
+
+def operation_timeline(*, viewer: Principal, operation: Operation) -> list[AuditEvent]:
+    """Every audit event of the operation and of its proposal, oldest first."""
+    return list(AuditEvent.objects.filter(
+        Q(operation_id=operation.id) | Q(proposal_id=operation.proposal_id),
+        tenant_id=viewer.tenant_id,
+    ).order_by("at", "id")[:500])
+
+
+def approval_for_proposal(*, viewer: Principal, proposal_id: str) -> ApprovalRequest | None:
+    return ApprovalRequest.objects.filter(tenant_id=viewer.tenant_id,
+                                          proposal_id=proposal_id).first()
+
+
+def operation_for_proposal(*, viewer: Principal, proposal_id: str) -> Operation | None:
+    return Operation.objects.filter(tenant_id=viewer.tenant_id, proposal_id=proposal_id).first()
+
+
+# --- grants -------------------------------------------------------------------------------------
+
+
+@dataclass
+class GrantNode:
+    grant: Grant
+    children: list[GrantNode] = field(default_factory=list)
+
+
+def grant_tree(*, viewer: Principal, limit: int = 2000) -> list[GrantNode]:
+    """The tenant's grants as a forest: root grants, each with its delegations below it."""
+    grants = list(Grant.objects.filter(tenant_id=viewer.tenant_id).select_related(
+        "subject").order_by("created_at", "id")[:limit])
+    nodes = {g.id: GrantNode(g) for g in grants}
+    roots: list[GrantNode] = []
+    for grant in grants:
+        parent = nodes.get(grant.parent_id) if grant.parent_id else None
+        (parent.children if parent is not None else roots).append(nodes[grant.id])
+    return roots
+
+
+# --- audit --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AuditFilter:
+    kind: str = ""
+    operation_id: str = ""
+    proposal_id: str = ""
+
+
+def audit_list(
+    *, viewer: Principal, filters: AuditFilter = AuditFilter(),
+    after: int | None = None, before: int | None = None, limit: int = 50,
+) -> Page[AuditEvent]:
+    """Audit events newest first, keyset-paged on the append-only id (index `audit_tenant`,
+    `audit_kind`, `audit_operation` or `audit_proposal`, whichever the filter selects)."""
+    queryset = AuditEvent.objects.filter(tenant_id=viewer.tenant_id)
+    if filters.kind:
+        queryset = queryset.filter(kind=filters.kind)
+    if filters.operation_id:
+        queryset = queryset.filter(operation_id=filters.operation_id)
+    if filters.proposal_id:
+        queryset = queryset.filter(proposal_id=filters.proposal_id)
+    if before is not None:
+        rows = list(queryset.filter(id__gt=before).order_by("id")[: limit + 1])
+        more = len(rows) > limit
+        rows = rows[:limit][::-1]
+        return Page(rows=rows, older=(rows[-1].id,) if rows else None,
+                    newer=(rows[0].id,) if rows and more else None)
+    if after is not None:
+        queryset = queryset.filter(id__lt=after)
+    rows = list(queryset.order_by("-id")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page(rows=rows, older=(rows[-1].id,) if more else None,
+                newer=(rows[0].id,) if rows and after is not None else None)
+
+
+def audit_kinds(*, viewer: Principal) -> list[str]:
+    """The audit kinds the runtime writes, for the filter's choices (a fixed list, no scan)."""
+    return sorted({
+        "proposal.created", "approval.requested", "approval.granted", "approval.denied",
+        "approval.expired", "permit.claimed", "attempt.started", "operation.completed",
+        "operation.failed_no_effect", "operation.unknown", "operation.reconciled",
+        "grant.issued", "grant.revoked", "grant.delegated", "dispatch.denied",
+        "resource.created", "resource.revised",
+    })

@@ -1,0 +1,54 @@
+/* Exact-action console: small progressive enhancements. Every page works without this file. */
+(function () {
+  "use strict";
+
+  /* Count down every [data-expires-at] once a second ("4 min 10 s"), as the server renders it. */
+  function duration(seconds) {
+    seconds = Math.max(Math.floor(seconds), 0);
+    var days = Math.floor(seconds / 86400), rest = seconds % 86400;
+    var hours = Math.floor(rest / 3600); rest %= 3600;
+    var minutes = Math.floor(rest / 60), secs = rest % 60;
+    var pad = function (n) { return (n < 10 ? "0" : "") + n; };
+    if (days) { return days + " d " + hours + " h"; }
+    if (hours) { return hours + " h " + pad(minutes) + " min"; }
+    if (minutes) { return minutes + " min " + pad(secs) + " s"; }
+    return secs + " s";
+  }
+
+  function tick() {
+    var nodes = document.querySelectorAll("[data-expires-at]");
+    for (var i = 0; i < nodes.length; i++) {
+      var left = (Date.parse(nodes[i].getAttribute("data-expires-at")) - Date.now()) / 1000;
+      if (isNaN(left)) { continue; }
+      nodes[i].textContent = left > 0 ? duration(left) : "expired";
+    }
+  }
+
+  /* Queue keys: j / k move between rows, / jumps to the filters. Never while typing. */
+  function typing(target) {
+    return target && (target.isContentEditable ||
+      /^(INPUT|TEXTAREA|SELECT)$/.test(target.tagName));
+  }
+
+  function onKey(event) {
+    if (event.defaultPrevented || event.altKey || event.ctrlKey || event.metaKey ||
+        typing(event.target)) { return; }
+    if (event.key === "/") {
+      var filter = document.querySelector(".filters select, .filters input");
+      if (filter) { event.preventDefault(); filter.focus(); }
+      return;
+    }
+    if (event.key !== "j" && event.key !== "k") { return; }
+    var links = Array.prototype.slice.call(document.querySelectorAll("a.row-link"));
+    if (!links.length) { return; }
+    var index = links.indexOf(document.activeElement);
+    if (event.key === "j") { index = index < 0 ? 0 : Math.min(index + 1, links.length - 1); }
+    else { index = index < 0 ? 0 : Math.max(index - 1, 0); }
+    event.preventDefault();
+    links[index].focus();
+  }
+
+  document.addEventListener("keydown", onKey);
+  document.addEventListener("DOMContentLoaded", tick);
+  window.setInterval(tick, 1000);
+})();
