@@ -1,0 +1,128 @@
+"""Typing rules of resource and data steps: create, edit, let, receive and agent calls.
+
+Resources come only from `create` (a new resource, revision 1) or trusted inputs; `edit` makes
+a new revision and consumes the old handle (spec §5.1). `let` moves affine values. Host
+messages and agent outputs are data whatever they contain (spec §6.1, §6.2); an agent counts
+with every tool in its set (spec §5.3).
+"""
+
+from __future__ import annotations
+
+from protocols.contracts import Effect
+from protocols.denials import DiagnosticCode
+from protocols.lifecycle import RESOURCE_PROTOCOLS, ResourceEvent
+from protocols.workflow.authority import check_authority
+from protocols.workflow.context import WRITES, Ctx, bind
+from protocols.workflow.diagnostics import Note, short
+from protocols.workflow.env import (
+    AFFINE,
+    Binding,
+    DataT,
+    Env,
+    HandleT,
+    PoisonT,
+    Prov,
+    Resource,
+    describe,
+)
+from protocols.workflow.ir import AgentCall, Create, Edit, Expr, Let, Literal, Receive, Ref
+from protocols.workflow.resources import check_state, plain_state
+
+D = DiagnosticCode
+
+
+def create(ctx: Ctx, env: Env, step: Create) -> None:
+    """create kind(payload): a new resource in its protocol's initial state, revision 1."""
+    protocol = RESOURCE_PROTOCOLS.get(step.kind)
+    payload = _payload(ctx, env, step.payload)
+    if protocol is None:
+        ctx.report(D.UNKNOWN_OPERATION, f"no resource protocol named `{step.kind}`", step.span,
+                   f"use one of: {', '.join(sorted(RESOURCE_PROTOCOLS))}",
+                   required="a declared resource kind", actual=step.kind)
+        bind(ctx, env, step.bind, PoisonT(), Prov.TRUSTED, step.span)
+        return
+    rid = f"r:{step.span.path}"
+    env.resources[rid] = Resource(rid, step.bind or step.kind, protocol.name,
+                                  protocol.initial.value, 1, step.span, payload)
+    bind(ctx, env, step.bind, HandleT(rid, 1, protocol.name), Prov.TRUSTED, step.span)
+
+
+def _payload(ctx: Ctx, env: Env, expr: Expr) -> object:
+    if isinstance(expr, Literal):
+        return expr.value
+    value = ctx.resolve(env, expr)
+    if not isinstance(value.type, DataT | PoisonT):
+        ctx.report(D.TYPE_MISMATCH, f"`{expr}` is not a payload", expr.span,
+                   "pass JSON data as the payload", required="JSON data",
+                   actual=describe(value.type))
+    return None
+
+
+def edit(ctx: Ctx, env: Env, step: Edit) -> None:
+    """edit(h, payload): a new revision in the initial state; the old handle is consumed."""
+    value = ctx.expect(env, step.handle, HandleT, "a resource handle", "a live resource handle")
+    payload = _payload(ctx, env, step.payload)
+    name = step.bind or (step.handle.name if not isinstance(step.handle, Literal) else None)
+    if value is None or value.binding is None or not isinstance(value.type, HandleT):
+        bind(ctx, env, name, PoisonT(), Prov.TRUSTED, step.span)
+        return
+    resource = env.resources[value.type.rid]
+    revision = resource.revision + 1
+    env.consume(value.binding.name, D.CONSUMED_PERMIT,
+                f"replaced by the edit at {short(step.span)}; use `{name}` (revision {revision})",
+                step.span)
+    state = resource.state
+    if check_state(ctx, resource, ResourceEvent.EDIT, step.handle.span, "edit"):
+        protocol = RESOURCE_PROTOCOLS[resource.protocol]
+        state = protocol.transitions[(plain_state(resource), ResourceEvent.EDIT)].value
+    env.set_state(resource.rid, state, step.span, revision=revision, payload=payload,
+                  keep_payload=False)
+    bind(ctx, env, name, HandleT(resource.rid, revision, resource.protocol), Prov.TRUSTED,
+         step.span)
+
+
+def let(ctx: Ctx, env: Env, step: Let) -> None:
+    """let x = value: copies data, moves affine values (the source is consumed)."""
+    value = ctx.resolve(env, step.value)
+    whole = isinstance(step.value, Ref) and not step.value.fields
+    if value.binding is not None and isinstance(value.type, AFFINE) and whole:
+        env.consume(value.binding.name, D.CONSUMED_PERMIT,
+                    f"moved into `{step.bind}` at {short(step.span)}", step.span)
+        env.bind(Binding(step.bind, value.binding.vid, value.type, value.prov, step.span))
+        return
+    vid = value.binding.vid if value.binding is not None and whole else None
+    bind(ctx, env, step.bind, value.type, value.prov, step.span, vid)
+
+
+def receive(ctx: Ctx, env: Env, step: Receive) -> None:
+    """A host message: untrusted JSON whatever it claims to be (spec §6.2)."""
+    bind(ctx, env, step.bind, DataT("json"), Prov.HOST, step.span)
+
+
+def agent(ctx: Ctx, env: Env, step: AgentCall) -> None:
+    """An agent may pick any tool in its set: all their effects and authority count (§5.3)."""
+    effects: set[str] = set()
+    for tool in step.tools:
+        contract = ctx.contract(tool, step.span)
+        if contract is None:
+            continue
+        effects |= set(contract.possible_effects)
+        if contract.approval_requirement is not None:
+            effects.add(Effect.HUMAN.value)
+        check_authority(ctx, contract, {}, step.span, f"agent tool {tool}")
+        writes = sorted(WRITES & set(contract.possible_effects))
+        if ctx.races and writes:
+            ctx.report(D.PROTECTED_RACE, f"agent `{step.agent}` may call the protected write "
+                       f"{tool} inside a race", step.span,
+                       "remove write tools from agents inside a race, or move the agent out",
+                       required="read or model tools only inside race",
+                       actual=f"{tool}: {', '.join(writes)}",
+                       notes=[Note("the race", ctx.races[-1])])
+    ctx.charge(effects, step.span, f"agent `{step.agent}` (tools: {', '.join(step.tools)})")
+    for name, expr in step.inputs:
+        value = ctx.resolve(env, expr)
+        if not isinstance(value.type, DataT | PoisonT):
+            ctx.report(D.TYPE_MISMATCH, f"agent input `{name}` must be data", expr.span,
+                       "agents receive data; permits, decisions and handles stay with the "
+                       "workflow", required="data", actual=describe(value.type))
+    bind(ctx, env, step.bind, DataT(step.returns), Prov.MODEL, step.span)

@@ -1,0 +1,69 @@
+"""Conformance fixtures: every file under ok/ checks clean, every file under err/ yields exactly
+the diagnostics its `# expect:` lines (or JSON `x-expect`) name, with their line and column."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from dispatch.contracts import build_registry
+from protocols.workflow import CheckedWorkflow, Diagnostics, check_source
+
+HERE = Path(__file__).parent
+OK = sorted((HERE / "ok").glob("*.*"))
+ERR = sorted((HERE / "err").glob("*.*"))
+EXPECT = re.compile(r"^#\s*expect:\s*(.+?)\s*$", re.MULTILINE)
+ITEM = re.compile(r"(AGL-E\d{3}) at (\d+):(\d+)")
+REGISTRY = build_registry({"email.send": "impl-email-1", "payments.transfer": "impl-bank-1",
+                           "crm.lookup": "impl-crm-1"})
+
+
+def expectations(path: Path) -> list[str]:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json":
+        raw = json.loads(text)["x-expect"]
+        return [raw] if isinstance(raw, str) else list(raw)
+    return EXPECT.findall(text)
+
+
+def test_suite_is_large_enough() -> None:
+    assert len(OK) >= 15
+    assert len(ERR) >= 40
+    assert len(OK) + len(ERR) >= 40
+
+
+@pytest.mark.parametrize("path", OK, ids=lambda p: p.name)
+def test_positive_fixture_checks_clean(path: Path) -> None:
+    assert expectations(path) == ["ok"]
+    result = check_source(path.read_text(encoding="utf-8"), REGISTRY, filename=str(path))
+    assert isinstance(result, CheckedWorkflow), result
+
+
+@pytest.mark.parametrize("path", ERR, ids=lambda p: p.name)
+def test_negative_fixture_reports_exact_code_and_location(path: Path) -> None:
+    wanted = sorted(ITEM.fullmatch(item).groups() for item in expectations(path))  # type: ignore[union-attr]
+    assert wanted, f"{path.name} has no `expect:` line"
+    result = check_source(path.read_text(encoding="utf-8"), REGISTRY, filename=str(path))
+    assert isinstance(result, Diagnostics), f"{path.name} unexpectedly checked clean"
+    got = sorted((d.code.value, str(d.line), str(d.column)) for d in result)
+    assert got == wanted, "\n".join(d.render() for d in result)
+    for diagnostic in result:
+        assert diagnostic.span.file == str(path)
+        assert diagnostic.help
+        assert diagnostic.span.path
+
+
+@pytest.mark.parametrize("path", ERR, ids=lambda p: p.name)
+def test_negative_fixture_name_states_its_code(path: Path) -> None:
+    code = path.name.split("_", 1)[0].upper()  # e005_... -> E005
+    assert all(f"AGL-{code}" in item for item in expectations(path))
+
+
+def test_every_diagnostic_code_has_a_negative_fixture() -> None:
+    from protocols.denials import DiagnosticCode
+
+    covered = {item.split()[0] for path in ERR for item in expectations(path)}
+    assert covered == {code.value for code in DiagnosticCode}
