@@ -80,9 +80,14 @@ def proposal_dispatch(
         with transaction.atomic():
             audit_record(tenant_id=principal.tenant_id, kind="dispatch.denied",
                          actor=principal.name, at=now,
-                         proposal_id=proposal_id if isinstance(proposal_id, str) else "",
+                         proposal_id=_id_or_blank(proposal_id),
                          details={"code": denial.code.value, **denial.details})
         raise
+
+
+def _id_or_blank(value: object) -> str:
+    """A caller-supplied id fit for the audit's id column; anything else is left out."""
+    return value if isinstance(value, str) and len(value) <= 40 else ""
 
 
 def _dispatch(
