@@ -21,11 +21,13 @@ from protocols.denials import Denial, DenialCode
 M = TypeVar("M", bound=models.Model)
 
 
-def _access(model: type[M], principal: Principal, object_id: object, kind: str) -> M:
+def _access(model: type[M], principal: Principal, object_id: object, kind: str,
+            *related: str) -> M:
     if not isinstance(object_id, str):
         raise Denial(DenialCode.NOT_FOUND, kind=kind)
     try:
-        return model._default_manager.get(id=object_id, tenant_id=principal.tenant_id)
+        return model._default_manager.select_related(*related).get(
+            id=object_id, tenant_id=principal.tenant_id)
     except model.DoesNotExist:  # type: ignore[attr-defined]
         raise Denial(DenialCode.NOT_FOUND, kind=kind, id=object_id) from None
 
@@ -36,6 +38,11 @@ def access_resource_by_id(principal: Principal, resource_id: object) -> Resource
 
 def access_proposal_by_id(principal: Principal, proposal_id: object) -> Proposal:
     return _access(Proposal, principal, proposal_id, "proposal")
+
+
+def access_proposal_for_dispatch(principal: Principal, proposal_id: object) -> Proposal:
+    """The proposal with its approval request and permit, in one query (the hot path)."""
+    return _access(Proposal, principal, proposal_id, "proposal", "approval", "permit")
 
 
 def access_approval_by_id(principal: Principal, approval_id: object) -> ApprovalRequest:

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ObjectDoesNotExist
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
@@ -29,7 +30,7 @@ from dispatch.handlers import (
 from dispatch.ids import new_id
 from dispatch.models import ApprovalRequest, Attempt, Operation, Permit, Principal, Proposal
 from dispatch.runtime import get_runtime
-from dispatch.services.access import access_operation_by_id, access_proposal_by_id
+from dispatch.services.access import access_operation_by_id, access_proposal_for_dispatch
 from dispatch.services.audit import audit_record
 from dispatch.services.budgets import budget_keys, budget_release, budget_reserve
 from dispatch.services.principals import has_role
@@ -95,7 +96,7 @@ def _dispatch(
     enqueue: bool,
 ) -> Operation:
     runtime = get_runtime()
-    proposal = access_proposal_by_id(principal, proposal_id)
+    proposal = access_proposal_for_dispatch(principal, proposal_id)
     # The permit binds the requesting principal: nobody else dispatches this proposal.
     if proposal.principal_id != principal.id:
         raise Denial(DenialCode.PROPOSAL_MISMATCH, reason="proposed by another principal")
@@ -159,12 +160,12 @@ def _permit_for(
     if permit_id is not None:
         # A permit named by the caller must be this proposal's own; copying another
         # proposal's permit id does not copy its authority, and a forged id names nothing.
-        own = Permit.objects.filter(proposal_id=proposal.id).values_list("id", flat=True).first()
-        if permit_id != own:
+        own = _related(proposal, "permit")
+        if own is None or permit_id != own.id:
             other = Permit.objects.filter(id=permit_id, tenant_id=principal.tenant_id).exists()
             raise Denial(DenialCode.PROPOSAL_MISMATCH if other else DenialCode.NOT_FOUND,
                          kind="permit", id=str(permit_id))
-    approval = ApprovalRequest.objects.filter(proposal_id=proposal.id).first()
+    approval = _related(proposal, "approval")  # loaded with the proposal
     if approval is None:
         raise Denial(DenialCode.APPROVAL_REQUIRED)
     state = ApprovalState(approval.state)
@@ -177,7 +178,9 @@ def _permit_for(
         raise Denial(DenialCode.APPROVAL_EXPIRED)
     if state is ApprovalState.REVOKED:
         raise Denial(DenialCode.APPROVAL_REVOKED)
-    permit = Permit.objects.get(approval_id=approval.id)
+    permit = _related(proposal, "permit")
+    if permit is None:  # a granted approval always minted one: a store inconsistency
+        raise Denial(DenialCode.PERSISTENCE_FAILURE, reason="granted approval has no permit")
     if permit.state == PermitState.CLAIMED:
         raise Denial(DenialCode.PERMIT_CLAIMED, permit_id=permit.id)
     if permit.state == PermitState.REVOKED:
@@ -186,6 +189,14 @@ def _permit_for(
         raise Denial(DenialCode.APPROVAL_EXPIRED)
     _check_binding(permit, proposal)
     return permit
+
+
+def _related(instance: Any, name: str) -> Any:
+    """A reverse one-to-one loaded by select_related, or None where there is none."""
+    try:
+        return getattr(instance, name)
+    except ObjectDoesNotExist:
+        return None
 
 
 def _check_binding(permit: Permit, proposal: Proposal) -> None:

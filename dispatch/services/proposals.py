@@ -80,16 +80,23 @@ def resolve_resources(
     refs: list[dict[str, Any]] = []
     for name, protocol_name in sorted(contract.protocol_preconditions.items()):
         ref = arguments[name]
-        resource = Resource.objects.filter(
-            id=ref["id"], tenant_id=principal.tenant_id, kind=protocol_name).first()
-        if resource is None:
-            raise Denial(DenialCode.NOT_FOUND, kind="resource", id=ref["id"])
+        # The named revision with its resource, in one query on the hot path.
+        revision = Revision.objects.select_related("resource").filter(
+            resource_id=ref["id"], resource__tenant_id=principal.tenant_id,
+            resource__kind=protocol_name, number=ref["revision"]).first()
+        if revision is None:
+            resource = Resource.objects.filter(
+                id=ref["id"], tenant_id=principal.tenant_id, kind=protocol_name).first()
+            if resource is None:
+                raise Denial(DenialCode.NOT_FOUND, kind="resource", id=ref["id"])
+            raise Denial(DenialCode.STALE_REVISION, resource_id=resource.id,
+                         current_revision=resource.current_revision)
+        resource = revision.resource
         if resource.current_revision != ref["revision"]:
             raise Denial(DenialCode.STALE_REVISION, resource_id=resource.id,
                          current_revision=resource.current_revision)
         if event is not None:
             transition(RESOURCE_PROTOCOLS[protocol_name], ResourceState(resource.state), event)
-        revision = Revision.objects.get(resource_id=resource.id, number=ref["revision"])
         resolved[name] = {"id": resource.id, "revision": revision.number,
                           "digest": revision.digest, "payload": revision.payload}
         refs.append({"id": resource.id, "revision": revision.number, "digest": revision.digest})
