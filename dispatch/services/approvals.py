@@ -21,11 +21,7 @@ from dispatch.services.access import access_approval_by_id
 from dispatch.services.audit import audit_record
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.principals import grants_of, has_role
-from dispatch.services.proposals import (
-    resource_advance,
-    revision_has_other_live_approvals,
-    select_authority,
-)
+from dispatch.services.proposals import resource_advance, resources_release, select_authority
 from protocols.denials import Denial, DenialCode
 from protocols.grants import authorize
 from protocols.lifecycle import (
@@ -71,7 +67,7 @@ def approval_decide(
     if approval.state != ApprovalState.PENDING:
         raise Denial(DenialCode.APPROVAL_DECIDED, state=approval.state)
     if now >= approval.expires_at:
-        approvals_expire_stale(now=now)
+        approval_expire(approval_id=approval.id, now=now)  # this one only, not a sweep
         raise Denial(DenialCode.APPROVAL_EXPIRED)
     event = ApprovalEvent.GRANT if decision == Decision.Outcome.GRANT else ApprovalEvent.DENY
     target = transition(APPROVAL_LIFECYCLE, ApprovalState.PENDING, event)
@@ -120,7 +116,7 @@ def approval_decide(
                     operation_id=new_id("op"), issued_at=now, expires_at=approval.expires_at,
                 )
             else:
-                _deny_resources(proposal, now)
+                resources_release(proposal=proposal, event=ResourceEvent.DENY, now=now)
             audit_record(
                 tenant_id=proposal.tenant_id,
                 kind="approval.granted" if permit else "approval.denied",
@@ -147,52 +143,37 @@ def _dispatch_on_approval(proposal: Proposal, now: datetime) -> None:
         log.info("dispatch on approval of %s refused: %s", proposal.id, exc.code.value)
 
 
-def _deny_resources(proposal: Proposal, now: datetime) -> None:
-    # A denial of a proposal on a revision that has since been edited moves nothing; nor
-    # does one whose revision still carries another live proposal.
-    for ref in proposal.resource_refs:
-        if revision_has_other_live_approvals(ref=ref, proposal_id=proposal.id, now=now):
-            continue
-        try:
-            with transaction.atomic():
-                resource_advance(ref=ref, event=ResourceEvent.DENY, now=now)
-        except Denial:
-            continue
-
-
 def approvals_expire_stale(*, now: datetime) -> int:
     """Expire pending approvals and issued permits past their window; idempotent."""
-    expired = 0
-    stale = list(ApprovalRequest.objects.filter(
+    stale = ApprovalRequest.objects.filter(
         Q(state=ApprovalState.PENDING) | Q(state=ApprovalState.GRANTED,
                                            permit__state=PermitState.ISSUED),
         expires_at__lte=now,
-    ).values_list("id", "state", "proposal_id", "tenant_id")[:500])
-    for approval_id, state, proposal_id, tenant_id in stale:
-        target = transition(APPROVAL_LIFECYCLE, ApprovalState(state), ApprovalEvent.EXPIRE)
-        with transaction.atomic():
-            if state == ApprovalState.GRANTED:
-                # A granted approval whose permit was claimed stays granted: it ran.
-                lapsed = Permit.objects.filter(
-                    approval_id=approval_id, state=PermitState.ISSUED,
-                ).update(state=transition(PERMIT_LIFECYCLE, PermitState.ISSUED,
-                                          PermitEvent.EXPIRE))
-                if lapsed != 1:
-                    continue
-            moved = ApprovalRequest.objects.filter(id=approval_id, state=state).update(
-                state=target)
-            if moved != 1:
-                continue
-            proposal = Proposal.objects.get(id=proposal_id)
-            for ref in proposal.resource_refs:
-                if revision_has_other_live_approvals(ref=ref, proposal_id=proposal_id, now=now):
-                    continue
-                try:
-                    with transaction.atomic():
-                        resource_advance(ref=ref, event=ResourceEvent.EXPIRE, now=now)
-                except Denial:
-                    pass  # edited or moved on since: nothing to return to draft
-            audit_record(tenant_id=tenant_id, kind="approval.expired", actor="system", at=now,
-                         proposal_id=proposal_id, details={"approval_id": approval_id})
-            expired += 1
-    return expired
+    ).values_list("id", flat=True)[:500]
+    return sum(approval_expire(approval_id=approval_id, now=now) for approval_id in stale)
+
+
+def approval_expire(*, approval_id: str, now: datetime) -> bool:
+    """Expire one approval past its window (and its unclaimed permit); False if it moved on."""
+    with transaction.atomic():
+        approval = ApprovalRequest.objects.filter(id=approval_id, expires_at__lte=now).first()
+        if approval is None or approval.state not in (ApprovalState.PENDING,
+                                                      ApprovalState.GRANTED):
+            return False
+        state = ApprovalState(approval.state)
+        if state is ApprovalState.GRANTED:
+            # A granted approval whose permit was claimed stays granted: it ran.
+            lapsed = Permit.objects.filter(
+                approval_id=approval_id, state=PermitState.ISSUED,
+            ).update(state=transition(PERMIT_LIFECYCLE, PermitState.ISSUED, PermitEvent.EXPIRE))
+            if lapsed != 1:
+                return False
+        moved = ApprovalRequest.objects.filter(id=approval_id, state=state).update(
+            state=transition(APPROVAL_LIFECYCLE, state, ApprovalEvent.EXPIRE))
+        if moved != 1:
+            return False
+        proposal = Proposal.objects.get(id=approval.proposal_id)
+        resources_release(proposal=proposal, event=ResourceEvent.EXPIRE, now=now)
+        audit_record(tenant_id=approval.tenant_id, kind="approval.expired", actor="system",
+                     at=now, proposal_id=proposal.id, details={"approval_id": approval_id})
+    return True

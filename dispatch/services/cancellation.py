@@ -11,7 +11,7 @@ from dispatch.models import ApprovalRequest, Attempt, Operation, Permit, Princip
 from dispatch.services.access import access_proposal_by_id
 from dispatch.services.audit import audit_record
 from dispatch.services.principals import has_role
-from dispatch.services.proposals import resource_advance, revision_has_other_live_approvals
+from dispatch.services.proposals import resource_advance, resources_release
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import (
     APPROVAL_LIFECYCLE,
@@ -57,14 +57,7 @@ def _cancel_before_claim(proposal: Proposal, actor: Principal, now: datetime) ->
         if Operation.objects.filter(proposal_id=proposal.id).exists():
             transaction.set_rollback(True)  # a claim won the race: cancel after the claim
             return False
-        for ref in proposal.resource_refs:
-            if revision_has_other_live_approvals(ref=ref, proposal_id=proposal.id, now=now):
-                continue
-            try:
-                with transaction.atomic():
-                    resource_advance(ref=ref, event=ResourceEvent.EXPIRE, now=now)
-            except Denial:
-                pass  # edited or moved on since: nothing to return to draft
+        resources_release(proposal=proposal, event=ResourceEvent.EXPIRE, now=now)
         audit_record(tenant_id=proposal.tenant_id, kind="proposal.cancelled", actor=actor.name,
                      at=now, proposal_id=proposal.id, digest=proposal.digest,
                      details={"before_claim": True})

@@ -280,6 +280,23 @@ def resource_advance(*, ref: dict[str, Any], event: ResourceEvent, now: datetime
         raise Denial(DenialCode.STALE_REVISION, resource_id=resource.id)
 
 
+def resources_release(*, proposal: Proposal, event: ResourceEvent, now: datetime) -> None:
+    """Move each resource of a proposal that will not run by `event` (deny or expire), best
+    effort, inside the caller's transaction.
+
+    A revision edited since, or one that still carries another live proposal, is left as it
+    is: the first has moved on, and moving the second would strand its siblings.
+    """
+    for ref in proposal.resource_refs:
+        if revision_has_other_live_approvals(ref=ref, proposal_id=proposal.id, now=now):
+            continue
+        try:
+            with transaction.atomic():
+                resource_advance(ref=ref, event=event, now=now)
+        except Denial:
+            continue  # edited or moved on since: nothing to move back
+
+
 def revision_has_other_live_approvals(
     *, ref: dict[str, Any], proposal_id: str, now: datetime
 ) -> bool:
