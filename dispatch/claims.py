@@ -1,6 +1,6 @@
-"""THE claim (DESIGN §5 step 7, spec §6.3): one transaction that claims the permit, moves each
-resource to `dispatching` by compare-and-swap, inserts the operation intent `claimed` and its
-audit event. If any part fails, all of it rolls back and nothing runs.
+"""THE claim (DESIGN §5 steps 6-7, spec §6.3): one transaction that claims the permit, moves
+each resource to `dispatching` by compare-and-swap, inserts the operation intent `claimed` and
+its audit event, and takes the budget. If any part fails, all of it rolls back and nothing runs.
 
 The winner is decided by conditional UPDATEs whose row counts are read, never by a read
 followed by an unconditional write: on PostgreSQL a concurrent claimer blocks on the row lock
@@ -17,6 +17,7 @@ from django.db import IntegrityError, transaction
 from dispatch.failpoints import failpoint
 from dispatch.models import Operation, Permit, Proposal, Resource
 from dispatch.services.audit import audit_record
+from dispatch.services.budgets import Limits, budget_take
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import (
     EMAIL_DRAFT,
@@ -40,10 +41,16 @@ DISPATCHING = transition(EMAIL_DRAFT, ResourceState.AUTHORIZED, ResourceEvent.CL
 
 def operation_claim(
     *, proposal: Proposal, permit: Permit | None, operation_id: str, actor: str, now: datetime,
+    budget: Limits, cost: int,
 ) -> Operation:
-    """Claim one proposal's action, or raise the denial that says why not."""
+    """Claim one proposal's action, or raise the denial that says why not.
+
+    A transaction of its own, or a savepoint of the grant's transaction when an approval
+    dispatches on grant. Either way the worker is handed the operation only once the outermost
+    transaction commits (`transaction.on_commit`), so nothing runs unless the claim committed.
+    """
     try:
-        with transaction.atomic(durable=True):
+        with transaction.atomic():
             if permit is not None:
                 # One-shot: only an issued, unexpired permit bound to this digest moves.
                 won = Permit.objects.filter(
@@ -81,6 +88,8 @@ def operation_claim(
                 operation_id=operation_id, proposal_id=proposal.id, digest=proposal.digest,
                 details={"permit_id": permit.id if permit else None},
             )
+            # Last, so that the hot per-principal counter row is locked for the shortest time.
+            budget_take(limits=budget, cost=cost)
             failpoint("claim.before_commit")
     except IntegrityError:
         # One operation per proposal: a concurrent claim of the same action already won.

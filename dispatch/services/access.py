@@ -49,6 +49,11 @@ def access_approval_by_id(principal: Principal, approval_id: object) -> Approval
     return _access(ApprovalRequest, principal, approval_id, "approval")
 
 
+def access_approval_for_decision(principal: Principal, approval_id: object) -> ApprovalRequest:
+    """The approval request with its proposal and the proposal's requester, in one query."""
+    return _access(ApprovalRequest, principal, approval_id, "approval", "proposal__principal")
+
+
 def access_permit_by_id(principal: Principal, permit_id: object) -> Permit:
     return _access(Permit, principal, permit_id, "permit")
 

@@ -17,7 +17,7 @@ from django.db.models import Q
 from dispatch.ids import new_id
 from dispatch.models import ApprovalRequest, Decision, Permit, Principal, Proposal
 from dispatch.runtime import get_runtime
-from dispatch.services.access import access_approval_by_id
+from dispatch.services.access import access_approval_for_decision
 from dispatch.services.audit import audit_record
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.principals import grants_of, has_role
@@ -48,7 +48,7 @@ def approval_decide(
     now: datetime,
 ) -> tuple[ApprovalRequest, Permit | None]:
     """Grant or deny one pending approval; a grant mints the one-shot permit."""
-    approval = access_approval_by_id(approver, approval_id)
+    approval = access_approval_for_decision(approver, approval_id)
     if not has_role(approver, approval.role):
         raise Denial(DenialCode.ROLE_REQUIRED, role=approval.role)
     if decision not in (Decision.Outcome.GRANT, Decision.Outcome.DENY):
@@ -60,7 +60,7 @@ def approval_decide(
     if not isinstance(digest, str):
         raise Denial(DenialCode.SCHEMA_INVALID, errors=[
             {"pointer": "/digest", "message": "must be the digest shown with the proposal"}])
-    proposal = Proposal.objects.get(id=approval.proposal_id)
+    proposal = approval.proposal
     # The approver confirms the exact bytes they were shown.
     if not hmac.compare_digest(digest.encode(), proposal.digest.encode()):
         raise Denial(DenialCode.PROPOSAL_MISMATCH, reason="digest differs from the proposal's")
@@ -124,19 +124,21 @@ def approval_decide(
                 details={"approval_id": approval.id, "reason": reason,
                          "permit_id": permit.id if permit else None},
             )
+            if permit is not None and proposal.dispatch_on_approval:
+                _dispatch_on_approval(proposal, now)
     except IntegrityError:
         # The unique decision per approval: a concurrent second decision lost.
         raise Denial(DenialCode.APPROVAL_DECIDED) from None
-    if permit is not None and proposal.dispatch_on_approval:
-        _dispatch_on_approval(proposal, now)
-    approval.refresh_from_db()
+    approval.state = target  # what the conditional update above moved it to
     return approval, permit
 
 
 def _dispatch_on_approval(proposal: Proposal, now: datetime) -> None:
-    """`dispatch_on_approval` (DESIGN §7): once the grant has committed, claim its permit and
-    enqueue the dispatch at once, as the requester. A refusal changes nothing: the decision
-    stands and the permit stays issued, for the agent to dispatch (and hear why) itself."""
+    """`dispatch_on_approval` (DESIGN §7): claim the new permit as the requester, with every
+    check of a dispatch, inside the grant's own transaction, so that grant and claim cost one
+    commit; the task is enqueued when that commits. The claim is a savepoint: a refusal rolls
+    back only the claim, the decision stands and the permit stays issued, for the agent to
+    dispatch (and hear why) itself."""
     try:
         proposal_dispatch(principal=proposal.principal, proposal_id=proposal.id, now=now)
     except Denial as exc:
@@ -172,7 +174,7 @@ def approval_expire(*, approval_id: str, now: datetime) -> bool:
             state=transition(APPROVAL_LIFECYCLE, state, ApprovalEvent.EXPIRE))
         if moved != 1:
             return False
-        proposal = Proposal.objects.get(id=approval.proposal_id)
+        proposal = approval.proposal
         resources_release(proposal=proposal, event=ResourceEvent.EXPIRE, now=now)
         audit_record(tenant_id=approval.tenant_id, kind="approval.expired", actor="system",
                      at=now, proposal_id=proposal.id, details={"approval_id": approval_id})

@@ -1,27 +1,23 @@
-"""Budget reservation before the claim, released when the claim fails (spec §7 step 6, §9).
+"""Budget capacity, taken inside the claim's own transaction (DESIGN §5 steps 6-7, spec §9).
 
-A reservation is one conditional UPDATE whose WHERE clause keeps `used + cost <= limit`; the
+One conditional upsert adds the action's cost to every counter it counts against, all or
+nothing: a counter that would go over its limit is neither updated nor returned, and the claim
+then rolls back as a whole, so a failed claim holds no capacity and needs no release. The
 CheckConstraint on the table is the backstop. Work already attempted is not refunded.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F
+from django.db import connection
 
 from dispatch.models import BudgetCounter
 from protocols.denials import Denial, DenialCode
 
-
-@dataclass(frozen=True)
-class Reservation:
-    keys: tuple[str, ...]
-    cost: int
+Limits = Sequence[tuple[str, int]]
 
 
 def budget_keys(*, principal_id: str, execution_id: str, now: datetime) -> list[tuple[str, int]]:
@@ -31,25 +27,38 @@ def budget_keys(*, principal_id: str, execution_id: str, now: datetime) -> list[
     ]
 
 
-def budget_reserve(*, limits: Sequence[tuple[str, int]], cost: int) -> Reservation:
-    """Reserve `cost` on every key, all or nothing; `budget_exhausted` names the full one."""
-    # Rows are always locked in key order, here and in release, so that two reservations
-    # (or a reservation and a release) can never wait on each other in a cycle.
-    with transaction.atomic():
-        for key, limit in sorted(limits):
-            # get_or_create absorbs a concurrent insert of the same key in its own savepoint.
-            BudgetCounter.objects.get_or_create(key=key, defaults={"limit": limit})
-            took = BudgetCounter.objects.filter(
-                key=key, used__lte=F("limit") - cost
-            ).update(used=F("used") + cost)
-            if took != 1:
-                transaction.set_rollback(True)
-                raise Denial(DenialCode.BUDGET_EXHAUSTED, budget=key.split(":")[0])
-    return Reservation(keys=tuple(key for key, _ in limits), cost=cost)
+def budget_check(*, limits: Limits, cost: int) -> None:
+    """Refuse, before any write, an action that costs more than a whole counter holds."""
+    for key, limit in sorted(limits):
+        if cost > limit:
+            raise Denial(DenialCode.BUDGET_EXHAUSTED, budget=key.split(":")[0])
 
 
-def budget_release(reservation: Reservation) -> None:
-    with transaction.atomic():
-        for key in sorted(reservation.keys):
-            BudgetCounter.objects.filter(key=key, used__gte=reservation.cost).update(
-                used=F("used") - reservation.cost)
+def budget_take(*, limits: Limits, cost: int) -> None:
+    """Add `cost` to every counter, or raise `budget_exhausted` naming the first full one.
+
+    Must run inside the caller's transaction, whose rollback undoes it. Keys go in sorted
+    order, so concurrent takers lock the counter rows in one order and never deadlock.
+    """
+    if not connection.in_atomic_block:
+        raise RuntimeError("budget_take runs inside the claim's transaction")
+    budget_check(limits=limits, cost=cost)
+    rows = sorted(limits)
+    q = connection.ops.quote_name
+    table, key, used, limit = (q(BudgetCounter._meta.db_table), q("key"), q("used"),
+                               q("limit"))
+    values = ", ".join(["(%s, %s, %s)"] * len(rows))
+    # SQLite >= 3.35 and PostgreSQL: a conflicting row is updated only while it stays within
+    # its limit, and RETURNING names exactly the counters that took the cost. Only quoted
+    # identifiers and placeholders are formatted in; every value is a bound parameter.
+    sql = (
+        f"INSERT INTO {table} ({key}, {used}, {limit}) VALUES {values} "  # noqa: S608
+        f"ON CONFLICT ({key}) DO UPDATE SET {used} = {table}.{used} + excluded.{used} "
+        f"WHERE {table}.{used} + excluded.{used} <= {table}.{limit} RETURNING {key}")
+    params = [value for name, cap in rows for value in (name, cost, cap)]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        taken = {row[0] for row in cursor.fetchall()}
+    for name, _ in rows:
+        if name not in taken:
+            raise Denial(DenialCode.BUDGET_EXHAUSTED, budget=name.split(":")[0])

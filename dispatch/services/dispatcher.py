@@ -32,7 +32,7 @@ from dispatch.models import ApprovalRequest, Attempt, Operation, Permit, Princip
 from dispatch.runtime import get_runtime
 from dispatch.services.access import access_operation_by_id, access_proposal_for_dispatch
 from dispatch.services.audit import audit_record
-from dispatch.services.budgets import budget_keys, budget_release, budget_reserve
+from dispatch.services.budgets import budget_keys
 from dispatch.services.principals import has_role
 from dispatch.services.proposals import (
     check_authority,
@@ -70,7 +70,7 @@ def proposal_dispatch(
     now: datetime,
     enqueue: bool = True,
 ) -> Operation:
-    """Check everything again, reserve budget and claim; the handler then runs on a worker.
+    """Check everything again, then take the budget and claim; the handler runs on a worker.
 
     Every refusal is audited as `dispatch.denied` with its code, then raised.
     """
@@ -128,21 +128,15 @@ def _dispatch(
     # permit: so every loser of a race for one permit hears `permit_claimed`.
     permit = _permit_for(contract, proposal, principal, permit_id, now)
 
-    # 6. Reserve budget; 7. claim in one transaction, releasing the budget if it fails.
-    reservation = budget_reserve(
-        limits=budget_keys(principal_id=principal.id, execution_id=proposal.execution_id,
+    # 6-7. Take the budget and claim, in one transaction: a failed claim holds no capacity.
+    operation = operation_claim(
+        proposal=proposal, permit=permit,
+        operation_id=permit.operation_id if permit else new_id("op"),
+        actor=principal.name, now=now,
+        budget=budget_keys(principal_id=principal.id, execution_id=proposal.execution_id,
                            now=now),
         cost=contract.scheduling_contract.budget_cost,
     )
-    try:
-        operation = operation_claim(
-            proposal=proposal, permit=permit,
-            operation_id=permit.operation_id if permit else new_id("op"),
-            actor=principal.name, now=now,
-        )
-    except Denial:
-        budget_release(reservation)
-        raise
     failpoint("claim.after_commit")
     if enqueue:
         operation_enqueue(operation.id)

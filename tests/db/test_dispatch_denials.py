@@ -26,6 +26,7 @@ from dispatch.models import (
 )
 from dispatch.runtime import get_runtime
 from dispatch.services.approvals import approval_decide, approvals_expire_stale
+from dispatch.services.budgets import budget_take
 from dispatch.services.dispatcher import operation_execute, operation_resolve, proposal_dispatch
 from dispatch.services.principals import (
     agent_create,
@@ -985,7 +986,7 @@ def test_second_dispatch_finds_the_permit_claimed(world: World) -> None:
     assert Permit.objects.get(id=permit.id).state == "claimed"
 
 
-def test_second_dispatch_without_a_permit_is_claimed_and_releases_its_budget(
+def test_second_dispatch_without_a_permit_is_claimed_and_holds_no_budget(
     world: World,
 ) -> None:
     proposal = propose_lookup(world)
@@ -1183,9 +1184,68 @@ def test_principal_budget_exhausted_rolls_back_every_key(
     assert {k: v for k, v in after.items() if v} == used
 
 
-def test_failed_claim_releases_its_budget(world: World) -> None:
-    """Two proposals on one revision: the second claim fails at the resource compare-and-swap
-    after its budget was reserved, and gives the reservation back."""
+@pytest.mark.django_db(transaction=True)
+def test_budget_is_taken_only_inside_a_transaction() -> None:
+    with pytest.raises(RuntimeError, match="inside the claim's transaction"):
+        budget_take(limits=[("execution:x:y", 5)], cost=1)
+    assert not BudgetCounter.objects.exists()
+
+
+def test_budget_cost_over_a_whole_counter_is_refused_before_any_write(
+    world: World, settings: Any,
+) -> None:
+    settings.BUDGET_TOOL_CALLS_PER_EXECUTION = 0
+    proposal = propose_lookup(world, execution_id="exe-zero")
+    before = store()
+    denial = refused(dispatch, world=world, proposal=proposal)
+    assert denial.code is DenialCode.BUDGET_EXHAUSTED
+    assert denial.details == {"budget": "execution"}
+    assert store() == before
+    assert not BudgetCounter.objects.exists()
+
+
+def test_claim_refused_at_the_grant_rolls_back_only_the_claim(
+    world: World, settings: Any, django_capture_on_commit_callbacks: Any,
+) -> None:
+    """`dispatch_on_approval` claims inside the grant's transaction, as a savepoint: a claim
+    refused there (the execution's budget is spent) leaves the decision, the issued permit
+    and the authorized draft, takes no budget and enqueues nothing."""
+    settings.BUDGET_TOOL_CALLS_PER_EXECUTION = 1
+    dispatch(world, propose_lookup(world, execution_id="exe-grant"))
+    used = budget_used()
+    draft = world.draft()
+    proposal = world.propose_email(draft, execution_id="exe-grant", dispatch_on_approval=True)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        approval, permit = decide(world, proposal)
+    assert callbacks == []
+    assert approval.state == "granted"
+    assert Permit.objects.get(id=permit.id).state == "issued"
+    assert state_of(draft) == "authorized"
+    assert not Operation.objects.filter(proposal=proposal).exists()
+    assert budget_used() == used
+    kinds = list(AuditEvent.objects.filter(proposal_id=proposal.id).order_by("id")
+                 .values_list("kind", flat=True))
+    assert kinds[-2:] == ["approval.granted", "dispatch.denied"]
+    # The agent hears why when it dispatches itself.
+    assert refused(dispatch, world=world, proposal=proposal).code is DenialCode.BUDGET_EXHAUSTED
+
+
+def test_claim_at_the_grant_commits_with_the_grant(
+    world: World, django_capture_on_commit_callbacks: Any,
+) -> None:
+    draft = world.draft()
+    proposal = world.propose_email(draft, dispatch_on_approval=True)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        _, permit = decide(world, proposal)
+    assert len(callbacks) == 1  # the task, handed over only once grant and claim commit
+    assert Permit.objects.get(id=permit.id).state == "claimed"
+    assert Operation.objects.get(proposal=proposal).id == permit.operation_id
+    assert state_of(draft) == "dispatching"
+
+
+def test_failed_claim_holds_no_budget(world: World) -> None:
+    """Two proposals on one revision: the second claim fails at the resource compare-and-swap,
+    and its budget, taken in the same transaction, rolls back with it."""
     draft = world.draft()
     first = world.propose_email(draft)
     second = world.propose_email(draft)
@@ -1200,7 +1260,7 @@ def test_failed_claim_releases_its_budget(world: World) -> None:
     assert denial.details["state"] == "dispatching"
     assert store() == before
     after = budget_used()
-    assert after[f"execution:{world.owner.id}:{second.execution_id}"] == 0
+    assert after.get(f"execution:{world.owner.id}:{second.execution_id}", 0) == 0
     assert {k: v for k, v in after.items() if v} == used
     assert Permit.objects.get(id=second_permit.id).state == "issued"
     assert Operation.objects.filter(proposal=second).count() == 0
