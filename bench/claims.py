@@ -4,7 +4,8 @@ Both sides run in the same harness against the same database: P worker processes
 from a driver that has made the data) take tickets from a shared counter; ticket t attempts
 item t // 2, so every approved proposal is raced by two claimants and exactly one must win.
 
-- `service`: `proposal_dispatch(enqueue=False)` — steps 1-7 of DESIGN §5, the handler not run.
+- `service`: `proposal_dispatch(enqueue=False)` — steps 1-7 of DESIGN §5, the handler not run
+  (its claim transaction also takes the budget: one more statement than the raw one).
 - `raw`: the claim transaction alone with the driver itself (psycopg / sqlite3): conditional
   permit UPDATE ... WHERE state='issued', resource compare-and-swap UPDATE, operation INSERT,
   audit INSERT, COMMIT (`BEGIN IMMEDIATE` on SQLite).
@@ -208,7 +209,7 @@ def _worker(index: int, url: str, owner_id: str, commands: Any, results: Any, ba
 
 def _budget(report: Any, world: Any) -> dict[str, Any]:
     """Count what DESIGN §5 budgets: the claim's statements on approved emails (the full claim:
-    permit, resource, operation, audit), and the write transactions of a whole dispatched
+    permit, resource, operation, audit, budget), and the write transactions of a whole dispatched
     action on `crm.lookup` (its handler runs in-process, so steps 8-9 run here too)."""
     from django.db import connection
     from django.utils import timezone
