@@ -102,6 +102,11 @@ def _dispatch(
         raise Denial(DenialCode.PROPOSAL_MISMATCH, reason="proposed by another principal")
     if proposal.cancelled_at is not None:
         raise Denial(DenialCode.PROTOCOL_STATE_INVALID, "The proposal was cancelled.")
+    # A claimed permit is final, whatever else has changed since: a duplicate or losing
+    # dispatch hears so at once, without the re-checks below (which a winner still runs).
+    own = _related(proposal, "permit")
+    if own is not None and own.state == PermitState.CLAIMED and permit_id in (None, own.id):
+        raise Denial(DenialCode.PERMIT_CLAIMED, permit_id=own.id)
 
     # 1. Resolve the contract; verify registration fingerprints.
     contract = runtime.contract(proposal.operation)

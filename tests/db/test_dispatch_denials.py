@@ -986,6 +986,24 @@ def test_second_dispatch_finds_the_permit_claimed(world: World) -> None:
     assert Permit.objects.get(id=permit.id).state == "claimed"
 
 
+def test_a_claimed_permit_is_reported_before_anything_that_changed_since(world: World) -> None:
+    """Once claimed, the action is out of the dispatcher's hands: a later dispatch hears
+    `permit_claimed` even though the grant it rested on has been revoked meanwhile."""
+    proposal, permit = world.approved_email()
+    _, other_permit = world.approved_email(to=["other@example.com"])
+    dispatch(world, proposal)
+    # Naming another proposal's permit is still a mismatch, not a claim.
+    denial = refused(dispatch, world=world, proposal=proposal, permit_id=other_permit.id)
+    assert denial.code is DenialCode.PROPOSAL_MISMATCH
+    grant_revoke(actor=world.admin, grant_id=grant_of(world.owner, "email.send").id,
+                 now=world.now)
+    denial = refused(dispatch, world=world, proposal=proposal)
+    assert denial.code is DenialCode.PERMIT_CLAIMED
+    assert denial.details == {"permit_id": permit.id}
+    denial = refused(dispatch, world=world, proposal=proposal, permit_id=permit.id)
+    assert denial.code is DenialCode.PERMIT_CLAIMED
+
+
 def test_second_dispatch_without_a_permit_is_claimed_and_holds_no_budget(
     world: World,
 ) -> None:
