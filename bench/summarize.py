@@ -26,6 +26,10 @@ def _num(cell: Any) -> float | None:
 
 
 def _cell(values: list[Any]) -> str:
+    parts = [str(v).split("/") for v in values]
+    if len(parts[0]) > 1 and all(len(p) == len(parts[0]) for p in parts):
+        # A composite cell such as "p50/p99": the median of each part.
+        return "/".join(_cell([p[i] for p in parts]) for i in range(len(parts[0])))
     numbers = [_num(v) for v in values]
     if any(n is None for n in numbers):
         return str(values[0]) if len(set(map(str, values))) == 1 else " / ".join(map(str, values))
