@@ -89,9 +89,9 @@ def _database() -> dict[str, Any]:
         # Tests race claims across OS processes, so the test database must be a file.
         db["TEST"] = {"NAME": str(VAR_DIR / env.str("SQLITE_TEST_NAME", default="test.sqlite3"))}
     else:
-        # Keep connections across requests and Celery tasks: a new PostgreSQL connection costs
-        # a backend process and several milliseconds, more than a whole claim. Checked for
-        # health before reuse, so a restarted server costs one error-free reconnect.
+        # Keep connections across web requests: a new PostgreSQL connection costs a backend
+        # process and several milliseconds, more than a whole claim. Checked for health
+        # before reuse. (Celery's Django fixup still closes them around every task.)
         db.setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=300))
         db.setdefault("CONN_HEALTH_CHECKS", True)
         if env.str("PG_TEST_NAME", default=""):

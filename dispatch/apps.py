@@ -1,8 +1,30 @@
 from __future__ import annotations
 
+import sqlite3
+from typing import Any
+
 from django.apps import AppConfig
+from django.conf import settings
+from django.core import checks
+
+# The claim's budget upsert uses INSERT .. ON CONFLICT .. DO UPDATE .. RETURNING.
+SQLITE_MINIMUM = (3, 35)
 
 
 class DispatchConfig(AppConfig):
     name = "dispatch"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        checks.register(check_sqlite_version)
+
+
+def check_sqlite_version(**_: Any) -> list[checks.CheckMessage]:
+    engine = settings.DATABASES["default"]["ENGINE"]
+    if engine.endswith("sqlite3") and sqlite3.sqlite_version_info < SQLITE_MINIMUM:
+        return [checks.Error(
+            f"SQLite {sqlite3.sqlite_version} is too old: the dispatcher needs "
+            f"{'.'.join(map(str, SQLITE_MINIMUM))} or newer (upsert with RETURNING).",
+            hint="Use a Python built against a newer SQLite, or PostgreSQL.",
+            id="dispatch.E001")]
+    return []

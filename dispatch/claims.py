@@ -49,33 +49,33 @@ def operation_claim(
     dispatches on grant. Either way the worker is handed the operation only once the outermost
     transaction commits (`transaction.on_commit`), so nothing runs unless the claim committed.
     """
-    try:
-        with transaction.atomic():
-            if permit is not None:
-                # One-shot: only an issued, unexpired permit bound to this digest moves.
-                won = Permit.objects.filter(
-                    id=permit.id,
-                    proposal_id=proposal.id,
-                    digest=proposal.digest,
-                    state=PermitState.ISSUED,
-                    expires_at__gt=now,
-                ).update(state=PERMIT_CLAIMED, claimed_at=now)
-                if won != 1:
-                    raise Denial(DenialCode.PERMIT_CLAIMED, permit_id=permit.id)
-            else:
-                # No permit to lock: the proposal row is the lock a cancellation contends on.
-                open_ = Proposal.objects.filter(
-                    id=proposal.id, cancelled_at__isnull=True).update(cancelled_at=None)
-                if open_ != 1:
-                    raise Denial(DenialCode.PROTOCOL_STATE_INVALID, "The proposal was cancelled.")
-            for ref in proposal.resource_refs:
-                # Compare-and-swap on revision and state: two permits naming one revision
-                # cannot both move it to dispatching.
-                moved = Resource.objects.filter(
-                    id=ref["id"], current_revision=ref["revision"], state__in=CLAIMABLE,
-                ).update(state=DISPATCHING, updated_at=now)
-                if moved != 1:
-                    raise _resource_denial(ref)
+    with transaction.atomic():
+        if permit is not None:
+            # One-shot: only an issued, unexpired permit bound to this digest moves.
+            won = Permit.objects.filter(
+                id=permit.id,
+                proposal_id=proposal.id,
+                digest=proposal.digest,
+                state=PermitState.ISSUED,
+                expires_at__gt=now,
+            ).update(state=PERMIT_CLAIMED, claimed_at=now)
+            if won != 1:
+                raise Denial(DenialCode.PERMIT_CLAIMED, permit_id=permit.id)
+        else:
+            # No permit to lock: the proposal row is the lock a cancellation contends on.
+            open_ = Proposal.objects.filter(
+                id=proposal.id, cancelled_at__isnull=True).update(cancelled_at=None)
+            if open_ != 1:
+                raise Denial(DenialCode.PROTOCOL_STATE_INVALID, "The proposal was cancelled.")
+        for ref in proposal.resource_refs:
+            # Compare-and-swap on revision and state: two permits naming one revision
+            # cannot both move it to dispatching.
+            moved = Resource.objects.filter(
+                id=ref["id"], current_revision=ref["revision"], state__in=CLAIMABLE,
+            ).update(state=DISPATCHING, updated_at=now)
+            if moved != 1:
+                raise _resource_denial(ref)
+        try:
             operation = Operation.objects.create(
                 id=operation_id, tenant_id=proposal.tenant_id, proposal_id=proposal.id,
                 permit=permit, principal_id=proposal.principal_id,
@@ -83,17 +83,18 @@ def operation_claim(
                 contract_fingerprint=proposal.contract_fingerprint, state=OPERATION_CLAIMED,
                 claimed_at=now, updated_at=now,
             )
-            audit_record(
-                tenant_id=proposal.tenant_id, kind="permit.claimed", actor=actor, at=now,
-                operation_id=operation_id, proposal_id=proposal.id, digest=proposal.digest,
-                details={"permit_id": permit.id if permit else None},
-            )
-            # Last, so that the hot per-principal counter row is locked for the shortest time.
-            budget_take(limits=budget, cost=cost)
-            failpoint("claim.before_commit")
-    except IntegrityError:
-        # One operation per proposal: a concurrent claim of the same action already won.
-        raise Denial(DenialCode.PERMIT_CLAIMED, proposal_id=proposal.id) from None
+        except IntegrityError:
+            # One operation per proposal: a concurrent claim of the same action won. The
+            # denial leaves the block at once, so the whole transaction rolls back.
+            raise Denial(DenialCode.PERMIT_CLAIMED, proposal_id=proposal.id) from None
+        audit_record(
+            tenant_id=proposal.tenant_id, kind="permit.claimed", actor=actor, at=now,
+            operation_id=operation_id, proposal_id=proposal.id, digest=proposal.digest,
+            details={"permit_id": permit.id if permit else None},
+        )
+        # Last, so that the hot per-principal counter row is locked for the shortest time.
+        budget_take(limits=budget, cost=cost)
+        failpoint("claim.before_commit")
     return operation
 
 

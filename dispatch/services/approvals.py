@@ -11,7 +11,7 @@ import json
 import logging
 from datetime import datetime
 
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import Q
 
 from dispatch.ids import new_id
@@ -138,11 +138,18 @@ def _dispatch_on_approval(proposal: Proposal, now: datetime) -> None:
     check of a dispatch, inside the grant's own transaction, so that grant and claim cost one
     commit; the task is enqueued when that commits. The claim is a savepoint: a refusal rolls
     back only the claim, the decision stands and the permit stays issued, for the agent to
-    dispatch (and hear why) itself."""
+    dispatch (and hear why) itself. A database error in the dispatch is treated the same way:
+    the human's decision is not lost to a failure of the claim after it."""
     try:
-        proposal_dispatch(principal=proposal.principal, proposal_id=proposal.id, now=now)
-    except Denial as exc:
-        log.info("dispatch on approval of %s refused: %s", proposal.id, exc.code.value)
+        with transaction.atomic():  # the savepoint that a database error rolls back to
+            try:
+                proposal_dispatch(principal=proposal.principal, proposal_id=proposal.id,
+                                  now=now)
+            except Denial as exc:  # the claim rolled back; its `dispatch.denied` audit stays
+                log.info("dispatch on approval of %s refused: %s", proposal.id,
+                         exc.code.value)
+    except DatabaseError:
+        log.exception("dispatch on approval of %s failed; the grant stands", proposal.id)
 
 
 def approvals_expire_stale(*, now: datetime) -> int:

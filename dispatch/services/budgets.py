@@ -28,7 +28,11 @@ def budget_keys(*, principal_id: str, execution_id: str, now: datetime) -> list[
 
 
 def budget_check(*, limits: Limits, cost: int) -> None:
-    """Refuse, before any write, an action that costs more than a whole counter holds."""
+    """Refuse an action that costs more than a whole counter holds; no store access.
+
+    The dispatcher calls it before the claim, so that such an action costs no write."""
+    if cost < 0:
+        raise ValueError(f"a budget cost is never negative, got {cost}")
     for key, limit in sorted(limits):
         if cost > limit:
             raise Denial(DenialCode.BUDGET_EXHAUSTED, budget=key.split(":")[0])
@@ -43,7 +47,9 @@ def budget_take(*, limits: Limits, cost: int) -> None:
     if not connection.in_atomic_block:
         raise RuntimeError("budget_take runs inside the claim's transaction")
     budget_check(limits=limits, cost=cost)
-    rows = sorted(limits)
+    rows = sorted(dict(limits).items())  # one row per key: a key named twice counts once
+    if not rows:
+        return
     q = connection.ops.quote_name
     table, key, used, limit = (q(BudgetCounter._meta.db_table), q("key"), q("used"),
                                q("limit"))

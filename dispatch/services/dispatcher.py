@@ -32,7 +32,7 @@ from dispatch.models import ApprovalRequest, Attempt, Operation, Permit, Princip
 from dispatch.runtime import get_runtime
 from dispatch.services.access import access_operation_by_id, access_proposal_for_dispatch
 from dispatch.services.audit import audit_record
-from dispatch.services.budgets import budget_keys
+from dispatch.services.budgets import budget_check, budget_keys
 from dispatch.services.principals import has_role
 from dispatch.services.proposals import (
     check_authority,
@@ -134,15 +134,16 @@ def _dispatch(
     permit = _permit_for(contract, proposal, principal, permit_id, now)
 
     # 6-7. Take the budget and claim, in one transaction: a failed claim holds no capacity.
+    budget = budget_keys(principal_id=principal.id, execution_id=proposal.execution_id, now=now)
+    cost = contract.scheduling_contract.budget_cost
+    budget_check(limits=budget, cost=cost)
     operation = operation_claim(
         proposal=proposal, permit=permit,
         operation_id=permit.operation_id if permit else new_id("op"),
-        actor=principal.name, now=now,
-        budget=budget_keys(principal_id=principal.id, execution_id=proposal.execution_id,
-                           now=now),
-        cost=contract.scheduling_contract.budget_cost,
+        actor=principal.name, now=now, budget=budget, cost=cost,
     )
-    failpoint("claim.after_commit")
+    if not transaction.get_connection().in_atomic_block:  # not inside a grant: committed
+        failpoint("claim.after_commit")
     if enqueue:
         operation_enqueue(operation.id)
     return operation

@@ -1248,6 +1248,59 @@ def test_claim_refused_at_the_grant_rolls_back_only_the_claim(
     assert refused(dispatch, world=world, proposal=proposal).code is DenialCode.BUDGET_EXHAUSTED
 
 
+def test_database_error_in_the_claim_at_the_grant_leaves_the_grant_standing(
+    world: World, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any,
+) -> None:
+    from django.db import OperationalError
+
+    import dispatch.claims
+
+    def broken(**_: Any) -> None:
+        raise OperationalError("lost the connection mid-claim")
+
+    monkeypatch.setattr(dispatch.claims, "budget_take", broken)
+    draft = world.draft()
+    proposal = world.propose_email(draft, dispatch_on_approval=True)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        approval, permit = decide(world, proposal)
+    assert callbacks == []
+    assert ApprovalRequest.objects.get(id=approval.id).state == "granted"
+    assert Decision.objects.filter(approval_id=approval.id).count() == 1
+    assert Permit.objects.get(id=permit.id).state == "issued"
+    assert state_of(draft) == "authorized"
+    assert not Operation.objects.filter(proposal=proposal).exists()
+    assert not BudgetCounter.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_budget_take_counts_a_repeated_key_once_and_nothing_for_no_keys() -> None:
+    from django.db import transaction
+
+    with transaction.atomic():
+        budget_take(limits=[("execution:x:y", 5), ("execution:x:y", 5)], cost=2)
+        budget_take(limits=[], cost=1)
+    assert budget_used() == {"execution:x:y": 2}
+    with pytest.raises(ValueError, match="never negative"), transaction.atomic():
+        budget_take(limits=[("execution:x:y", 5)], cost=-1)
+    assert budget_used() == {"execution:x:y": 2}
+
+
+def test_old_sqlite_is_refused_by_a_system_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    import dispatch.apps
+
+    monkeypatch.setattr(dispatch.apps, "settings", SimpleNamespace(
+        DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3"}}))
+    monkeypatch.setattr(dispatch.apps.sqlite3, "sqlite_version_info", (3, 34, 1))
+    monkeypatch.setattr(dispatch.apps.sqlite3, "sqlite_version", "3.34.1")
+    errors = dispatch.apps.check_sqlite_version()
+    assert [e.id for e in errors] == ["dispatch.E001"]
+    assert "3.34.1" in errors[0].msg
+    monkeypatch.setattr(dispatch.apps.sqlite3, "sqlite_version_info", (3, 35, 0))
+    assert dispatch.apps.check_sqlite_version() == []
+
+
 def test_claim_at_the_grant_commits_with_the_grant(
     world: World, django_capture_on_commit_callbacks: Any,
 ) -> None:
