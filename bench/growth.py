@@ -46,7 +46,8 @@ def plan(quick: bool) -> dict[str, Any]:
     if quick:
         return {"sizes": {"sqlite": [1_000, 5_000], "postgres": [1_000, 5_000]},
                 "samples": 15, "quick": True}
-    return {"sizes": {"sqlite": [10_000, 100_000], "postgres": [10_000, 100_000, 1_000_000]},
+    return {"sizes": {"sqlite": [10_000, 100_000, 1_000_000],
+                      "postgres": [10_000, 100_000, 1_000_000]},
             "samples": 40, "quick": False}
 
 
