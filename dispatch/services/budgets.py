@@ -27,17 +27,6 @@ def budget_keys(*, principal_id: str, execution_id: str, now: datetime) -> list[
     ]
 
 
-def budget_check(*, limits: Limits, cost: int) -> None:
-    """Refuse an action that costs more than a whole counter holds; no store access.
-
-    The dispatcher calls it before the claim, so that such an action costs no write."""
-    if cost < 0:
-        raise ValueError(f"a budget cost is never negative, got {cost}")
-    for key, limit in sorted(limits):
-        if cost > limit:
-            raise Denial(DenialCode.BUDGET_EXHAUSTED, budget=key.split(":")[0])
-
-
 def budget_take(*, limits: Limits, cost: int) -> None:
     """Add `cost` to every counter, or raise `budget_exhausted` naming the first full one.
 
@@ -46,8 +35,13 @@ def budget_take(*, limits: Limits, cost: int) -> None:
     """
     if not connection.in_atomic_block:
         raise RuntimeError("budget_take runs inside the claim's transaction")
-    budget_check(limits=limits, cost=cost)
+    if cost < 0:
+        raise ValueError(f"a budget cost is never negative, got {cost}")
     rows = sorted(dict(limits).items())  # one row per key: a key named twice counts once
+    for name, cap in rows:
+        # A fresh counter row is inserted unconditionally: refuse a cost it could never hold.
+        if cost > cap:
+            raise Denial(DenialCode.BUDGET_EXHAUSTED, budget=name.split(":")[0])
     if not rows:
         return
     q = connection.ops.quote_name

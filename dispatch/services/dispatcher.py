@@ -32,7 +32,7 @@ from dispatch.models import ApprovalRequest, Attempt, Operation, Permit, Princip
 from dispatch.runtime import get_runtime
 from dispatch.services.access import access_operation_by_id, access_proposal_for_dispatch
 from dispatch.services.audit import audit_record
-from dispatch.services.budgets import budget_check, budget_keys
+from dispatch.services.budgets import budget_keys
 from dispatch.services.principals import has_role
 from dispatch.services.proposals import (
     check_authority,
@@ -131,12 +131,11 @@ def _dispatch(
     # 5. The approval, against the exact canonical proposal.
     # 4 (protocol state) is decided by the claim's compare-and-swap in step 7, after the
     # permit: so every loser of a race for one permit hears `permit_claimed`.
-    permit = _permit_for(contract, proposal, principal, permit_id, now)
+    permit = _permit_for(contract, proposal, own, principal, permit_id, now)
 
     # 6-7. Take the budget and claim, in one transaction: a failed claim holds no capacity.
     budget = budget_keys(principal_id=principal.id, execution_id=proposal.execution_id, now=now)
     cost = contract.scheduling_contract.budget_cost
-    budget_check(limits=budget, cost=cost)
     operation = operation_claim(
         proposal=proposal, permit=permit,
         operation_id=permit.operation_id if permit else new_id("op"),
@@ -150,21 +149,20 @@ def _dispatch(
 
 
 def _permit_for(
-    contract: OperationContract, proposal: Proposal, principal: Principal, permit_id: object,
-    now: datetime,
+    contract: OperationContract, proposal: Proposal, own: Permit | None, principal: Principal,
+    permit_id: object, now: datetime,
 ) -> Permit | None:
+    """The proposal's own permit (`own`, loaded with it), checked for this dispatch."""
     if not contract.requires_approval:
         if permit_id is not None:
             raise Denial(DenialCode.PROPOSAL_MISMATCH, reason="this operation takes no permit")
         return None
-    if permit_id is not None:
-        # A permit named by the caller must be this proposal's own; copying another
-        # proposal's permit id does not copy its authority, and a forged id names nothing.
-        own = _related(proposal, "permit")
-        if own is None or permit_id != own.id:
-            other = Permit.objects.filter(id=permit_id, tenant_id=principal.tenant_id).exists()
-            raise Denial(DenialCode.PROPOSAL_MISMATCH if other else DenialCode.NOT_FOUND,
-                         kind="permit", id=str(permit_id))
+    # A permit named by the caller must be this proposal's own; copying another proposal's
+    # permit id does not copy its authority, and a forged id names nothing.
+    if permit_id is not None and (own is None or permit_id != own.id):
+        other = Permit.objects.filter(id=permit_id, tenant_id=principal.tenant_id).exists()
+        raise Denial(DenialCode.PROPOSAL_MISMATCH if other else DenialCode.NOT_FOUND,
+                     kind="permit", id=str(permit_id))
     approval = _related(proposal, "approval")  # loaded with the proposal
     if approval is None:
         raise Denial(DenialCode.APPROVAL_REQUIRED)
@@ -178,7 +176,7 @@ def _permit_for(
         raise Denial(DenialCode.APPROVAL_EXPIRED)
     if state is ApprovalState.REVOKED:
         raise Denial(DenialCode.APPROVAL_REVOKED)
-    permit = _related(proposal, "permit")
+    permit = own
     if permit is None:  # a granted approval always minted one: a store inconsistency
         raise Denial(DenialCode.PERSISTENCE_FAILURE, reason="granted approval has no permit")
     if permit.state == PermitState.CLAIMED:
@@ -318,10 +316,7 @@ def _attempt_start(operation: Operation, number: int, now: datetime) -> bool:
         ).update(attempts_made=number, updated_at=now, next_attempt_at=None)
         if started != 1:
             return False
-        Attempt.objects.create(operation_id=operation.id, number=number, started_at=now)
-        audit_record(tenant_id=operation.tenant_id, kind="attempt.started", actor="dispatcher",
-                     at=now, operation_id=operation.id, proposal_id=operation.proposal_id,
-                     details={"attempt": number})
+        _attempt_open(operation, number, now, details={"attempt": number})
     return True
 
 
@@ -336,11 +331,19 @@ def _attempt_retry(operation: Operation, number: int, error: str, now: datetime)
         if ended != 1 or started != 1:
             transaction.set_rollback(True)
             return False
-        Attempt.objects.create(operation_id=operation.id, number=number + 1, started_at=now)
-        audit_record(tenant_id=operation.tenant_id, kind="attempt.started", actor="dispatcher",
-                     at=now, operation_id=operation.id, proposal_id=operation.proposal_id,
-                     details={"attempt": number + 1, "retry_of": number, "error": error})
+        _attempt_open(operation, number + 1, now,
+                      details={"attempt": number + 1, "retry_of": number, "error": error})
     return True
+
+
+def _attempt_open(
+    operation: Operation, number: int, now: datetime, *, details: dict[str, Any]
+) -> None:
+    """Inside the caller's transaction: the attempt row and its audit event, before any I/O."""
+    Attempt.objects.create(operation_id=operation.id, number=number, started_at=now)
+    audit_record(tenant_id=operation.tenant_id, kind="attempt.started", actor="dispatcher",
+                 at=now, operation_id=operation.id, proposal_id=operation.proposal_id,
+                 details=details)
 
 
 def _retry_refusal(
