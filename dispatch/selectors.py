@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import Prefetch, Q, QuerySet, prefetch_related_objects
 
 from dispatch.models import (
     ApprovalRequest,
@@ -26,7 +26,7 @@ from dispatch.models import (
     Revision,
 )
 from dispatch.runtime import get_runtime
-from dispatch.services.access import access_approval_by_id, access_operation_by_id
+from dispatch.services.access import access_approval_for_review, access_operation_for_page
 from dispatch.services.principals import has_role
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
@@ -190,12 +190,10 @@ def approval_get(*, viewer: Principal, approval_id: object) -> ApprovalRequest:
     Another tenant's id, a forged id and a request for a role the viewer does not hold all
     answer `not_found`, so the page never confirms that such an approval exists.
     """
-    approval = access_approval_by_id(viewer, approval_id)
+    approval = access_approval_for_review(viewer, approval_id)
     if not has_role(viewer, approval.role):
         raise Denial(DenialCode.NOT_FOUND, kind="approval", id=approval_id)
-    return ApprovalRequest.objects.select_related(
-        "proposal", "proposal__principal", "decision", "decision__approver", "permit",
-    ).get(id=approval.id)
+    return approval
 
 
 @dataclass(frozen=True)
@@ -205,7 +203,6 @@ class RevisionPair:
     resource: Resource
     revision: Revision
     previous: Revision | None
-    ref: dict[str, Any] = field(default_factory=dict)
 
 
 def revision_pairs(*, viewer: Principal, resource_refs: list[dict[str, Any]]) -> list[RevisionPair]:
@@ -221,16 +218,20 @@ def revision_pairs(*, viewer: Principal, resource_refs: list[dict[str, Any]]) ->
         if ref["revision"] not in found:
             continue
         pairs.append(RevisionPair(resource=resource, revision=found[ref["revision"]],
-                                  previous=found.get(ref["revision"] - 1), ref=ref))
+                                  previous=found.get(ref["revision"] - 1)))
     return pairs
 
 
 # --- operations ---------------------------------------------------------------------------------
 
 
+def _attempts_in_order() -> Prefetch:
+    return Prefetch("attempts", queryset=Attempt.objects.order_by("number"))
+
+
 def _with_attempts(queryset: QuerySet[Operation]) -> QuerySet[Operation]:
     return queryset.select_related("proposal", "principal").prefetch_related(
-        Prefetch("attempts", queryset=Attempt.objects.order_by("number")))
+        _attempts_in_order())
 
 
 def operation_list_unknown(
@@ -251,8 +252,9 @@ def operation_count_unknown(*, viewer: Principal) -> Count:
 
 
 def operation_get(*, viewer: Principal, operation_id: object) -> Operation:
-    operation = access_operation_by_id(viewer, operation_id)
-    return _with_attempts(Operation.objects.filter(id=operation.id)).get()
+    operation = access_operation_for_page(viewer, operation_id)
+    prefetch_related_objects([operation], _attempts_in_order())
+    return operation
 
 
 def operation_timeline(*, viewer: Principal, operation: Operation) -> list[AuditEvent]:
@@ -303,12 +305,8 @@ class AuditFilter:
     proposal_id: str = ""
 
 
-def audit_list(
-    *, viewer: Principal, filters: AuditFilter = AuditFilter(),
-    after: int | None = None, before: int | None = None, limit: int = 50,
-) -> Page[AuditEvent]:
-    """Audit events newest first, keyset-paged on the append-only id (index `audit_tenant`,
-    `audit_kind`, `audit_operation` or `audit_proposal`, whichever the filter selects)."""
+def audit_events(*, viewer: Principal, filters: AuditFilter) -> QuerySet[AuditEvent]:
+    """The audit of the viewer's tenant only, narrowed by the filter; callers check roles."""
     queryset = AuditEvent.objects.filter(tenant_id=viewer.tenant_id)
     if filters.kind:
         queryset = queryset.filter(kind=filters.kind)
@@ -316,6 +314,16 @@ def audit_list(
         queryset = queryset.filter(operation_id=filters.operation_id)
     if filters.proposal_id:
         queryset = queryset.filter(proposal_id=filters.proposal_id)
+    return queryset
+
+
+def audit_list(
+    *, viewer: Principal, filters: AuditFilter = AuditFilter(),
+    after: int | None = None, before: int | None = None, limit: int = 50,
+) -> Page[AuditEvent]:
+    """Audit events newest first, keyset-paged on the append-only id (index `audit_tenant`,
+    `audit_kind`, `audit_operation` or `audit_proposal`, whichever the filter selects)."""
+    queryset = audit_events(viewer=viewer, filters=filters)
     if before is not None:
         rows = list(queryset.filter(id__gt=before).order_by("id")[: limit + 1])
         more = len(rows) > limit

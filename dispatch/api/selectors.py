@@ -22,6 +22,7 @@ from dispatch.models import (
     Resource,
     Revision,
 )
+from dispatch.selectors import AuditFilter, audit_events
 from dispatch.services.resources import resource_current
 from protocols.contracts import OperationContract
 from protocols.lifecycle import ApprovalState
@@ -108,11 +109,5 @@ def audit_of_tenant(
     principal: Principal, *, operation: str | None, proposal: str | None, kind: str | None,
 ) -> QuerySet[AuditEvent]:
     """The audit of the caller's tenant only; callers check the admin role first."""
-    events = AuditEvent.objects.filter(tenant_id=principal.tenant_id)
-    if operation:
-        events = events.filter(operation_id=operation)
-    if proposal:
-        events = events.filter(proposal_id=proposal)
-    if kind:
-        events = events.filter(kind=kind)
-    return events
+    return audit_events(viewer=principal, filters=AuditFilter(
+        kind=kind or "", operation_id=operation or "", proposal_id=proposal or ""))

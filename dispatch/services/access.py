@@ -11,7 +11,6 @@ from dispatch.models import (
     ApprovalRequest,
     Grant,
     Operation,
-    Permit,
     Principal,
     Proposal,
     Resource,
@@ -45,8 +44,10 @@ def access_proposal_for_dispatch(principal: Principal, proposal_id: object) -> P
     return _access(Proposal, principal, proposal_id, "proposal", "approval", "permit")
 
 
-def access_approval_by_id(principal: Principal, approval_id: object) -> ApprovalRequest:
-    return _access(ApprovalRequest, principal, approval_id, "approval")
+def access_approval_for_review(principal: Principal, approval_id: object) -> ApprovalRequest:
+    """The approval request with everything its page shows, in one query."""
+    return _access(ApprovalRequest, principal, approval_id, "approval", "proposal__principal",
+                   "decision__approver", "permit")
 
 
 def access_approval_for_decision(principal: Principal, approval_id: object) -> ApprovalRequest:
@@ -54,12 +55,13 @@ def access_approval_for_decision(principal: Principal, approval_id: object) -> A
     return _access(ApprovalRequest, principal, approval_id, "approval", "proposal__principal")
 
 
-def access_permit_by_id(principal: Principal, permit_id: object) -> Permit:
-    return _access(Permit, principal, permit_id, "permit")
-
-
 def access_operation_by_id(principal: Principal, operation_id: object) -> Operation:
     return _access(Operation, principal, operation_id, "operation")
+
+
+def access_operation_for_page(principal: Principal, operation_id: object) -> Operation:
+    """The operation with its proposal and principal, in one query."""
+    return _access(Operation, principal, operation_id, "operation", "proposal", "principal")
 
 
 def access_grant_by_id(principal: Principal, grant_id: object) -> Grant:

@@ -84,7 +84,7 @@ def human_create(
 def principal_for_user(user: Any) -> Principal | None:
     if user is None or not user.is_authenticated:
         return None
-    return Principal.objects.filter(user_id=user.pk).first()
+    return Principal.objects.select_related("tenant").filter(user_id=user.pk).first()
 
 
 def has_role(principal: Principal, role: str) -> bool:
