@@ -62,7 +62,7 @@ from dispatch.services.proposals import (
     validate_arguments,
 )
 from dispatch.services.resources import resource_create, revision_create
-from protocols.canonical import CanonicalizationError, digest, materialize_defaults
+from protocols.canonical import CanonicalizationError, digest, digest_bytes, materialize_defaults
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import RESOURCE_PROTOCOLS, ApprovalState, OperationState
 from protocols.workflow import CheckedWorkflow
@@ -281,7 +281,7 @@ def _refuse_unsupported(steps: Block) -> None:
 def shape_digest(workflow: Workflow) -> str:
     """A digest of the workflow's IR without source positions: what a resumed run must match."""
     text = json.dumps(_shape(workflow), sort_keys=True, separators=(",", ":"), default=str)
-    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+    return digest_bytes(text.encode())
 
 
 def _shape(node: Any) -> Any:
@@ -308,9 +308,9 @@ def _pin_inputs(workflow: Workflow, principal: Principal,
     """Validate the inputs against their declarations; pin handles at their current revision."""
     raw = _raw_inputs(inputs or {})
     declared = {i.name: i for i in workflow.inputs}
-    if set(raw) - set(declared):
-        raise WorkflowRefused("input_invalid", "undeclared inputs: "
-                              + ", ".join(sorted(set(raw) - set(declared))))
+    undeclared = sorted(set(raw) - set(declared))
+    if undeclared:
+        raise WorkflowRefused("input_invalid", "undeclared inputs: " + ", ".join(undeclared))
     pinned: dict[str, dict[str, Any]] = {}
     for name, spec in declared.items():
         if name not in raw:

@@ -109,14 +109,13 @@ def _declare(ctx: Ctx, env: Env, item: Input) -> None:
                    required="bool, json or a resource handle", actual=item.kind)
     elif item.kind == "handle":
         protocol = RESOURCE_PROTOCOLS.get(item.resource or "")
-        states = [] if protocol is None else sorted(s.value for s in protocol.states)
-        state = item.state or (protocol.initial.value if protocol else "")
         if protocol is None:
             ctx.report(D.UNKNOWN_OPERATION, f"input `{item.name}`: no resource protocol named "
                        f"`{item.resource}`", item.span,
                        f"use one of: {', '.join(sorted(RESOURCE_PROTOCOLS))}",
                        required="a declared resource kind", actual=str(item.resource))
-        elif state not in states:
+        elif (state := item.state or protocol.initial.value) not in (
+                states := sorted(s.value for s in protocol.states)):
             ctx.report(D.MALFORMED_WORKFLOW, f"input `{item.name}`: `{state}` is not a state of "
                        f"{protocol.name}", item.span, f"use one of: {', '.join(states)}",
                        required=" | ".join(states), actual=state)

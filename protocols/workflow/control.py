@@ -39,7 +39,8 @@ from protocols.workflow.env import (
     describe,
     is_outer,
     join,
-    state_text,
+    resource_text,
+    same_state,
 )
 from protocols.workflow.ir import Block, If, Loop, Match, Span, Try
 
@@ -88,19 +89,19 @@ def check_match(ctx: Ctx, env: Env, step: Match, run: Run) -> Env:
         env.consume(binding.name, D.CONSUMED_PERMIT,
                     f"consumed by the match at {short(step.span)}", step.span)
     explicit = {arm.tag for arm in step.arms if arm.tag != "_"}
+    wildcard = any(arm.tag == "_" for arm in step.arms)
+    shown = ", ".join(arm.tag for arm in step.arms) or "nothing"
     if closed is not None:
         missing = [tag for tag in closed if tag not in explicit]
-        if missing and all(arm.tag != "_" for arm in step.arms):
+        if missing and not wildcard:
             ctx.report(D.NON_EXHAUSTIVE_MATCH, f"match on `{step.subject}` does not cover "
                        f"{', '.join(missing)}", step.span,
                        f"add an arm for {' and '.join(missing)} (or `_`)",
-                       required=f"arms for {', '.join(closed)}",
-                       actual=f"arms for {', '.join(arm.tag for arm in step.arms) or 'nothing'}")
-    elif open_data and all(arm.tag != "_" for arm in step.arms):
+                       required=f"arms for {', '.join(closed)}", actual=f"arms for {shown}")
+    elif open_data and not wildcard:
         ctx.report(D.NON_EXHAUSTIVE_MATCH, f"match on JSON data `{step.subject}` needs a `_` arm",
                    step.span, "its tags are not known statically: add a `_` arm",
-                   required="an arm for `_`", actual=f"arms for "
-                   f"{', '.join(arm.tag for arm in step.arms) or 'nothing'}")
+                   required="an arm for `_`", actual=f"arms for {shown}")
     paths: list[tuple[str, Env]] = []
     for arm in step.arms:
         arm_env = env.copy()
@@ -204,15 +205,13 @@ def _back_edge(ctx: Ctx, env: Env, out: Env, step: Loop) -> None:
                    notes=[Note("loop", step.span)])
     for rid, before_res in env.resources.items():
         after_res = out.resources[rid]
-        if (after_res.state, after_res.revision) != (before_res.state, before_res.revision):
-            def show(state: State, revision: int) -> str:
-                return f"{state_text(state)} (revision {revision})"
+        if not same_state(after_res, before_res):
             ctx.report(D.LOOP_INVARIANT, f"the loop body changes `{before_res.label}`",
                        after_res.changed_at or step.span,
                        "keep resources from outside the loop in their state, or create the "
                        "resource inside the body (changing states are not inferred)",
-                       required=f"{show(before_res.state, before_res.revision)} at the back edge",
-                       actual=show(after_res.state, after_res.revision),
+                       required=f"{resource_text(before_res)} at the back edge",
+                       actual=resource_text(after_res),
                        notes=[Note("loop", step.span)])
 
 
@@ -250,7 +249,7 @@ def _catch_entry(base: Env, snapshots: list[Env]) -> Env:
                     f"({after.gone.reason})", after.gone.at))
         for rid, before_res in base.resources.items():
             after_res = snapshot.resources[rid]
-            if (after_res.state, after_res.revision) != (before_res.state, before_res.revision) \
+            if not same_state(after_res, before_res) \
                     and not isinstance(entry.resources[rid].state, Conflicted):
                 entry.resources[rid] = replace(before_res, changed_at=after_res.changed_at,
                                                state=Conflicted("may have changed in the try "

@@ -154,6 +154,15 @@ def state_text(state: State) -> str:
     return "unavailable"
 
 
+def same_state(a: Resource, b: Resource) -> bool:
+    """Whether two views of a resource agree on its state and revision."""
+    return (a.state, a.revision) == (b.state, b.revision)
+
+
+def resource_text(resource: Resource) -> str:
+    return f"{state_text(resource.state)} (revision {resource.revision})"
+
+
 @dataclass(frozen=True)
 class Resource:
     rid: str
@@ -256,11 +265,9 @@ def _join_binding(name: str, paths: list[tuple[str, Env]], at: Span, construct: 
 def _join_resource(rid: str, paths: list[tuple[str, Env]], at: Span, construct: str) -> Resource:
     present = [(label, env.resources[rid]) for label, env in paths if rid in env.resources]
     first = present[0][1]
-    if len(present) == len(paths) and all(
-            r.state == first.state and r.revision == first.revision for _, r in present):
+    if len(present) == len(paths) and all(same_state(r, first) for _, r in present):
         return first
-    detail = ", ".join(
-        f"{state_text(r.state)} (revision {r.revision}) on `{label}`" for label, r in present)
+    detail = ", ".join(f"{resource_text(r)} on `{label}`" for label, r in present)
     return replace(first, state=Conflicted(f"{detail} after the {construct}"), changed_at=at)
 
 
