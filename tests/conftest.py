@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -113,3 +113,38 @@ def destinations(tmp_path: Path, settings: Any) -> Iterator[Destinations]:
 def live(destinations: Destinations, world: World) -> World:
     """A world whose proposals bind the running destinations (set up first)."""
     return world
+
+
+@pytest.fixture
+def changed_handler() -> Iterator[Callable[[], None]]:
+    """Call to re-register `email.send` with another handler, hence another fingerprint."""
+    from dispatch import handlers
+    from dispatch.runtime import get_runtime
+    from tests.support.runtime import ChangedEmailSendHandler
+
+    original = handlers.HANDLERS["email.send"]
+
+    def swap() -> None:
+        handlers.HANDLERS["email.send"] = ChangedEmailSendHandler()
+        get_runtime.cache_clear()
+
+    get_runtime.cache_clear()
+    try:
+        yield swap
+    finally:
+        handlers.HANDLERS["email.send"] = original
+        get_runtime.cache_clear()
+
+
+@pytest.fixture
+def policy(settings: Any) -> Iterator[Callable[[list[str]], None]]:
+    """Call with the effects deployment policy allows; the runtime is rebuilt."""
+    from dispatch.runtime import get_runtime
+
+    def allow(effects: list[str]) -> None:
+        settings.DEPLOYMENT_ALLOWED_EFFECTS = effects
+        get_runtime.cache_clear()
+
+    get_runtime.cache_clear()
+    yield allow
+    get_runtime.cache_clear()

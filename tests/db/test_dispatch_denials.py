@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
-from dispatch import handlers
 from dispatch.destinations.runner import list_all
 from dispatch.models import (
     ApprovalRequest,
@@ -40,6 +39,7 @@ from dispatch.services.resources import resource_create, revision_create
 from protocols.denials import Denial, DenialCode
 from tests.conftest import ALL_TOOLS, MAILBOX, World
 from tests.support.destinations import Destinations
+from tests.support.runtime import ChangedEmailSendHandler
 
 pytestmark = pytest.mark.django_db
 
@@ -159,37 +159,9 @@ def elsewhere(world: World) -> dict[str, Any]:
 
 
 @pytest.fixture
-def email_only_policy(settings: Any) -> Iterator[Callable[[], None]]:
+def email_only_policy(policy: Callable[[list[str]], None]) -> Callable[[], None]:
     """Call to make deployment policy refuse `financial_write`; the runtime is rebuilt."""
-
-    def tighten() -> None:
-        settings.DEPLOYMENT_ALLOWED_EFFECTS = ["read", "external_write", "human"]
-        get_runtime.cache_clear()
-
-    get_runtime.cache_clear()
-    yield tighten
-    get_runtime.cache_clear()
-
-
-class ChangedEmailSendHandler(handlers.EmailSendHandler):
-    implementation_fingerprint = "email.send/smtp-sink@2"
-
-
-@pytest.fixture
-def changed_handler() -> Iterator[Callable[[], None]]:
-    """Call to register a changed `email.send` handler; the registry is rebuilt with it."""
-    original = handlers.HANDLERS["email.send"]
-
-    def swap() -> None:
-        handlers.HANDLERS["email.send"] = ChangedEmailSendHandler()
-        get_runtime.cache_clear()
-
-    get_runtime.cache_clear()
-    try:
-        yield swap
-    finally:
-        handlers.HANDLERS["email.send"] = original
-        get_runtime.cache_clear()
+    return lambda: policy(["read", "external_write", "human"])
 
 
 # --- not_found: forged ids and other tenants' ids -----------------------------------------------

@@ -4,7 +4,7 @@ dispatcher, and a certificate is not authorization: the runtime checks still dec
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +12,6 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from dispatch import handlers
 from dispatch.destinations.runner import list_all
 from dispatch.models import (
     AuditEvent,
@@ -62,27 +61,6 @@ def deny(world: World, proposal: Proposal, reason: str) -> None:
 
 def email_grant(world: World) -> Any:
     return world.owner.grants.get(operations=["email.send"])
-
-
-class ChangedEmailSendHandler(handlers.EmailSendHandler):
-    implementation_fingerprint = "email.send/smtp-sink@2"
-
-
-@pytest.fixture
-def changed_handler() -> Iterator[Callable[[], None]]:
-    """Call to re-register `email.send` with another handler, hence another fingerprint."""
-    original = handlers.HANDLERS["email.send"]
-
-    def swap() -> None:
-        handlers.HANDLERS["email.send"] = ChangedEmailSendHandler()
-        get_runtime.cache_clear()
-
-    get_runtime.cache_clear()
-    try:
-        yield swap
-    finally:
-        handlers.HANDLERS["email.send"] = original
-        get_runtime.cache_clear()
 
 
 # --- the happy path -------------------------------------------------------------------------------
@@ -411,19 +389,6 @@ def test_crash_between_edit_and_journal_adopts_the_revision_it_made(
     assert resumed.outcomes[0].detail["revision"] == 2
     assert Revision.objects.filter(resource_id=draft.id).count() == 2
     assert Proposal.objects.get().arguments == {"draft": {"id": draft.id, "revision": 2}}
-
-
-@pytest.fixture
-def policy(settings: Any) -> Iterator[Callable[[list[str]], None]]:
-    """Call with the effects deployment policy allows; the runtime is rebuilt."""
-
-    def allow(effects: list[str]) -> None:
-        settings.DEPLOYMENT_ALLOWED_EFFECTS = effects
-        get_runtime.cache_clear()
-
-    get_runtime.cache_clear()
-    yield allow
-    get_runtime.cache_clear()
 
 
 def test_deployment_policy_narrowed_after_checking_refuses_up_front(
