@@ -20,10 +20,9 @@ from dispatch.runtime import get_runtime
 from dispatch.services.access import access_approval_for_decision
 from dispatch.services.audit import audit_record
 from dispatch.services.dispatcher import proposal_dispatch
-from dispatch.services.principals import grants_of, has_role
-from dispatch.services.proposals import resource_advance, resources_release, select_authority
+from dispatch.services.principals import has_role, scope_json
+from dispatch.services.proposals import check_authority, resource_advance, resources_release
 from protocols.denials import Denial, DenialCode
-from protocols.grants import authorize
 from protocols.lifecycle import (
     APPROVAL_LIFECYCLE,
     PERMIT_LIFECYCLE,
@@ -80,13 +79,7 @@ def approval_decide(
             raise Denial(DenialCode.CONTRACT_MISMATCH, operation=proposal.operation)
         # The permit records the grant the requester's authority rests on (spec §6.1).
         resolved = json.loads(proposal.canonical)["arguments"]
-        grant = authorize(
-            grants=grants_of(proposal.principal), subject=proposal.principal_id,
-            operation=proposal.operation,
-            effects=frozenset(e.value for e in contract.possible_effects),
-            selected=select_authority(contract, resolved),
-            tool_set=frozenset(proposal.principal.tools), policy=runtime.policy, now=now,
-        )
+        grant = check_authority(runtime, contract, proposal.principal, resolved, now)
     try:
         with transaction.atomic(durable=True):
             # Only the first decision moves the request out of `pending` before expiry.
@@ -106,8 +99,7 @@ def approval_decide(
                     tenant_id=proposal.tenant_id, approval_id=approval.id, proposal=proposal,
                     state=PERMIT_LIFECYCLE.initial, approver=approver,
                     requester_id=proposal.principal_id, execution_id=proposal.execution_id,
-                    grant_id=grant.id, grant_scope={k: v if v == "*" else sorted(v)
-                                                    for k, v in grant.scope.items()},
+                    grant_id=grant.id, grant_scope=scope_json(grant.scope),
                     operation=proposal.operation,
                     contract_fingerprint=proposal.contract_fingerprint, digest=proposal.digest,
                     resource_refs=proposal.resource_refs,

@@ -38,8 +38,7 @@ def proposal_cancel(*, actor: Principal, proposal_id: object, now: datetime) -> 
     operation = Operation.objects.filter(proposal_id=proposal.id).first()
     if operation is None:
         raise Denial(DenialCode.PROTOCOL_STATE_INVALID, "The proposal is already cancelled.")
-    _cancel_after_claim(operation, actor, now)
-    proposal.refresh_from_db()
+    _cancel_after_claim(operation, proposal, actor, now)  # writes no proposal column
     return proposal
 
 
@@ -64,7 +63,9 @@ def _cancel_before_claim(proposal: Proposal, actor: Principal, now: datetime) ->
     return True
 
 
-def _cancel_after_claim(operation: Operation, actor: Principal, now: datetime) -> None:
+def _cancel_after_claim(
+    operation: Operation, proposal: Proposal, actor: Principal, now: datetime,
+) -> None:
     """After the claim: nothing started -> no effect; an attempt in flight -> unknown."""
     if operation.state != OperationState.CLAIMED:
         raise Denial(DenialCode.PROTOCOL_STATE_INVALID,
@@ -83,7 +84,7 @@ def _cancel_after_claim(operation: Operation, actor: Principal, now: datetime) -
         if started:
             Attempt.objects.filter(operation_id=operation.id, ended_at__isnull=True).update(
                 ended_at=now, outcome=Attempt.Outcome.UNCERTAIN, error="cancelled")
-        for ref in operation.proposal.resource_refs:
+        for ref in proposal.resource_refs:
             resource_advance(ref=ref, event=(ResourceEvent.UNCERTAIN if started
                                              else ResourceEvent.FAIL_NO_EFFECT), now=now)
         audit_record(tenant_id=operation.tenant_id, kind="proposal.cancelled", actor=actor.name,

@@ -123,7 +123,7 @@ def grant_issue(
     with transaction.atomic():
         grant = Grant.objects.create(
             tenant_id=subject.tenant_id, issuer=issuer, subject=subject,
-            operations=sorted(set(operations)), scope=_scope_json(parsed),
+            operations=sorted(set(operations)), scope=scope_json(parsed),
             not_before=now, expires_at=None if expires_in is None else now + timedelta(
                 seconds=expires_in),
         )
@@ -187,7 +187,7 @@ def grant_delegate(
     with transaction.atomic():
         grant = Grant.objects.create(
             tenant_id=actor.tenant_id, issuer=actor.name, subject=subject,
-            operations=sorted(child.operations), scope=_scope_json(child.scope),
+            operations=sorted(child.operations), scope=scope_json(child.scope),
             not_before=child.not_before, expires_at=child.expires_at, parent=parent,
         )
         audit_record(tenant_id=actor.tenant_id, kind="grant.delegated", actor=actor.name,
@@ -197,5 +197,5 @@ def grant_delegate(
     return grant
 
 
-def _scope_json(scope: core.Scope) -> dict[str, Any]:
+def scope_json(scope: core.Scope) -> dict[str, Any]:
     return {k: v if v == "*" else sorted(v) for k, v in scope.items()}

@@ -30,7 +30,7 @@ from protocols.canonical import (
     CANON_VERSION,
     CanonicalizationError,
     canonicalize,
-    digest,
+    digest_bytes,
     materialize_defaults,
 )
 from protocols.contracts import OperationContract
@@ -190,7 +190,7 @@ def proposal_create(
     except CanonicalizationError as exc:
         raise Denial(DenialCode.SCHEMA_INVALID, errors=[
             {"pointer": exc.pointer, "message": exc.reason}]) from None
-    proposal_digest = digest(snapshot)
+    proposal_digest = digest_bytes(canonical)  # the bytes above, not a second encoding
 
     try:
         return _proposal_insert(

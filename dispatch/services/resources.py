@@ -93,7 +93,8 @@ def revision_create(
         audit_record(tenant_id=principal.tenant_id, kind="resource.revised", actor=principal.name,
                      at=now, digest=payload_digest,
                      details={"resource_id": resource.id, "revision": number})
-    current.refresh_from_db()
+    # What the compare-and-swap wrote, without reading the row back.
+    current.current_revision, current.state, current.updated_at = number, target, now
     return current, revision
 
 
