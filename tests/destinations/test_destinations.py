@@ -5,15 +5,12 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import selectors
-import socket
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +29,7 @@ from dispatch.destinations import (
     send_email,
 )
 from dispatch.destinations.faults import fault_for_addresses, fault_for_memo
+from tests.support.destinations import Destinations, free_port, read_line
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 HANG_SECONDS = 2.0
@@ -40,38 +38,19 @@ SHORT_TIMEOUT = 0.5
 START_TIMEOUT = 15.0
 
 
-@dataclass(frozen=True)
-class Destinations:
-    """Where the running destinations listen and record."""
-
-    directory: Path
-    smtp_port: int
-    bank_url: str
-
-
-def _free_port() -> int:
-    """Return a port that was free on 127.0.0.1 a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _read_ready_line(process: subprocess.Popen[str], deadline: float) -> str:
     """Return the first stdout line of ``process``, failing if it does not come in time."""
-    assert process.stdout is not None
-    with selectors.DefaultSelector() as selector:
-        selector.register(process.stdout, selectors.EVENT_READ)
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or not selector.select(remaining):
-            pytest.fail("destinations did not print their ready line in time")
-    return str(process.stdout.readline())
+    line = read_line(process, deadline)
+    if line is None:
+        pytest.fail("destinations did not print their ready line in time")
+    return line
 
 
 @pytest.fixture(scope="module")
 def destinations(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Destinations]:
     """Run ``python -m dispatch.destinations`` for the module; stop it with SIGTERM after."""
     directory = tmp_path_factory.mktemp("destinations")
-    smtp_port, bank_port = _free_port(), _free_port()
+    smtp_port, bank_port = free_port(), free_port()
     stderr_path = directory / "stderr.log"
     with stderr_path.open("w") as stderr:
         process = subprocess.Popen(
@@ -101,7 +80,7 @@ def destinations(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Destinati
             f"bank=http://127.0.0.1:{bank_port} dir={directory.resolve()}\n"
         )
         assert line == expected, stderr_path.read_text()
-        yield Destinations(directory, smtp_port, f"http://127.0.0.1:{bank_port}")
+        yield Destinations(directory, smtp_port, bank_port)
     finally:
         process.terminate()
         try:
@@ -171,7 +150,7 @@ def _recorded(destinations: Destinations, key: str) -> list[dict[str, Any]]:
 
 def _post_raw(destinations: Destinations, body: bytes) -> tuple[int, Any]:
     """POST ``body`` to ``/transfers`` without the client; return status and decoded JSON."""
-    port = int(destinations.bank_url.rsplit(":", 1)[1])
+    port = destinations.bank_port
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=CLIENT_TIMEOUT)
     try:
         connection.request(
@@ -288,7 +267,7 @@ def test_email_to_a_closed_port_is_definite() -> None:
     with pytest.raises(DefiniteFailure, match="refused"):
         send_email(
             "127.0.0.1",
-            _free_port(),
+            free_port(),
             message_id=_unique("nowhere"),
             sender="owner@example.test",
             to=["approver@example.test"],
@@ -421,7 +400,7 @@ def test_malformed_transfer_is_400(destinations: Destinations, body: bytes) -> N
 def test_transfer_to_a_closed_port_is_definite() -> None:
     with pytest.raises(DefiniteFailure, match="refused"):
         bank_transfer(
-            f"http://127.0.0.1:{_free_port()}",
+            f"http://127.0.0.1:{free_port()}",
             key=_unique("op"),
             from_account="a",
             to_account="b",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import selectors
 import socket
 import subprocess
 import sys
@@ -40,6 +41,18 @@ class Destinations:
                 "BANK_URL": self.bank_url}
 
 
+def read_line(process: subprocess.Popen[str], deadline: float) -> str | None:
+    """The next stdout line of `process`, or None if none comes before `deadline` (a plain
+    readline would wait for ever on a child that starts but never prints)."""
+    assert process.stdout is not None
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not selector.select(remaining):
+            return None
+    return str(process.stdout.readline())
+
+
 @contextmanager
 def running_destinations(directory: Path, *, hang_seconds: float = 30.0) -> Iterator[Destinations]:
     found = Destinations(directory, free_port(), free_port())
@@ -53,15 +66,14 @@ def running_destinations(directory: Path, *, hang_seconds: float = 30.0) -> Iter
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     try:
-        assert proc.stdout is not None
         deadline = time.monotonic() + 20
-        line = proc.stdout.readline()
-        while "destinations ready" not in line:
-            if proc.poll() is not None or time.monotonic() > deadline:
+        line = read_line(proc, deadline)
+        while line is None or "destinations ready" not in line:
+            if line is None or proc.poll() is not None:
                 log.flush()
-                raise RuntimeError(f"destinations did not start: {line}"
+                raise RuntimeError(f"destinations did not start: {line or ''}"
                                    f"{(directory / 'server.log').read_text()}")
-            line = proc.stdout.readline()
+            line = read_line(proc, deadline)
         yield found
     finally:
         proc.terminate()
