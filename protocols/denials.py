@@ -44,6 +44,10 @@ class DenialCode(StrEnum):
     UNSAFE_RETRY = "unsafe_retry"
     PROTECTED_RACE = "protected_race"
     PERSISTENCE_FAILURE = "persistence_failure"
+    APPROVER_IS_REQUESTER = "approver_is_requester"
+    ATTESTATION_MISSING = "attestation_missing"
+    ATTESTATION_FAILED = "attestation_failed"
+    ATTESTATION_UNBOUND = "attestation_unbound"
 
     @property
     def status(self) -> int:
@@ -110,6 +114,15 @@ _TABLE: dict[DenialCode, tuple[int, str]] = {
     DenialCode.PROTECTED_RACE: (422, "Protected writes may not run inside a race."),
     DenialCode.PERSISTENCE_FAILURE: (
         503, "The store could not record the step; nothing ran. Try again later."),
+    DenialCode.APPROVER_IS_REQUESTER: (
+        403, "Nobody decides an approval they requested; another operator must decide it."),
+    DenialCode.ATTESTATION_MISSING: (
+        403, "No attestation with that id is visible; run evidence.attest on the report first."),
+    DenialCode.ATTESTATION_FAILED: (
+        403, "The validator failed this report; mend what its findings say and attest again."),
+    DenialCode.ATTESTATION_UNBOUND: (
+        409, "The attestation is of another revision, digest or policy; attest the exact "
+        "revision you publish."),
 }
 
 

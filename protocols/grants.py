@@ -16,7 +16,7 @@ Pure: no clock, no I/O. `now` is always an argument and every datetime must be t
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Final, Literal, TypeAlias
@@ -207,11 +207,14 @@ def authorize(
     3. Among the subject's grants whose operations cover `operation`, the first (in `grants`
        order) that is live (`grant_is_live`) and whose scope allows every selected key/value is
        returned. A key missing from a grant's scope does not cover it.
-    4. Otherwise the most informative denial: a live covering grant whose scope fails ->
+    4. Otherwise the denial that says what happened (DESIGN §6): the values are covered only by
+       a revoked grant -> `authority_revoked`; only by grants outside their validity interval
+       (expired or not yet valid) -> `authority_expired`; by no grant, live or not ->
        `scope_violation` (details `key`, `value` of the first failing grant's first uncovered
-       key); else a revoked covering grant -> `authority_revoked`; else a covering grant outside
-       its validity interval (expired or not yet valid) -> `authority_expired`; else
-       `authority_missing`.
+       key); no grant for the operation at all -> `authority_missing`.
+
+    A delegated grant is revoked or expired when any grant it was delegated from is: pass each
+    grant through `with_ancestry` first.
     """
     _require_aware(now, "now")
     if operation not in tool_set:
@@ -232,25 +235,57 @@ def authorize(
         for grant in grants
         if grant.subject == subject and _covers_operation(grant, operation)
     ]
+    covering_dead: list[Grant] = []  # cover the values, but are not live now
     scope_failure: tuple[str, str] | None = None
     for grant in candidates:
-        if not grant_is_live(grant, now):
-            continue
         uncovered = _uncovered(grant.scope, selected)
         if uncovered is None:
-            return grant
-        if scope_failure is None:
+            if grant_is_live(grant, now):
+                return grant
+            covering_dead.append(grant)
+        elif scope_failure is None:
             scope_failure = uncovered
 
+    if any(grant.revoked_at is not None for grant in covering_dead):
+        raise Denial(DenialCode.AUTHORITY_REVOKED, operation=operation)
+    if covering_dead:
+        # Each covering grant is unrevoked and not live: expired or not yet valid.
+        raise Denial(DenialCode.AUTHORITY_EXPIRED, operation=operation)
     if scope_failure is not None:
         key, value = scope_failure
         raise Denial(DenialCode.SCOPE_VIOLATION, key=key, value=value)
-    if any(grant.revoked_at is not None for grant in candidates):
-        raise Denial(DenialCode.AUTHORITY_REVOKED, operation=operation)
-    if candidates:
-        # Every candidate is unrevoked and not live, so each is expired or not yet valid.
-        raise Denial(DenialCode.AUTHORITY_EXPIRED, operation=operation)
     raise Denial(DenialCode.AUTHORITY_MISSING, operation=operation)
+
+
+def with_ancestry(grant: Grant, grants_by_id: Mapping[str, Grant]) -> Grant:
+    """`grant` as authority sees it: revoked when it or any grant it was delegated from is,
+    valid only while every one of them is (spec §4.3: delegation never outlives its parent).
+
+    `grants_by_id` must hold every ancestor; a missing one or a cycle is a store inconsistency
+    (`ValueError`), never silently a live grant.
+    """
+    revoked_at, not_before, expires_at = grant.revoked_at, grant.not_before, grant.expires_at
+    seen = {grant.id}
+    parent_id = grant.parent_id
+    while parent_id is not None:
+        parent = grants_by_id.get(parent_id)
+        if parent is None or parent_id in seen:
+            raise ValueError(f"grant {grant.id}: ancestor {parent_id} missing or cyclic")
+        seen.add(parent_id)
+        revoked_at = _earliest(revoked_at, parent.revoked_at)
+        expires_at = _earliest(expires_at, parent.expires_at)
+        if parent.not_before is not None and (not_before is None or parent.not_before > not_before):
+            not_before = parent.not_before
+        parent_id = parent.parent_id
+    return replace(grant, revoked_at=revoked_at, not_before=not_before, expires_at=expires_at)
+
+
+def _earliest(first: datetime | None, second: datetime | None) -> datetime | None:
+    if first is None:
+        return second
+    if second is None:
+        return first
+    return min(first, second)
 
 
 def _iso(value: datetime | None) -> str | None:

@@ -40,6 +40,10 @@ DESIGN_STATUSES: dict[str, int] = {
     "unsafe_retry": 409,
     "protected_race": 422,
     "persistence_failure": 503,
+    "approver_is_requester": 403,
+    "attestation_missing": 403,
+    "attestation_failed": 403,
+    "attestation_unbound": 409,
 }
 
 # Spec §12 reserves E001-E007; the checker added E008-E017. Values never change once published.

@@ -25,6 +25,7 @@ from protocols.grants import (
     is_narrower_or_equal,
     parse_scope,
     scope_as_json,
+    with_ancestry,
 )
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -403,12 +404,23 @@ def test_scope_violation_names_the_first_failing_grant_and_key() -> None:
     assert denial.details == {"key": "account", "value": "acct-002"}
 
 
-def test_scope_violation_outranks_revoked_and_expired_grants() -> None:
+def test_a_value_covered_only_by_a_revoked_grant_is_authority_revoked() -> None:
+    """DESIGN §6: the denial says what happened to the grant that covered the value, even
+    beside a live grant of another scope."""
     wrong_scope = make_grant(id="grt_1", scope={"mailbox": [SALES]})
     revoked = make_grant(id="grt_2", revoked_at=at(-1))
     expired = make_grant(id="grt_3", expires_at=at(-1))
-    denial = denial_of([revoked, expired, wrong_scope])
+    assert denial_of([revoked, expired, wrong_scope]).code == DenialCode.AUTHORITY_REVOKED
+    assert denial_of([expired, wrong_scope]).code == DenialCode.AUTHORITY_EXPIRED
+
+
+def test_scope_violation_only_when_no_grant_live_or_not_covers_the_value() -> None:
+    wrong_scope = make_grant(id="grt_1", scope={"mailbox": [SALES]})
+    revoked_elsewhere = make_grant(id="grt_2", scope={"mailbox": [SALES]}, revoked_at=at(-1))
+    expired_elsewhere = make_grant(id="grt_3", scope={"mailbox": [SALES]}, expires_at=at(-1))
+    denial = denial_of([revoked_elsewhere, expired_elsewhere, wrong_scope])
     assert denial.code == DenialCode.SCOPE_VIOLATION
+    assert denial.details == {"key": "mailbox", "value": SUPPORT}
 
 
 @pytest.mark.parametrize("revoked_at", [at(-60), NOW, at(60)])
@@ -424,9 +436,10 @@ def test_revocation_outranks_expiry() -> None:
     assert denial_of([expired, revoked_and_expired]).code == DenialCode.AUTHORITY_REVOKED
 
 
-def test_revoked_grant_with_wrong_scope_is_still_revoked() -> None:
+def test_revoked_grant_with_wrong_scope_is_a_scope_violation() -> None:
+    """It never covered the value: revoking it changed nothing for this action."""
     grant = make_grant(scope={"mailbox": [SALES]}, revoked_at=at(-1))
-    assert denial_of([grant]).code == DenialCode.AUTHORITY_REVOKED
+    assert denial_of([grant]).code == DenialCode.SCOPE_VIOLATION
 
 
 @pytest.mark.parametrize(
@@ -1038,3 +1051,50 @@ def test_chains_of_delegation_never_widen(
 @given(grant=root_grants())
 def test_every_grant_is_narrower_or_equal_to_itself(grant: Grant) -> None:
     assert is_narrower_or_equal(grant, grant)
+
+
+# with_ancestry: a delegated grant never outlives the grants it came from ---------------------
+
+
+def chain(**root: Any) -> tuple[Grant, dict[str, Grant]]:
+    """root -> middle -> leaf (the leaf held by `owner`); `root` overrides the root's fields."""
+    top = make_grant(id="grt_root", subject="admin", **root)
+    middle = make_grant(id="grt_mid", subject="lead", parent_id=top.id)
+    leaf = make_grant(id="grt_leaf", parent_id=middle.id)
+    return leaf, {g.id: g for g in (top, middle, leaf)}
+
+
+def test_a_grant_whose_ancestor_is_revoked_is_revoked() -> None:
+    leaf, by_id = chain(revoked_at=at(-5))
+    effective = with_ancestry(leaf, by_id)
+    assert effective.revoked_at == at(-5)
+    assert denial_of([effective]).code == DenialCode.AUTHORITY_REVOKED
+
+
+def test_a_grant_whose_ancestor_expired_is_expired() -> None:
+    leaf, by_id = chain(expires_at=at(-1))
+    assert denial_of([with_ancestry(leaf, by_id)]).code == DenialCode.AUTHORITY_EXPIRED
+
+
+def test_a_grant_is_valid_only_inside_every_ancestors_interval() -> None:
+    leaf, by_id = chain(not_before=at(10), expires_at=at(60))
+    effective = with_ancestry(leaf, by_id)
+    assert (effective.not_before, effective.expires_at) == (at(10), at(60))
+    assert check([effective], now=at(30)) == effective
+    assert denial_of([effective], now=at(5)).code == DenialCode.AUTHORITY_EXPIRED
+
+
+def test_a_live_chain_changes_nothing() -> None:
+    leaf, by_id = chain()
+    assert with_ancestry(leaf, by_id) == leaf
+
+
+@pytest.mark.parametrize("broken", ["missing", "cycle"])
+def test_a_broken_chain_is_refused_never_live(broken: str) -> None:
+    leaf, by_id = chain()
+    if broken == "missing":
+        del by_id["grt_root"]
+    else:
+        by_id["grt_root"] = make_grant(id="grt_root", subject="admin", parent_id="grt_leaf")
+    with pytest.raises(ValueError, match="missing or cyclic"):
+        with_ancestry(leaf, by_id)
