@@ -237,3 +237,8 @@ DISPATCH_EXTENSIONS = env.list("DISPATCH_EXTENSIONS", default=[])
 HANDLER_TIMEOUT_CAP = env.float("HANDLER_TIMEOUT_CAP", default=15.0)
 # Pause between same-key retries of a receiver_dedup operation, doubled per attempt.
 RETRY_BACKOFF_SECONDS = env.float("RETRY_BACKOFF_SECONDS", default=0.5)
+
+# --- Reconciliation (spec §8): bounded, one pass at a time -------------------------------------
+RECONCILE_BATCH = env.int("RECONCILE_BATCH", default=500)  # operations of each state per pass
+RECONCILE_LOOKUP_TIMEOUT = env.float("RECONCILE_LOOKUP_TIMEOUT", default=10.0)  # seconds
+RECONCILE_LEASE_SECONDS = env.float("RECONCILE_LEASE_SECONDS", default=300.0)  # a dead pass's lock

@@ -36,9 +36,9 @@ from console.presenters import (
 from console.roles import is_htmx, page, refused, role_required
 from dispatch import selectors
 from dispatch.services.approvals import approval_decide as approval_decide_service
-from dispatch.services.dispatcher import operation_resolve as operation_resolve_service
 from dispatch.services.principals import grant_issue as grant_issue_service
 from dispatch.services.principals import grant_revoke as grant_revoke_service
+from dispatch.services.reconciliation import operation_resolve as operation_resolve_service
 from protocols.denials import Denial, DenialCode
 
 if TYPE_CHECKING:

@@ -10,6 +10,7 @@ begins IMMEDIATE and so holds the database's write lock from its first statement
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
@@ -41,7 +42,7 @@ DISPATCHING = transition(EMAIL_DRAFT, ResourceState.AUTHORIZED, ResourceEvent.CL
 
 def operation_claim(
     *, proposal: Proposal, permit: Permit | None, operation_id: str, actor: str, now: datetime,
-    budget: Limits, cost: int,
+    budget: Limits, cost: int, recheck_authority: Callable[[], object],
 ) -> Operation:
     """Claim one proposal's action, or raise the denial that says why not.
 
@@ -50,6 +51,10 @@ def operation_claim(
     transaction commits (`transaction.on_commit`), so nothing runs unless the claim committed.
     """
     with transaction.atomic():
+        # First, authority again, share-locking the grants it rests on (DESIGN §5 step 6): a
+        # revocation that committed before this point stops the claim; one that comes later
+        # waits for it. Locks go grants first, then the permit, as a revocation takes them.
+        recheck_authority()
         if permit is not None:
             # One-shot: only an issued, unexpired permit bound to this digest moves.
             won = Permit.objects.filter(
@@ -60,7 +65,7 @@ def operation_claim(
                 expires_at__gt=now,
             ).update(state=PERMIT_CLAIMED, claimed_at=now)
             if won != 1:
-                raise Denial(DenialCode.PERMIT_CLAIMED, permit_id=permit.id)
+                raise _permit_denial(permit, now)
         else:
             # No permit to lock: the proposal row is the lock a cancellation contends on.
             open_ = Proposal.objects.filter(
@@ -96,6 +101,16 @@ def operation_claim(
         budget_take(limits=budget, cost=cost)
         failpoint("claim.before_commit")
     return operation
+
+
+def _permit_denial(permit: Permit, now: datetime) -> Denial:
+    # Failure path only: one more read to say why the permit did not move.
+    state = Permit.objects.filter(id=permit.id).values_list("state", flat=True).first()
+    if state == PermitState.REVOKED:
+        return Denial(DenialCode.APPROVAL_REVOKED, permit_id=permit.id)
+    if state == PermitState.EXPIRED or (state == PermitState.ISSUED and now >= permit.expires_at):
+        return Denial(DenialCode.APPROVAL_EXPIRED, permit_id=permit.id)
+    return Denial(DenialCode.PERMIT_CLAIMED, permit_id=permit.id)
 
 
 def _resource_denial(ref: dict[str, object]) -> Denial:

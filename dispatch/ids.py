@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import secrets
 
-PREFIXES = frozenset(
-    {"ten", "prn", "tok", "grt", "res", "rev", "prp", "apr", "dec", "prm", "op", "exe", "att"}
-)
+PREFIXES = frozenset({
+    "ten", "prn", "tok", "grt", "res", "rev", "prp", "apr", "dec", "prm", "op", "exe", "att",
+    "evr", "lse",
+})
 
 
 def new_id(prefix: str) -> str:

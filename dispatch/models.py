@@ -356,3 +356,13 @@ class TranscriptEntry(models.Model):
             models.UniqueConstraint(fields=["execution", "call_id", "kind"],
                                     condition=~Q(call_id=""), name="one_entry_per_call_kind"),
         ]
+
+
+class Lease(models.Model):
+    """A named lock with an expiry, held by one process at a time (one reconciliation pass).
+
+    A holder that dies leaves it to expire; nothing else depends on its release."""
+
+    name = models.CharField(max_length=100, primary_key=True)
+    holder = models.CharField(max_length=40)
+    expires_at = models.DateTimeField()

@@ -8,8 +8,8 @@ from celery import shared_task
 from django.utils import timezone
 
 from dispatch.services.approvals import approvals_expire_stale as _approvals_expire_stale
-from dispatch.services.dispatcher import operation_execute
-from dispatch.services.dispatcher import reconcile_operations as _reconcile_operations
+from dispatch.services.execution import operation_execute
+from dispatch.services.reconciliation import reconcile_operations as _reconcile_operations
 
 
 @shared_task(name="dispatch.tasks.operation_execute", acks_late=True)

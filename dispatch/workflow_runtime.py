@@ -54,7 +54,8 @@ from dispatch.models import (
 )
 from dispatch.runtime import get_runtime
 from dispatch.services.access import access_resource_by_id
-from dispatch.services.dispatcher import operation_execute, proposal_dispatch
+from dispatch.services.dispatcher import proposal_dispatch
+from dispatch.services.execution import operation_execute
 from dispatch.services.proposals import (
     proposal_create,
     resolve_resources,

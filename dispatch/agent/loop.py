@@ -26,7 +26,8 @@ from dispatch.models import (
 )
 from dispatch.runtime import get_runtime
 from dispatch.services.cancellation import proposal_cancel
-from dispatch.services.dispatcher import operation_execute, proposal_dispatch
+from dispatch.services.dispatcher import proposal_dispatch
+from dispatch.services.execution import operation_execute
 from dispatch.services.proposals import proposal_create
 from dispatch.services.resources import resource_create
 from protocols.denials import Denial

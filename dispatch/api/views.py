@@ -59,9 +59,10 @@ from dispatch.services.access import (
     access_resource_by_id,
 )
 from dispatch.services.approvals import approval_decide
-from dispatch.services.dispatcher import operation_resolve, proposal_dispatch
+from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.principals import grant_delegate, has_role
 from dispatch.services.proposals import proposal_create
+from dispatch.services.reconciliation import operation_resolve
 from dispatch.services.resources import resource_create, revision_create
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import ApprovalState, OperationState

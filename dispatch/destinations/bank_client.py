@@ -14,7 +14,10 @@ __all__ = ["bank_lookup", "bank_transfer"]
 
 
 _SUCCESS = range(200, 300)
-_CLIENT_ERROR = range(400, 500)
+# Refusals that a server gives before acting on a request: the request itself was unusable.
+# Any other 4xx (409 "the same key is in progress", 408, 425, 429, ...) answers a request the
+# bank may have received and acted on, so it is uncertain, never no effect.
+_REFUSED_BEFORE_ANY_EFFECT = frozenset({400, 401, 403, 404, 405, 411, 413, 414, 415, 422})
 
 
 class _ConnectError(Exception):
@@ -98,13 +101,14 @@ def bank_transfer(
 
     - :class:`DefiniteFailure` -- the bank certainly made no transfer for this call: the base
       URL is unusable, the connection could not be opened (refused, unreachable, DNS failure,
-      connect timeout: no request byte was sent), or the bank answered 4xx (400 invalid,
-      422 refused before any effect, ...).
+      connect timeout: no request byte was sent), or the bank refused the request itself
+      (400, 401, 403, 404, 405, 411, 413, 414, 415, 422).
     - :class:`UncertainOutcome` -- the bank may have made it: an error while sending the
       request (conservatively), a timeout or a connection reset or closed before a complete
-      status line (``RemoteDisconnected``, ``BadStatusLine``), a 5xx or any other non-2xx,
-      non-4xx status, or a 2xx whose body is not a JSON object for ``key``. Because the bank
-      deduplicates on ``key``, the caller may retry an uncertain call with the same key.
+      status line (``RemoteDisconnected``, ``BadStatusLine``), any other status that is not
+      2xx (a 409 "same key in progress", 408, 429, 5xx, ...), or a 2xx whose body is not a JSON
+      object for ``key``. Because the bank deduplicates on ``key``, the caller may retry an
+      uncertain call with the same key.
     """
     body = json.dumps(
         {
@@ -123,7 +127,7 @@ def bank_transfer(
     except _ExchangeError as error:
         raise UncertainOutcome(str(error)) from error
 
-    if status in _CLIENT_ERROR:
+    if status in _REFUSED_BEFORE_ANY_EFFECT:
         detail = _json_object(content) or {}
         raise DefiniteFailure(f"bank refused the transfer: {status} {detail.get('error', '')}")
     if status not in _SUCCESS:

@@ -14,6 +14,7 @@ from datetime import datetime
 from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import Q
 
+from dispatch.failpoints import failpoint
 from dispatch.ids import new_id
 from dispatch.models import ApprovalRequest, Decision, Permit, Principal, Proposal
 from dispatch.runtime import get_runtime
@@ -21,8 +22,10 @@ from dispatch.services.access import access_approval_for_decision
 from dispatch.services.audit import audit_record
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.principals import has_role, scope_json
-from dispatch.services.proposals import check_authority, resource_advance, resources_release
+from dispatch.services.proposals import check_authority
+from dispatch.services.resources import resource_advance, resources_release
 from protocols.denials import Denial, DenialCode
+from protocols.grants import Grant as CoreGrant
 from protocols.lifecycle import (
     APPROVAL_LIFECYCLE,
     PERMIT_LIFECYCLE,
@@ -50,6 +53,8 @@ def approval_decide(
     approval = access_approval_for_decision(approver, approval_id)
     if not has_role(approver, approval.role):
         raise Denial(DenialCode.ROLE_REQUIRED, role=approval.role)
+    if approver.id == approval.proposal.principal_id:
+        raise Denial(DenialCode.APPROVER_IS_REQUESTER)  # four eyes: never one's own request
     if decision not in (Decision.Outcome.GRANT, Decision.Outcome.DENY):
         raise Denial(DenialCode.SCHEMA_INVALID, errors=[
             {"pointer": "/decision", "message": "must be 'grant' or 'deny'"}])
@@ -70,18 +75,27 @@ def approval_decide(
         raise Denial(DenialCode.APPROVAL_EXPIRED)
     event = ApprovalEvent.GRANT if decision == Decision.Outcome.GRANT else ApprovalEvent.DENY
     target = transition(APPROVAL_LIFECYCLE, ApprovalState.PENDING, event)
-    grant = None
+    authority = None
     if event is ApprovalEvent.GRANT:
         runtime = get_runtime()
         contract = runtime.contract(proposal.operation)
         # No human is asked to approve what could never run under the current contract.
         if contract.fingerprint != proposal.contract_fingerprint:
             raise Denial(DenialCode.CONTRACT_MISMATCH, operation=proposal.operation)
-        # The permit records the grant the requester's authority rests on (spec §6.1).
         resolved = json.loads(proposal.canonical)["arguments"]
-        grant = check_authority(runtime, contract, proposal.principal, resolved, now)
+
+        def authority(*, lock: bool = False) -> CoreGrant:
+            return check_authority(runtime, contract, proposal.principal, resolved, now,
+                                   lock=lock)
+
+        authority()
+    failpoint("decision.before_transaction")
     try:
         with transaction.atomic(durable=True):
+            # The permit records the grant the requester's authority rests on (spec §6.1),
+            # checked again here, share-locked: a revocation that committed first refuses
+            # the grant, and one that comes later finds the permit and revokes it.
+            grant = authority(lock=True) if authority is not None else None
             # Only the first decision moves the request out of `pending` before expiry.
             moved = ApprovalRequest.objects.filter(
                 id=approval.id, state=ApprovalState.PENDING, expires_at__gt=now,

@@ -1,5 +1,6 @@
-"""Cancellation (spec §9): before the claim it prevents dispatch; after the handler started it
-may leave the outcome unknown, and it never frees the consumed permit."""
+"""Cancellation (spec §9): before the claim it prevents dispatch; after the claim, before any
+attempt, the action is definitely not performed; during an attempt the handler is asked to stop
+and the attempt's own answer is the outcome. It never frees the consumed permit."""
 
 from __future__ import annotations
 
@@ -7,23 +8,24 @@ from datetime import datetime
 
 from django.db import transaction
 
-from dispatch.models import ApprovalRequest, Attempt, Operation, Permit, Principal, Proposal
+from dispatch.models import ApprovalRequest, Operation, Permit, Principal, Proposal
 from dispatch.services.access import access_proposal_by_id
 from dispatch.services.audit import audit_record
+from dispatch.services.operations import operation_move
 from dispatch.services.principals import has_role
-from dispatch.services.proposals import resource_advance, resources_release
+from dispatch.services.resources import resources_release
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import (
     APPROVAL_LIFECYCLE,
-    OPERATION_LIFECYCLE,
     PERMIT_LIFECYCLE,
     ApprovalEvent,
-    ApprovalState,
     OperationEvent,
     OperationState,
     PermitEvent,
     PermitState,
     ResourceEvent,
+    sources,
+    transition,
 )
 
 
@@ -35,10 +37,12 @@ def proposal_cancel(*, actor: Principal, proposal_id: object, now: datetime) -> 
     if proposal.cancelled_at is None and _cancel_before_claim(proposal, actor, now):
         proposal.refresh_from_db()
         return proposal
-    operation = Operation.objects.filter(proposal_id=proposal.id).first()
+    operation = Operation.objects.select_related("proposal").filter(
+        proposal_id=proposal.id).first()
     if operation is None:
         raise Denial(DenialCode.PROTOCOL_STATE_INVALID, "The proposal is already cancelled.")
-    _cancel_after_claim(operation, proposal, actor, now)  # writes no proposal column
+    _cancel_after_claim(operation, proposal, actor, now)
+    proposal.refresh_from_db(fields=["cancelled_at"])
     return proposal
 
 
@@ -47,12 +51,12 @@ def _cancel_before_claim(proposal: Proposal, actor: Principal, now: datetime) ->
     with transaction.atomic(durable=True):
         Proposal.objects.filter(id=proposal.id, cancelled_at__isnull=True).update(
             cancelled_at=now)
-        for state in (ApprovalState.PENDING, ApprovalState.GRANTED):
+        for state in sources(APPROVAL_LIFECYCLE, ApprovalEvent.REVOKE):
             ApprovalRequest.objects.filter(proposal_id=proposal.id, state=state).update(
-                state=APPROVAL_LIFECYCLE.transitions[(state, ApprovalEvent.REVOKE)])
+                state=transition(APPROVAL_LIFECYCLE, state, ApprovalEvent.REVOKE))
         # The claim's conditional update on this permit row serializes with this one.
         Permit.objects.filter(proposal_id=proposal.id, state=PermitState.ISSUED).update(
-            state=PERMIT_LIFECYCLE.transitions[(PermitState.ISSUED, PermitEvent.REVOKE)])
+            state=transition(PERMIT_LIFECYCLE, PermitState.ISSUED, PermitEvent.REVOKE))
         if Operation.objects.filter(proposal_id=proposal.id).exists():
             transaction.set_rollback(True)  # a claim won the race: cancel after the claim
             return False
@@ -66,27 +70,29 @@ def _cancel_before_claim(proposal: Proposal, actor: Principal, now: datetime) ->
 def _cancel_after_claim(
     operation: Operation, proposal: Proposal, actor: Principal, now: datetime,
 ) -> None:
-    """After the claim: nothing started -> no effect; an attempt in flight -> unknown."""
+    """After the claim: nothing started -> no effect at once. An attempt in flight is asked to
+    stop (its handler sees `HandlerContext.cancelled`): it answers `failed_no_effect` if it
+    stopped before its effect, and what happened otherwise; a worker that never answers is
+    made `unknown` by reconciliation. The consumed permit is never freed."""
     if operation.state != OperationState.CLAIMED:
         raise Denial(DenialCode.PROTOCOL_STATE_INVALID,
                      f"The operation is already '{operation.state}'; it cannot be cancelled.")
-    started = operation.attempts_made > 0
-    event = OperationEvent.UNCERTAIN if started else OperationEvent.FAIL_NO_EFFECT
-    target = OPERATION_LIFECYCLE.transitions[(OperationState.CLAIMED, event)]
+    if operation.attempts_made == 0 and operation_move(
+            operation=operation, event=OperationEvent.FAIL_NO_EFFECT, attempt=0, now=now,
+            actor=actor.name, error="cancelled before any attempt",
+            details={"cancelled": True}):
+        with transaction.atomic():
+            audit_record(tenant_id=operation.tenant_id, kind="proposal.cancelled",
+                         actor=actor.name, at=now, operation_id=operation.id,
+                         proposal_id=operation.proposal_id,
+                         details={"before_claim": False, "outcome": operation.state})
+        return
     with transaction.atomic(durable=True):
-        moved = Operation.objects.filter(
-            id=operation.id, state=OperationState.CLAIMED, attempts_made=operation.attempts_made,
-        ).update(state=target, updated_at=now,
-                 evidence="cancelled while an attempt was in flight" if started else "")
-        if moved != 1:
+        requested = Proposal.objects.filter(id=proposal.id, cancelled_at__isnull=True).update(
+            cancelled_at=now)
+        if requested != 1:
             raise Denial(DenialCode.PROTOCOL_STATE_INVALID,
-                         "The operation changed meanwhile; reload it.")
-        if started:
-            Attempt.objects.filter(operation_id=operation.id, ended_at__isnull=True).update(
-                ended_at=now, outcome=Attempt.Outcome.UNCERTAIN, error="cancelled")
-        for ref in proposal.resource_refs:
-            resource_advance(ref=ref, event=(ResourceEvent.UNCERTAIN if started
-                                             else ResourceEvent.FAIL_NO_EFFECT), now=now)
+                         "Cancellation was already requested; the attempt in flight settles it.")
         audit_record(tenant_id=operation.tenant_id, kind="proposal.cancelled", actor=actor.name,
                      at=now, operation_id=operation.id, proposal_id=operation.proposal_id,
-                     details={"before_claim": False, "outcome": target.value})
+                     details={"before_claim": False, "attempt_in_flight": True})

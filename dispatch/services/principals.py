@@ -5,16 +5,18 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import connection, transaction
 
+from dispatch.failpoints import failpoint
 from dispatch.models import ApiToken, Grant, Principal, Tenant
 from dispatch.services.access import access_grant_by_id
 from dispatch.services.audit import audit_record
+from dispatch.services.permits import permits_revoke_resting_on
 from protocols import grants as core
 from protocols.denials import Denial, DenialCode
 
@@ -44,12 +46,15 @@ def token_authenticate(raw: str) -> Principal | None:
     lookup, _, secret = rest.partition("_")
     if prefix != TOKEN_PREFIX or not lookup or not secret:
         return None
-    token = ApiToken.objects.select_related("principal").filter(
+    token = ApiToken.objects.select_related("principal__user").filter(
         lookup=lookup, revoked_at__isnull=True).first()
     if token is None:
         return None
     if not hmac.compare_digest(token.secret_hash, _hash(secret)):
         return None
+    user = token.principal.user
+    if user is not None and not user.is_active:
+        return None  # a deactivated human's token stops at once, as their session does
     return token.principal
 
 
@@ -110,8 +115,47 @@ def as_core(grant: Grant) -> core.Grant:
     )
 
 
-def grants_of(principal: Principal) -> list[core.Grant]:
-    return [as_core(g) for g in Grant.objects.filter(subject=principal)]
+# Every grant of a subject, or one grant, with all the grants it was delegated from, in one
+# statement; ordered by id so that locks (below) are always taken in one order.
+_CHAIN_SQL = """
+WITH RECURSIVE chain(id) AS (
+    SELECT id FROM {table} WHERE {start} = %s
+    UNION
+    SELECT g.parent_id FROM {table} g JOIN chain c ON g.id = c.id WHERE g.parent_id IS NOT NULL
+)
+SELECT * FROM {table} WHERE id IN (SELECT id FROM chain) ORDER BY id{lock}"""
+
+
+def _grant_chain(start: str, value: str, *, lock: bool) -> list[Grant]:
+    """The grants selected by `start = value` and their ancestors.
+
+    With `lock`, inside the caller's transaction, PostgreSQL share-locks every row in id order:
+    a revocation (which locks the same rows for update, in the same order) either committed
+    before this read and is seen, or waits until this transaction ends. Several claims share
+    the lock. SQLite needs none: its transactions begin IMMEDIATE, holding the write lock.
+    """
+    locking = lock and connection.vendor == "postgresql"
+    sql = _CHAIN_SQL.format(table=connection.ops.quote_name(Grant._meta.db_table), start=start,
+                            lock=" FOR SHARE" if locking else "")
+    return list(Grant.objects.raw(sql, [value]))
+
+
+def _effective(rows: list[Grant], wanted: Callable[[Grant], bool]) -> list[core.Grant]:
+    by_id = {row.id: as_core(row) for row in rows}
+    return [core.with_ancestry(by_id[row.id], by_id) for row in rows if wanted(row)]
+
+
+def grants_of(principal: Principal, *, lock: bool = False) -> list[core.Grant]:
+    """The principal's grants as authority sees them: a grant is revoked or expired when any
+    grant it was delegated from is (DESIGN §6). `lock`: see `_grant_chain`."""
+    rows = _grant_chain("subject_id", principal.id, lock=lock)
+    return _effective(rows, lambda row: row.subject_id == principal.id)
+
+
+def grant_effective(grant_id: str, *, lock: bool = False) -> core.Grant:
+    """One grant with its ancestry, as `grants_of` sees it."""
+    rows = _grant_chain("id", grant_id, lock=lock)
+    return _effective(rows, lambda row: row.id == grant_id)[0]
 
 
 def grant_issue(
@@ -142,19 +186,38 @@ def grant_revoke(*, actor: Principal, grant_id: object, now: datetime) -> Grant:
 
 
 def grant_revoke_tree(*, grant: Grant, actor_name: str, now: datetime) -> Grant:
-    """Revoke `grant` and its delegated descendants, with one audit event."""
+    """Revoke `grant`, every grant delegated from it and every unclaimed permit minted under any
+    of them, in one transaction, with one `grant.revoked` event.
+
+    Revocation wins every race (DESIGN §5): the tree is locked for update in id order, the
+    order in which claims, decisions and delegations share-lock the grants they rest on, so
+    each of them either sees this revocation or commits before it. A delegation that slipped
+    a child in while the tree was being read is found by reading the tree again once locked.
+    """
     with transaction.atomic():
-        frontier = [grant.id]
-        revoked: list[str] = []
-        while frontier:
-            Grant.objects.filter(id__in=frontier, revoked_at__isnull=True).update(revoked_at=now)
-            revoked.extend(frontier)
-            frontier = list(Grant.objects.filter(parent_id__in=frontier).values_list(
-                "id", flat=True))
+        tree: set[str] = set()
+        while True:
+            found = _tree_of(grant.id)
+            if found <= tree:
+                break
+            tree |= found
+            list(Grant.objects.select_for_update().filter(id__in=sorted(tree))
+                 .order_by("id").values_list("id", flat=True))
+        Grant.objects.filter(id__in=tree, revoked_at__isnull=True).update(revoked_at=now)
+        permits = permits_revoke_resting_on(grant_ids=tree, actor=actor_name, now=now)
         audit_record(tenant_id=grant.tenant_id, kind="grant.revoked", actor=actor_name, at=now,
-                     details={"grant_id": grant.id, "revoked": revoked})
+                     details={"grant_id": grant.id, "revoked": sorted(tree),
+                              "permits_revoked": permits})
     grant.refresh_from_db()
     return grant
+
+
+def _tree_of(root_id: str) -> set[str]:
+    tree, frontier = {root_id}, [root_id]
+    while frontier:
+        frontier = list(Grant.objects.filter(parent_id__in=frontier).values_list("id", flat=True))
+        tree.update(frontier)
+    return tree
 
 
 def grant_delegate(
@@ -176,15 +239,25 @@ def grant_delegate(
     except (ValueError, TypeError, AttributeError) as exc:
         raise Denial(DenialCode.SCHEMA_INVALID, errors=[
             {"pointer": "/scope", "message": str(exc)}]) from None
-    try:
-        child = core.delegate(
-            as_core(parent), id="pending", issuer=actor.name, subject=subject.id,
-            operations=operations, scope=parsed, expires_at=expires_at, now=now,
-        )
-    except ValueError as exc:  # empty operations, an expiry in the past, a naive datetime
-        raise Denial(DenialCode.SCHEMA_INVALID, errors=[
-            {"pointer": "", "message": str(exc)}]) from None
+
+    def derive(lock: bool) -> core.Grant:
+        # The parent as authority sees it: revoked or expired with any of its ancestors.
+        try:
+            return core.delegate(
+                grant_effective(parent.id, lock=lock), id="pending", issuer=actor.name,
+                subject=subject.id, operations=operations, scope=parsed,
+                expires_at=expires_at, now=now,
+            )
+        except ValueError as exc:  # empty operations, an expiry in the past, a naive datetime
+            raise Denial(DenialCode.SCHEMA_INVALID, errors=[
+                {"pointer": "", "message": str(exc)}]) from None
+
+    derive(lock=False)
+    failpoint("delegation.before_transaction")
     with transaction.atomic():
+        # Again, after any wait for the parent's lock: a revocation that committed meanwhile
+        # refuses this delegation; one that comes later finds the child and revokes it too.
+        child = derive(lock=True)
         grant = Grant.objects.create(
             tenant_id=actor.tenant_id, issuer=actor.name, subject=subject,
             operations=sorted(child.operations), scope=scope_json(child.scope),

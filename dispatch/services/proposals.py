@@ -12,7 +12,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 
 from dispatch.ids import new_id
 from dispatch.models import (
@@ -26,6 +25,7 @@ from dispatch.models import (
 from dispatch.runtime import Runtime, get_runtime
 from dispatch.services.audit import audit_record
 from dispatch.services.principals import grants_of
+from dispatch.services.resources import resource_advance
 from protocols.canonical import (
     CANON_VERSION,
     CanonicalizationError,
@@ -116,10 +116,14 @@ def select_authority(contract: OperationContract, resolved: dict[str, Any]) -> d
 
 def check_authority(
     runtime: Runtime, contract: OperationContract, principal: Principal,
-    resolved: dict[str, Any], now: datetime,
+    resolved: dict[str, Any], now: datetime, *, lock: bool = False,
 ) -> CoreGrant:
+    """The grant this action rests on now, or the denial that says why there is none.
+
+    `lock=True` inside a claim's or decision's transaction: the grants read are share-locked,
+    so a revocation committed before this read is seen and a later one waits (DESIGN §5)."""
     return authorize(
-        grants=grants_of(principal),
+        grants=grants_of(principal, lock=lock),
         subject=principal.id,
         operation=contract.qualified_name,
         effects=frozenset(e.value for e in contract.possible_effects),
@@ -258,58 +262,3 @@ def _approval_window(contract: OperationContract, requested: object) -> int | No
         raise Denial(DenialCode.SCHEMA_INVALID, errors=[
             {"pointer": "/approval_expires_in", "message": "must be a positive integer"}])
     return min(requested, limit)
-
-
-def resource_advance(*, ref: dict[str, Any], event: ResourceEvent, now: datetime) -> None:
-    """Move a referenced resource by `event`, compare-and-swap on its revision and state.
-
-    Call inside a transaction. Raises `stale_revision` if the revision moved on, or
-    `protocol_state_invalid` if the state does not allow `event`; the caller's transaction
-    then rolls back whole.
-    """
-    resource = Resource.objects.get(id=ref["id"])
-    if resource.current_revision != ref["revision"]:
-        raise Denial(DenialCode.STALE_REVISION, resource_id=resource.id,
-                     current_revision=resource.current_revision)
-    source = ResourceState(resource.state)
-    target = transition(RESOURCE_PROTOCOLS[resource.kind], source, event)
-    moved = Resource.objects.filter(
-        id=resource.id, current_revision=ref["revision"], state=source,
-    ).update(state=target, updated_at=now)
-    if moved != 1:
-        raise Denial(DenialCode.STALE_REVISION, resource_id=resource.id)
-
-
-def resources_release(*, proposal: Proposal, event: ResourceEvent, now: datetime) -> None:
-    """Move each resource of a proposal that will not run by `event` (deny or expire), best
-    effort, inside the caller's transaction.
-
-    A revision edited since, or one that still carries another live proposal, is left as it
-    is: the first has moved on, and moving the second would strand its siblings.
-    """
-    for ref in proposal.resource_refs:
-        if revision_has_other_live_approvals(ref=ref, proposal_id=proposal.id, now=now):
-            continue
-        try:
-            with transaction.atomic():
-                resource_advance(ref=ref, event=event, now=now)
-        except Denial:
-            continue  # edited or moved on since: nothing to move back
-
-
-def revision_has_other_live_approvals(
-    *, ref: dict[str, Any], proposal_id: str, now: datetime
-) -> bool:
-    """Another proposal of this exact revision still waits for, or holds, an approval.
-
-    A lapse, denial or cancellation of one proposal must then leave the shared resource's
-    state alone, or it would strand its siblings (a revision may carry several proposals).
-    """
-    siblings = ApprovalRequest.objects.filter(
-        proposal__resources__resource_id=ref["id"],
-        proposal__resources__revision=ref["revision"],
-        expires_at__gt=now,
-    ).exclude(proposal_id=proposal_id)
-    return siblings.filter(
-        Q(state=ApprovalState.PENDING) | Q(state=ApprovalState.GRANTED,
-                                           permit__state="issued")).exists()

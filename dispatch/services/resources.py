@@ -7,15 +7,23 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 
 from dispatch.contracts import RESOURCE_KINDS, ResourceKind
-from dispatch.models import Principal, Resource, Revision
+from dispatch.models import ApprovalRequest, Principal, Proposal, Resource, Revision
 from dispatch.services.access import access_resource_by_id
 from dispatch.services.audit import audit_record
 from protocols.canonical import CanonicalizationError, digest, materialize_defaults
 from protocols.contracts import compile_schema, schema_errors
 from protocols.denials import Denial, DenialCode
-from protocols.lifecycle import ResourceEvent, ResourceState, transition
+from protocols.lifecycle import (
+    RESOURCE_PROTOCOLS,
+    ApprovalState,
+    PermitState,
+    ResourceEvent,
+    ResourceState,
+    transition,
+)
 
 
 def resource_kind(name: object) -> ResourceKind:
@@ -100,3 +108,58 @@ def revision_create(
 
 def resource_current(resource: Resource) -> Revision:
     return Revision.objects.get(resource_id=resource.id, number=resource.current_revision)
+
+
+def resource_advance(*, ref: dict[str, Any], event: ResourceEvent, now: datetime) -> None:
+    """Move a referenced resource by `event`, compare-and-swap on its revision and state.
+
+    Call inside a transaction. Raises `stale_revision` if the revision moved on, or
+    `protocol_state_invalid` if the state does not allow `event`; the caller's transaction
+    then rolls back whole.
+    """
+    resource = Resource.objects.get(id=ref["id"])
+    if resource.current_revision != ref["revision"]:
+        raise Denial(DenialCode.STALE_REVISION, resource_id=resource.id,
+                     current_revision=resource.current_revision)
+    source = ResourceState(resource.state)
+    target = transition(RESOURCE_PROTOCOLS[resource.kind], source, event)
+    moved = Resource.objects.filter(
+        id=resource.id, current_revision=ref["revision"], state=source,
+    ).update(state=target, updated_at=now)
+    if moved != 1:
+        raise Denial(DenialCode.STALE_REVISION, resource_id=resource.id)
+
+
+def resources_release(*, proposal: Proposal, event: ResourceEvent, now: datetime) -> None:
+    """Move each resource of a proposal that will not run by `event` (deny or expire), best
+    effort, inside the caller's transaction.
+
+    A revision edited since, or one that still carries another live proposal, is left as it
+    is: the first has moved on, and moving the second would strand its siblings.
+    """
+    for ref in proposal.resource_refs:
+        if revision_has_other_live_approvals(ref=ref, proposal_id=proposal.id, now=now):
+            continue
+        try:
+            with transaction.atomic():
+                resource_advance(ref=ref, event=event, now=now)
+        except Denial:
+            continue  # edited or moved on since: nothing to move back
+
+
+def revision_has_other_live_approvals(
+    *, ref: dict[str, Any], proposal_id: str, now: datetime
+) -> bool:
+    """Another proposal of this exact revision still waits for, or holds, an approval.
+
+    A lapse, denial or cancellation of one proposal must then leave the shared resource's
+    state alone, or it would strand its siblings (a revision may carry several proposals).
+    """
+    siblings = ApprovalRequest.objects.filter(
+        proposal__resources__resource_id=ref["id"],
+        proposal__resources__revision=ref["revision"],
+        expires_at__gt=now,
+    ).exclude(proposal_id=proposal_id)
+    return siblings.filter(
+        Q(state=ApprovalState.PENDING) | Q(state=ApprovalState.GRANTED,
+                                           permit__state=PermitState.ISSUED)).exists()

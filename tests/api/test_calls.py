@@ -12,7 +12,8 @@ from django.middleware.csrf import _get_new_csrf_string
 from django.test import Client
 
 from dispatch.models import Operation
-from dispatch.services.dispatcher import operation_execute, proposal_dispatch
+from dispatch.services.dispatcher import proposal_dispatch
+from dispatch.services.execution import operation_execute
 from tests.api.conftest import API, Caller, assert_error, draft_payload, schema_errors
 from tests.conftest import MAILBOX, World
 from tests.support.destinations import Destinations

@@ -16,7 +16,8 @@ except ImportError:  # the conftest's browser fixture says the same; under CI it
     pytest.skip("playwright is not installed", allow_module_level=True)
 
 from dispatch.models import ApprovalRequest, Operation
-from dispatch.services.dispatcher import operation_execute, proposal_dispatch
+from dispatch.services.dispatcher import proposal_dispatch
+from dispatch.services.execution import operation_execute
 from dispatch.services.principals import human_create
 from dispatch.services.resources import revision_create
 from tests.conftest import World

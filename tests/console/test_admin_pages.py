@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from dispatch.models import AuditEvent, Grant, Operation
-from dispatch.services.dispatcher import operation_execute, proposal_dispatch
+from dispatch.services.dispatcher import proposal_dispatch
+from dispatch.services.execution import operation_execute
 from dispatch.services.principals import grant_delegate, human_create
 from tests.conftest import World
 from tests.console.conftest import Browser, text

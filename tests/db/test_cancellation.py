@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from dispatch.destinations.runner import list_all
-from dispatch.models import Attempt, Operation, Permit, Resource
+from dispatch.models import Attempt, Operation, Permit, Proposal, Resource
 from dispatch.services.cancellation import proposal_cancel
-from dispatch.services.dispatcher import _attempt_start, operation_execute, proposal_dispatch
+from dispatch.services.dispatcher import proposal_dispatch
+from dispatch.services.execution import operation_execute
+from dispatch.services.operations import attempt_start
+from dispatch.services.reconciliation import reconcile_operations
 from protocols.denials import Denial, DenialCode
 from tests.conftest import World
 from tests.support.destinations import Destinations
@@ -48,19 +53,27 @@ def test_cancel_after_the_claim_before_any_attempt_is_no_effect(world: World) ->
     assert operation_execute(operation_id=operation.id).attempts.count() == 0
 
 
-def test_cancel_during_an_attempt_is_unknown_and_keeps_the_permit(world: World) -> None:
+def test_cancel_during_an_attempt_asks_it_to_stop_and_keeps_the_permit(world: World) -> None:
+    """The attempt in flight answers for itself (it sees `HandlerContext.cancelled`); a worker
+    that never answers is made unknown by reconciliation, never freed for another action."""
     proposal, permit = world.approved_email()
     operation = proposal_dispatch(principal=world.owner, proposal_id=proposal.id, now=world.now,
                                   enqueue=False)
-    assert _attempt_start(operation, 1, world.now)  # a worker is inside the handler
+    assert attempt_start(operation, 1, world.now)  # a worker is inside the handler
     proposal_cancel(actor=world.owner, proposal_id=proposal.id, now=world.now)
     operation.refresh_from_db()
-    assert operation.state == "unknown"
-    assert Attempt.objects.get(operation=operation).outcome == "uncertain"
+    assert operation.state == "claimed"
+    assert Proposal.objects.get(id=proposal.id).cancelled_at == world.now
     assert Permit.objects.get(id=permit.id).state == "claimed"
     with pytest.raises(Denial) as denied:
         proposal_cancel(actor=world.owner, proposal_id=proposal.id, now=world.now)
     assert denied.value.code is DenialCode.PROTOCOL_STATE_INVALID
+
+    reconcile_operations(now=world.now + timedelta(seconds=16), enqueue=False)
+    operation.refresh_from_db()
+    assert operation.state == "unknown"
+    assert Attempt.objects.get(operation=operation).outcome == "uncertain"
+    assert Permit.objects.get(id=permit.id).state == "claimed"
 
 
 def test_outsider_cannot_cancel(world: World) -> None:

@@ -26,7 +26,8 @@ from dispatch.models import (
 from dispatch.runtime import get_runtime
 from dispatch.services.approvals import approval_decide, approvals_expire_stale
 from dispatch.services.budgets import budget_take
-from dispatch.services.dispatcher import operation_execute, operation_resolve, proposal_dispatch
+from dispatch.services.dispatcher import proposal_dispatch
+from dispatch.services.execution import operation_execute
 from dispatch.services.principals import (
     agent_create,
     grant_delegate,
@@ -35,6 +36,7 @@ from dispatch.services.principals import (
     human_create,
 )
 from dispatch.services.proposals import proposal_create
+from dispatch.services.reconciliation import operation_resolve
 from dispatch.services.resources import resource_create, revision_create
 from protocols.denials import Denial, DenialCode
 from tests.conftest import ALL_TOOLS, MAILBOX, World
@@ -635,8 +637,11 @@ def test_grant_revoked_after_approval_is_refused_at_dispatch(
     denial = refused(dispatch, world=live, proposal=proposal)
     assert denial.code is DenialCode.AUTHORITY_REVOKED
     assert store() == before
-    assert Permit.objects.get(id=permit.id).state == "issued"
-    assert Resource.objects.get(id=proposal.resource_refs[0]["id"]).state == "authorized"
+    # Revoking the grant revoked the unclaimed permit resting on it (the human's decision
+    # stands); the draft is a draft again, for a new proposal under new authority.
+    assert Permit.objects.get(id=permit.id).state == "revoked"
+    assert ApprovalRequest.objects.get(id=proposal.approval.id).state == "granted"
+    assert Resource.objects.get(id=proposal.resource_refs[0]["id"]).state == "draft"
     assert list_all(destinations.directory)["email"] == []
 
 

@@ -14,12 +14,9 @@ from django.utils import timezone
 
 from dispatch.destinations.runner import list_all
 from dispatch.models import Attempt, Operation, Permit, Resource
-from dispatch.services.dispatcher import (
-    operation_execute,
-    operation_resolve,
-    proposal_dispatch,
-    reconcile_operations,
-)
+from dispatch.services.dispatcher import proposal_dispatch
+from dispatch.services.execution import operation_execute
+from dispatch.services.reconciliation import operation_resolve, reconcile_operations
 from protocols.denials import Denial, DenialCode
 from tests.conftest import World
 from tests.support.destinations import Destinations

@@ -54,8 +54,13 @@ def read_line(process: subprocess.Popen[str], deadline: float) -> str | None:
 
 
 @contextmanager
-def running_destinations(directory: Path, *, hang_seconds: float = 30.0) -> Iterator[Destinations]:
-    found = Destinations(directory, free_port(), free_port())
+def running_destinations(
+    directory: Path, *, hang_seconds: float = 30.0, smtp_port: int | None = None,
+    bank_port: int | None = None,
+) -> Iterator[Destinations]:
+    """Start the destinations on free ports, or on the ports given (a test that needs the bank
+    to be down at first reserves a port, then starts it there)."""
+    found = Destinations(directory, smtp_port or free_port(), bank_port or free_port())
     directory.mkdir(parents=True, exist_ok=True)
     log = (directory / "server.log").open("w")
     proc = subprocess.Popen(

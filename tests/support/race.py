@@ -32,3 +32,35 @@ def racer(env: dict[str, str], principal_id: str, rounds: list[list[str]], barri
             outcome = f"error: {type(exc).__name__}: {exc}"
         results.put((number, index, proposal_id, outcome))
     connection.close()
+
+
+def delegate_or_revoke(env: dict[str, str], role: str, owner_id: str, admin_id: str,
+                       parents: list[str], scope: dict[str, Any], barrier: Any,
+                       results: Any) -> None:
+    """One side of the delegation race: each round, delegate from or revoke one parent."""
+    from tests.support.processes import setup_child
+
+    setup_child(env)
+    from django.db import connection
+    from django.utils import timezone
+
+    from dispatch.models import Principal
+    from dispatch.services.principals import grant_delegate, grant_revoke
+    from protocols.denials import Denial
+
+    actor = Principal.objects.get(id=owner_id if role == "delegate" else admin_id)
+    for parent in parents:
+        barrier.wait(timeout=60)
+        try:
+            if role == "delegate":
+                grant_delegate(actor=actor, grant_id=parent, subject_name="colleague",
+                               operations=["email.send"], scope=scope,
+                               expires_at=None, now=timezone.now())
+            else:
+                grant_revoke(actor=actor, grant_id=parent, now=timezone.now())
+            results.put((role, "ok"))
+        except Denial as denial:
+            results.put((role, denial.code.value))
+        except Exception as exc:  # reported to the parent, which fails the test
+            results.put((role, f"error: {type(exc).__name__}: {exc}"))
+    connection.close()

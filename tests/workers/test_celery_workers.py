@@ -14,7 +14,8 @@ from django.utils import timezone
 
 from dispatch.destinations.runner import list_all
 from dispatch.models import Attempt, Operation
-from dispatch.services.dispatcher import proposal_dispatch, reconcile_operations
+from dispatch.services.dispatcher import proposal_dispatch
+from dispatch.services.reconciliation import reconcile_operations
 from tests.conftest import World
 from tests.support.destinations import Destinations
 from tests.support.workers import wait_for, worker_pool

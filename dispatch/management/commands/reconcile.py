@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand
 from django.utils import timezone
 
 from dispatch.services.approvals import approvals_expire_stale
-from dispatch.services.dispatcher import reconcile_operations
+from dispatch.services.reconciliation import reconcile_operations
 
 
 class Command(BaseCommand):

@@ -1,0 +1,238 @@
+"""Steps 8-9 of the dispatcher (DESIGN §5, spec §7-§8), on a worker: run the handler of a claimed
+operation, at most once per started attempt, and record what it answered.
+
+Every outcome names the attempt it settles (`operation_move`), so a late answer of an older
+attempt is kept as evidence, never as the outcome. A worker runs only what was approved: the
+destination and policy of the approved snapshot, or nothing (`contract_mismatch`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import DatabaseError
+from django.utils import timezone
+
+from dispatch.failpoints import failpoint
+from dispatch.handlers import (
+    Cancellation,
+    DefiniteFailure,
+    Handler,
+    HandlerContext,
+    UncertainOutcome,
+)
+from dispatch.models import ApprovalRequest, Attempt, Operation, Proposal
+from dispatch.runtime import Runtime, get_runtime
+from dispatch.services.operations import (
+    OUTCOME_EVENTS,
+    attempt_answer_ignored,
+    attempt_retry,
+    attempt_start,
+    operation_move,
+)
+from dispatch.services.proposals import check_authority
+from protocols.contracts import OperationContract
+from protocols.denials import Denial, DenialCode
+from protocols.lifecycle import ApprovalState, OperationEvent, OperationState
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], datetime]
+
+
+def operation_execute(*, operation_id: str, clock: Clock = timezone.now) -> Operation:
+    """Run the handler for a claimed operation, at most once per started attempt.
+
+    A redelivered or duplicate task finds the attempt already started (or the operation
+    settled) and returns without any I/O. Retries of an uncertain attempt happen here only
+    for retry-safe contracts, with the same key, while authority and approval stay valid.
+    """
+    runtime = get_runtime()
+    operation = Operation.objects.select_related("proposal", "permit", "principal").get(
+        id=operation_id)
+    contract = runtime.registry.by_fingerprint(operation.contract_fingerprint)
+    if contract is None:
+        _refuse_to_run(operation, "the contract is no longer registered", clock())
+        return operation
+    drift = deployment_drift(runtime, contract, operation.proposal)
+    if drift is not None:
+        _refuse_to_run(operation, drift, clock())
+        return operation
+    number = _next_attempt(operation, contract, clock())
+    if number is None:
+        return operation
+    handler = runtime.handlers[contract.qualified_name]
+    snapshot = json.loads(operation.proposal.canonical)
+    cancelled = Cancellation(probe=_cancelled_probe(operation.proposal_id))
+    while True:
+        ctx = HandlerContext(operation_id=operation.id, attempt=number, snapshot=snapshot,
+                             timeout=contract.scheduling_contract.timeout,
+                             principal_id=operation.principal_id,
+                             execution_id=operation.execution_id, cancelled=cancelled,
+                             deadline=time.monotonic() + contract.scheduling_contract.timeout)
+        outcome, result, error = _run_handler(handler, ctx, contract)
+        failpoint("attempt.before_outcome")
+        now = clock()
+        retry_reason = None
+        if outcome == Attempt.Outcome.UNCERTAIN:
+            retry_reason = retry_refusal(operation, contract, number, now)
+            if retry_reason is None:
+                # Same key: the destination deduplicates. Ending this attempt and starting
+                # the next commit together, so a crash in between leaves no gap.
+                time.sleep(settings.RETRY_BACKOFF_SECONDS * 2 ** (number - 1))
+                if attempt_retry(operation, number, error, clock()):
+                    number += 1
+                    continue
+                break
+        _record_outcome(operation, number, outcome, result,
+                        f"{error}; no retry: {retry_reason}" if retry_reason else error, now)
+        break
+    return operation
+
+
+def deployment_drift(
+    runtime: Runtime, contract: OperationContract, proposal: Proposal
+) -> str | None:
+    """Why this deployment no longer runs what was approved, or None (spec §8: recovery checks
+    the deployment, policy and contract fingerprints before any attempt, however late)."""
+    handler = runtime.handlers.get(contract.qualified_name)
+    if handler is None or handler.implementation_fingerprint != \
+            contract.implementation_fingerprint:
+        return "contract_mismatch: the handler changed since the proposal"
+    if runtime.destination_fingerprint(contract) != proposal.destination_fingerprint:
+        return "contract_mismatch: the destination changed since the proposal"
+    if runtime.policy_fingerprint(contract) != proposal.policy_fingerprint:
+        return "contract_mismatch: the deployment policy changed since the proposal"
+    return None
+
+
+def _refuse_to_run(operation: Operation, reason: str, now: datetime) -> None:
+    """Nothing is sent. Before any attempt that is definitely no effect; after an uncertain
+    attempt (a retry that may no longer run) it is unknown again, for a human to resolve."""
+    if operation.state != OperationState.CLAIMED:
+        return
+    details = {"code": DenialCode.CONTRACT_MISMATCH.value, "reason": reason}
+    if operation.attempts_made == 0:
+        operation_move(operation=operation, event=OperationEvent.FAIL_NO_EFFECT, attempt=0,
+                       now=now, actor="dispatcher", error=reason, details=details)
+    elif not Attempt.objects.filter(operation_id=operation.id, ended_at__isnull=True).exists():
+        operation_move(operation=operation, event=OperationEvent.UNCERTAIN,
+                       attempt=operation.attempts_made, now=now, actor="dispatcher",
+                       evidence=f"retry refused: {reason}", details=details)
+    # An attempt still open belongs to a worker that may be running it: it settles it, or
+    # reconciliation does after the contract timeout.
+
+
+def _cancelled_probe(proposal_id: str) -> Callable[[], bool]:
+    def probe() -> bool:
+        return Proposal.objects.filter(id=proposal_id, cancelled_at__isnull=False).exists()
+    return probe
+
+
+def _next_attempt(
+    operation: Operation, contract: OperationContract, now: datetime
+) -> int | None:
+    """Start the next attempt, or None when the store does not allow one now.
+
+    An attempt left open by a worker that died is never repeated for a `none` contract: it
+    waits for reconciliation. A retry-safe contract repeats it with the same key once the
+    contract timeout has passed, while authority and approval remain valid.
+    """
+    if operation.state != OperationState.CLAIMED:
+        return None
+    open_attempt = Attempt.objects.filter(operation_id=operation.id,
+                                          ended_at__isnull=True).first()
+    if open_attempt is None:
+        number = operation.attempts_made + 1
+        return number if attempt_start(operation, number, now) else None
+    elapsed = (now - open_attempt.started_at).total_seconds()
+    overdue = elapsed >= contract.scheduling_contract.timeout
+    if not overdue or retry_refusal(operation, contract, open_attempt.number, now) is not None:
+        return None
+    if not attempt_retry(operation, open_attempt.number, "the worker was lost mid-attempt", now):
+        return None
+    return open_attempt.number + 1
+
+
+def _run_handler(
+    handler: Handler, ctx: HandlerContext, contract: OperationContract
+) -> tuple[str, dict[str, Any] | None, str]:
+    failpoint("attempt.before_call")
+    try:
+        result = handler.invoke(ctx)
+        failpoint("attempt.after_effect")
+        return Attempt.Outcome.COMPLETED, result, ""
+    except DefiniteFailure as exc:
+        return Attempt.Outcome.FAILED_NO_EFFECT, None, exc.reason
+    except UncertainOutcome as exc:
+        return Attempt.Outcome.UNCERTAIN, None, exc.reason
+    except Exception as exc:  # a handler bug: it may have written before failing
+        log.exception("handler %s failed", contract.qualified_name)
+        read_only = {e.value for e in contract.possible_effects} <= {"read"}
+        outcome = Attempt.Outcome.FAILED_NO_EFFECT if read_only else Attempt.Outcome.UNCERTAIN
+        return outcome, None, f"{type(exc).__name__}: {exc}"
+
+
+def retry_refusal(
+    operation: Operation, contract: OperationContract, number: int, now: datetime
+) -> str | None:
+    """Why an uncertain attempt may not be repeated, or None if it may (spec §8)."""
+    if not contract.retry_safe:
+        return "the destination does not deduplicate (idempotency none)"
+    if number >= contract.scheduling_contract.max_attempts:
+        return f"all {contract.scheduling_contract.max_attempts} attempts used"
+    proposal = Proposal.objects.filter(id=operation.proposal_id).values_list(
+        "cancelled_at", flat=True).first()
+    if proposal is not None:
+        return "the action was cancelled"
+    drift = deployment_drift(get_runtime(), contract, operation.proposal)
+    if drift is not None:
+        return drift
+    permit = operation.permit
+    if permit is not None:
+        approval = ApprovalRequest.objects.get(id=permit.approval_id)
+        if approval.state != ApprovalState.GRANTED or now >= permit.expires_at:
+            return "the approval is no longer valid; a new approval is required"
+    try:
+        check_authority(get_runtime(), contract, operation.principal,
+                        json.loads(operation.proposal.canonical)["arguments"], now)
+    except Denial as exc:
+        return f"authority no longer valid ({exc.code.value})"
+    return None
+
+
+def _record_outcome(
+    operation: Operation, number: int, outcome: str, result: dict[str, Any] | None,
+    error: str, now: datetime,
+) -> None:
+    """Step 9. If the outcome cannot be recorded after an effect, record `unknown`."""
+    try:
+        _settle_attempt(operation, number, outcome, result, error, now)
+    except DatabaseError:
+        log.exception("could not record the outcome of %s; recording unknown", operation.id)
+        if outcome == Attempt.Outcome.UNCERTAIN:
+            return  # reconciliation moves a stale claim to unknown
+        # A failure to persist after an effect is unknown, never a silent success or failure.
+        try:
+            _settle_attempt(operation, number, Attempt.Outcome.UNCERTAIN, None,
+                            f"outcome {outcome} could not be recorded", now)
+        except DatabaseError:
+            log.exception("could not record unknown for %s either", operation.id)
+
+
+def _settle_attempt(
+    operation: Operation, number: int, outcome: str, result: dict[str, Any] | None,
+    error: str, now: datetime,
+) -> None:
+    moved = operation_move(
+        operation=operation, event=OUTCOME_EVENTS[Attempt.Outcome(outcome)], attempt=number,
+        now=now, actor="dispatcher", end_attempt=outcome, error=error, result=result)
+    if not moved:
+        attempt_answer_ignored(operation=operation, attempt=number, outcome=outcome,
+                               error=error, now=now)

@@ -1,0 +1,191 @@
+"""After the fact (spec §8): operations left `claimed` past their timeout become `unknown`, and
+unknowns are looked up at their destination; admins resolve what a lookup cannot.
+
+Bounded and observable: one pass at a time (a lease), at most `RECONCILE_BATCH` operations per
+pass, every lookup bounded by `RECONCILE_LOOKUP_TIMEOUT`, a lookup that raises or hangs is
+inconclusive for that operation only, and every change of evidence is an audit event. An
+authoritative absence allows a retry with the same operation id only where the contract's
+retry rules allow it now (spec §8); otherwise the admin sees "absent per lookup" and decides.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import connections
+
+from dispatch.handlers import Handler, LookupResult
+from dispatch.models import Attempt, Operation, Principal
+from dispatch.runtime import get_runtime
+from dispatch.services.access import access_operation_by_id
+from dispatch.services.dispatcher import operation_enqueue
+from dispatch.services.execution import retry_refusal
+from dispatch.services.leases import lease
+from dispatch.services.operations import operation_evidence, operation_move
+from dispatch.services.principals import has_role
+from protocols.denials import Denial, DenialCode
+from protocols.lifecycle import OperationEvent, OperationState
+
+log = logging.getLogger(__name__)
+
+#: The counts a pass reports, by what happened to each operation.
+COUNTS = ("unknown", "reconciled", "retried", "requeued", "inconclusive")
+
+
+def reconcile_operations(*, now: datetime, enqueue: bool = True) -> dict[str, Any]:
+    """One pass: stale claims become unknown; unknowns are looked up at the destination.
+
+    Only one pass runs at a time; a second caller returns at once with `"skipped": true`.
+    Safe beside workers anyway: every change is a conditional update.
+    """
+    counts: dict[str, Any] = dict.fromkeys(COUNTS, 0)
+    with lease("reconcile-pass", ttl=settings.RECONCILE_LEASE_SECONDS) as held:
+        if not held:
+            return {**counts, "skipped": True}
+        batch = settings.RECONCILE_BATCH
+        for operation in _operations(OperationState.CLAIMED)[:batch]:
+            key = _reconcile_claimed(operation, now, enqueue=enqueue)
+            if key:
+                counts[key] += 1
+        for operation in _operations(OperationState.UNKNOWN)[:batch]:
+            counts[_reconcile_unknown(operation, now, enqueue=enqueue)] += 1
+    return counts
+
+
+def operation_reconcile(*, operation_id: str, now: datetime, enqueue: bool = True) -> str | None:
+    """Reconcile one operation now (a stale claim or an unknown); what happened to it, or None
+    when there was nothing to do or another process is reconciling it."""
+    with lease(f"reconcile:{operation_id}", ttl=settings.RECONCILE_LEASE_SECONDS) as held:
+        if not held:
+            return None
+        operation = _operations(OperationState.CLAIMED, OperationState.UNKNOWN).filter(
+            id=operation_id).first()
+        if operation is None:
+            return None
+        if operation.state == OperationState.CLAIMED:
+            return _reconcile_claimed(operation, now, enqueue=enqueue)
+        return _reconcile_unknown(operation, now, enqueue=enqueue)
+
+
+def _operations(*states: OperationState) -> Any:
+    return Operation.objects.filter(state__in=states).select_related(
+        "proposal", "permit", "principal").order_by("updated_at")
+
+
+def _reconcile_claimed(operation: Operation, now: datetime, *, enqueue: bool) -> str | None:
+    contract = get_runtime().registry.by_fingerprint(operation.contract_fingerprint)
+    timeout = contract.scheduling_contract.timeout if contract else 15.0
+    if (now - operation.updated_at).total_seconds() < timeout:
+        return None
+    if operation.attempts_made == 0:
+        # Claimed but never started (the task was lost): nothing ran, run it now.
+        if enqueue:
+            from dispatch.tasks import operation_execute_task
+
+            operation_execute_task.delay(operation.id)
+        return "requeued"
+    moved = operation_move(
+        operation=operation, event=OperationEvent.UNCERTAIN, attempt=operation.attempts_made,
+        now=now, actor="reconciler", updated_at=operation.updated_at,
+        end_attempt=Attempt.Outcome.UNCERTAIN,
+        error=f"no outcome within the contract timeout of {timeout:g}s",
+        details={"reason": "claimed past its timeout"})
+    return "unknown" if moved else None
+
+
+def _reconcile_unknown(operation: Operation, now: datetime, *, enqueue: bool) -> str:
+    runtime = get_runtime()
+    contract = runtime.registry.by_fingerprint(operation.contract_fingerprint)
+    if contract is None:
+        _note(operation, "no lookup: the contract is no longer registered", now)
+        return "inconclusive"
+    snapshot = json.loads(operation.proposal.canonical)
+    found = lookup_bounded(runtime.handlers[contract.qualified_name], operation.id, snapshot)
+    if found.found == "present":
+        _settle_unknown(operation, OperationEvent.RECONCILE_COMPLETED, found.evidence,
+                        actor="reconciler", now=now)
+        return "reconciled"
+    if found.found == "absent":
+        refusal = retry_refusal(operation, contract, operation.attempts_made, now)
+        if refusal is None:
+            if operation_move(operation=operation, event=OperationEvent.RETRY,
+                              attempt=operation.attempts_made, now=now, actor="reconciler",
+                              evidence=found.evidence):
+                if enqueue:
+                    operation_enqueue(operation.id)
+                return "retried"
+            return "inconclusive"
+        _note(operation, f"absent per lookup: {found.evidence}; no retry: {refusal}", now)
+        return "inconclusive"
+    _note(operation, found.evidence, now)
+    return "inconclusive"
+
+
+def _note(operation: Operation, evidence: str, now: datetime) -> None:
+    operation_evidence(operation=operation, evidence=evidence, actor="reconciler", now=now)
+
+
+def lookup_bounded(handler: Handler, operation_id: str, snapshot: dict[str, Any]) -> LookupResult:
+    """Ask the destination, for at most `RECONCILE_LOOKUP_TIMEOUT` seconds. A lookup that
+    raises or does not answer settles nothing: inconclusive, for this operation only."""
+    timeout = float(settings.RECONCILE_LOOKUP_TIMEOUT)
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["found"] = handler.lookup(operation_id, snapshot)
+        except Exception as exc:  # any failure of a lookup is an inconclusive answer
+            box["error"] = exc
+        finally:
+            connections.close_all()  # this thread's own, if the lookup opened any
+
+    worker = threading.Thread(target=run, name=f"lookup-{operation_id}", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        return LookupResult("unknown", f"the lookup gave no answer within {timeout:g}s")
+    if "error" in box:
+        error = box["error"]
+        log.warning("lookup of %s failed: %r", operation_id, error)
+        return LookupResult("unknown", f"the lookup failed: {type(error).__name__}: {error}")
+    found = box["found"]
+    if not isinstance(found, LookupResult) or found.found not in ("present", "absent", "unknown"):
+        return LookupResult("unknown", f"the lookup answered something unusable: {found!r}")
+    return found
+
+
+def _settle_unknown(
+    operation: Operation, event: OperationEvent, evidence: str, *, actor: str, now: datetime
+) -> Operation:
+    if not operation_move(operation=operation, event=event, attempt=operation.attempts_made,
+                          now=now, actor=actor, evidence=evidence):
+        raise Denial(DenialCode.PROTOCOL_STATE_INVALID,
+                     "The operation is no longer unknown; reload it.")
+    return operation
+
+
+def operation_resolve(
+    *, admin: Principal, operation_id: object, outcome: object, evidence: object, now: datetime,
+) -> Operation:
+    """An admin settles an unknown outcome with a note of the evidence."""
+    operation = access_operation_by_id(admin, operation_id)
+    if not has_role(admin, "admin"):
+        raise Denial(DenialCode.ROLE_REQUIRED, role="admin")
+    events = {"completed": OperationEvent.RECONCILE_COMPLETED,
+              "no_effect": OperationEvent.RECONCILE_NO_EFFECT}
+    if outcome not in events:
+        raise Denial(DenialCode.SCHEMA_INVALID, errors=[
+            {"pointer": "/outcome", "message": "must be 'completed' or 'no_effect'"}])
+    if not isinstance(evidence, str) or not evidence.strip():
+        raise Denial(DenialCode.SCHEMA_INVALID, errors=[
+            {"pointer": "/evidence", "message": "a note of the evidence is required"}])
+    if operation.state != OperationState.UNKNOWN:
+        raise Denial(DenialCode.PROTOCOL_STATE_INVALID,
+                     f"The operation is '{operation.state}'; only unknown outcomes are resolved.")
+    return _settle_unknown(operation, events[str(outcome)], evidence.strip(),
+                           actor=admin.name, now=now)

@@ -1,0 +1,44 @@
+"""Cancellation is real (spec §9): a cancellation committed while an attempt runs reaches the
+handler in its worker process. Stopped before its effect, the outcome is failed_no_effect and
+nothing was sent; past its effect, the outcome says what happened."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from dispatch.destinations.runner import list_all
+from dispatch.models import Attempt, Operation, Permit
+from dispatch.services.cancellation import proposal_cancel
+from dispatch.services.dispatcher import proposal_dispatch
+from tests.conftest import World
+from tests.support.destinations import Destinations
+from tests.support.paused import PausedChild
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+@pytest.mark.parametrize(("pause", "outcome", "sent"), [
+    ("attempt.before_call", "failed_no_effect", 0),
+    ("attempt.after_effect", "completed", 1),
+])
+def test_cancel_mid_attempt_is_honest(
+    live: World, destinations: Destinations, tmp_path: Path, pause: str, outcome: str,
+    sent: int,
+) -> None:
+    proposal, permit = live.approved_email()
+    operation = proposal_dispatch(principal=live.owner, proposal_id=proposal.id,
+                                  now=timezone.now(), enqueue=False)
+    with PausedChild(tmp_path, "execute", operation.id, pause=pause) as worker:
+        worker.reached()  # attempt 1 is recorded and running
+        proposal_cancel(actor=live.owner, proposal_id=proposal.id, now=timezone.now())
+        assert Operation.objects.get(id=operation.id).state == "claimed"
+        assert worker.result() == {"state": outcome}
+    assert len(list_all(destinations.directory)["email"]) == sent
+    attempt = Attempt.objects.get(operation_id=operation.id)
+    assert attempt.outcome == outcome
+    if outcome == "failed_no_effect":
+        assert "cancelled before the effect" in attempt.error
+    assert Permit.objects.get(id=permit.id).state == "claimed"  # never freed

@@ -1,0 +1,57 @@
+"""One service call in a child process, for the race tests; prints its answer as one JSON line.
+
+    python -m tests.support.child execute OPERATION_ID
+    python -m tests.support.child dispatch PRINCIPAL_ID PROPOSAL_ID
+    python -m tests.support.child decide APPROVER_ID APPROVAL_ID DIGEST
+    python -m tests.support.child delegate ACTOR_ID GRANT_ID SUBJECT_NAME OPERATION SCOPE_JSON
+    python -m tests.support.child revoke ADMIN_ID GRANT_ID
+
+A refusal prints `{"denied": "<code>"}`; anything else raised fails the child.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import django
+
+
+def main(action: str, *args: str) -> None:
+    django.setup()
+    from django.utils import timezone
+
+    from dispatch.models import Principal
+    from dispatch.services.approvals import approval_decide
+    from dispatch.services.dispatcher import proposal_dispatch
+    from dispatch.services.execution import operation_execute
+    from dispatch.services.principals import grant_delegate, grant_revoke
+    from protocols.denials import Denial
+
+    def principal(pk: str) -> Principal:
+        return Principal.objects.get(id=pk)
+
+    actions: dict[str, Callable[..., dict[str, Any]]] = {
+        "execute": lambda op: {"state": operation_execute(operation_id=op).state},
+        "dispatch": lambda who, prp: {"operation_id": proposal_dispatch(
+            principal=principal(who), proposal_id=prp, now=timezone.now(), enqueue=False).id},
+        "decide": lambda who, apr, digest: {"state": approval_decide(
+            approver=principal(who), approval_id=apr, decision="grant", digest=digest,
+            now=timezone.now())[0].state},
+        "delegate": lambda who, grt, subject, operation, scope: {"grant_id": grant_delegate(
+            actor=principal(who), grant_id=grt, subject_name=subject, operations=[operation],
+            scope=json.loads(scope), expires_at=None, now=timezone.now()).id},
+        "revoke": lambda who, grt: {"revoked_at": grant_revoke(
+            actor=principal(who), grant_id=grt, now=timezone.now()).revoked_at.isoformat()},
+    }
+    try:
+        answer = actions[action](*args)
+    except Denial as denial:
+        answer = {"denied": denial.code.value}
+    print(json.dumps(answer), flush=True)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
