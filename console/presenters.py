@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from protocols.addresses import AddressError, parse_mailbox
+from protocols.scripts import scripts
+
 # Fields shown first in a one-line summary of a snapshot, when present.
 SUMMARY_ORDER = ("to", "subject", "amount", "currency", "to_account", "customer_id", "from",
                  "from_account")
@@ -99,6 +102,43 @@ def snapshot_summary(snapshot: Any, limit: int = 3) -> list[tuple[str, str]]:
     rank = {name: i for i, name in enumerate(SUMMARY_ORDER)}
     leaves.sort(key=lambda leaf: rank.get(leaf[0], len(rank)))
     return [(name, _readable(value)) for name, value in leaves[:limit]]
+
+
+@dataclass(frozen=True)
+class AddressView:
+    """An address whose domain a reader could misread: as held, as read and as sent."""
+
+    field: str  # dotted path with the list index, `draft.payload.to[0]`
+    address: str  # exactly as the snapshot holds it
+    unicode: str  # the domain in U-labels, as a reader sees it
+    ascii: str  # the domain in A-labels (punycode), as DNS and SMTP use it
+    mixed: tuple[tuple[str, str], ...]  # (label, "Cyrillic and Latin") for each mixed label
+
+
+def address_views(arguments: Any) -> list[AddressView]:
+    """Every address in the arguments with an internationalized domain, in field order.
+
+    Beside the snapshot, never instead of it: the canonical text stays the bytes that were
+    hashed. Plain ASCII domains read one way only and are left out.
+    """
+    views = []
+    for path, value in flatten(arguments):
+        items = enumerate(value) if isinstance(value, list) else [(None, value)]
+        for index, item in items:
+            if not isinstance(item, str):
+                continue
+            try:
+                mailbox = parse_mailbox(item)
+            except AddressError:
+                continue
+            if not mailbox.internationalized:
+                continue
+            views.append(AddressView(
+                field=path if index is None else f"{path}[{index}]",
+                address=item, unicode=mailbox.unicode, ascii=mailbox.ascii,
+                mixed=tuple((label, " and ".join(sorted(scripts(label))))
+                            for label in mailbox.mixed_script_labels)))
+    return views
 
 
 def parse_snapshot(canonical: str) -> dict[str, Any]:
