@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -22,16 +23,37 @@ SUMMARY_ORDER = ("to", "subject", "amount", "currency", "to_account", "customer_
 REFERENCE_KEYS = frozenset({"id", "revision", "digest"})
 
 
+def reveal(text: str) -> str:
+    """`text` with each invisible format character (Unicode category Cf: bidi controls such as
+    U+202E, zero-width characters, U+FEFF, ...) written as a JSON `\\uXXXX` escape, so none can
+    reorder or hide what the page shows. Inside a JSON string the result is the same value."""
+    if text.isascii():  # no ASCII character is in category Cf
+        return text
+    return "".join(_escape(c) if unicodedata.category(c) == "Cf" else c for c in text)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # a UTF-16 surrogate pair, as JSON writes characters beyond the BMP
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
 def pretty_json(value: Any) -> str:
     """Indented JSON for reading only; never hashed or signed (canonical bytes come from
-    `protocols.canonical`). Key order is kept as parsed, which for a snapshot is canonical."""
-    return json.dumps(value, indent=2, ensure_ascii=False)
+    `protocols.canonical`). Key order is kept as parsed, which for a snapshot is canonical.
+    Invisible format characters are escaped (`reveal`); the JSON value is unchanged."""
+    return reveal(json.dumps(value, indent=2, ensure_ascii=False))
 
 
 def compact_json(value: Any) -> str:
+    """A value for a table cell: a string as itself, or as a JSON string when it holds an
+    invisible format character (so the escape cannot be mistaken for text); else JSON."""
     if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False)
+        shown = reveal(value)
+        return value if shown == value else reveal(json.dumps(value, ensure_ascii=False))
+    return reveal(json.dumps(value, ensure_ascii=False))
 
 
 def digest_matches(canonical: str, digest: str) -> bool:
@@ -91,7 +113,7 @@ def _argument_leaves(arguments: Any) -> list[tuple[str, Any]]:
 def _readable(value: Any) -> str:
     """A list of plain strings reads as `a, b`; anything else as compact JSON."""
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-        return ", ".join(value)
+        return ", ".join(compact_json(v) for v in value)
     return compact_json(value)
 
 

@@ -76,3 +76,13 @@ def test_page_shows_the_exact_address_and_the_hashed_text(
     # The exact canonical text, unchanged, is on the page (HTML-escaped only).
     assert escape(proposal.canonical) in body
     assert body.count(MIXED) >= 3  # the fields table, the snapshot and the address section
+
+
+def test_invisible_characters_in_a_subject_are_shown_as_escapes(
+    world: World, operator: Browser,
+) -> None:
+    proposal = world.propose_email(world.draft(subject="Refund \u202eenod\u202c for order 7"))
+    body = text(operator.get(f"/console/approvals/{proposal.approval.id}/"))
+    assert body.count("\u202e") == 1  # only in the exact canonical text, which must stay so
+    assert "\u202e" in proposal.canonical
+    assert "Refund \\u202eenod\\u202c for order 7" in body
