@@ -5,17 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tests.api.conftest import Caller, draft_payload, schema_errors
+from tests.support.addresses import BAD_ADDRESSES
 
 pytestmark = pytest.mark.django_db
-
-BAD_ADDRESSES = [
-    pytest.param("a@example.com\r\nBcc: x@evil.example", id="crlf-header-injection"),
-    pytest.param("a@example.com\n", id="trailing-newline"),
-    pytest.param("support@acme\u202e.example", id="bidi-override"),
-    pytest.param("Eve <eve@x.example>", id="display-name"),
-    pytest.param("a@x.example, b@y.example", id="two-addresses"),
-    pytest.param("a@-bad-.example", id="label-hyphens"),
-]
 
 
 @pytest.mark.parametrize("address", BAD_ADDRESSES)
