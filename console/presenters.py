@@ -8,9 +8,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+
+from protocols.addresses import AddressError, parse_mailbox
+from protocols.scripts import scripts
 
 # Fields shown first in a one-line summary of a snapshot, when present.
 SUMMARY_ORDER = ("to", "subject", "amount", "currency", "to_account", "customer_id", "from",
@@ -19,16 +23,37 @@ SUMMARY_ORDER = ("to", "subject", "amount", "currency", "to_account", "customer_
 REFERENCE_KEYS = frozenset({"id", "revision", "digest"})
 
 
+def reveal(text: str) -> str:
+    """`text` with each invisible format character (Unicode category Cf: bidi controls such as
+    U+202E, zero-width characters, U+FEFF, ...) written as a JSON `\\uXXXX` escape, so none can
+    reorder or hide what the page shows. Inside a JSON string the result is the same value."""
+    if text.isascii():  # no ASCII character is in category Cf
+        return text
+    return "".join(_escape(c) if unicodedata.category(c) == "Cf" else c for c in text)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # a UTF-16 surrogate pair, as JSON writes characters beyond the BMP
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
 def pretty_json(value: Any) -> str:
     """Indented JSON for reading only; never hashed or signed (canonical bytes come from
-    `protocols.canonical`). Key order is kept as parsed, which for a snapshot is canonical."""
-    return json.dumps(value, indent=2, ensure_ascii=False)
+    `protocols.canonical`). Key order is kept as parsed, which for a snapshot is canonical.
+    Invisible format characters are escaped (`reveal`); the JSON value is unchanged."""
+    return reveal(json.dumps(value, indent=2, ensure_ascii=False))
 
 
 def compact_json(value: Any) -> str:
+    """A value for a table cell: a string as itself, or as a JSON string when it holds an
+    invisible format character (so the escape cannot be mistaken for text); else JSON."""
     if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False)
+        shown = reveal(value)
+        return value if shown == value else reveal(json.dumps(value, ensure_ascii=False))
+    return reveal(json.dumps(value, ensure_ascii=False))
 
 
 def digest_matches(canonical: str, digest: str) -> bool:
@@ -88,7 +113,7 @@ def _argument_leaves(arguments: Any) -> list[tuple[str, Any]]:
 def _readable(value: Any) -> str:
     """A list of plain strings reads as `a, b`; anything else as compact JSON."""
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-        return ", ".join(value)
+        return ", ".join(compact_json(v) for v in value)
     return compact_json(value)
 
 
@@ -99,6 +124,43 @@ def snapshot_summary(snapshot: Any, limit: int = 3) -> list[tuple[str, str]]:
     rank = {name: i for i, name in enumerate(SUMMARY_ORDER)}
     leaves.sort(key=lambda leaf: rank.get(leaf[0], len(rank)))
     return [(name, _readable(value)) for name, value in leaves[:limit]]
+
+
+@dataclass(frozen=True)
+class AddressView:
+    """An address whose domain a reader could misread: as held, as read and as sent."""
+
+    field: str  # dotted path with the list index, `draft.payload.to[0]`
+    address: str  # exactly as the snapshot holds it
+    unicode: str  # the domain in U-labels, as a reader sees it
+    ascii: str  # the domain in A-labels (punycode), as DNS and SMTP use it
+    mixed: tuple[tuple[str, str], ...]  # (label, "Cyrillic and Latin") for each mixed label
+
+
+def address_views(arguments: Any) -> list[AddressView]:
+    """Every address in the arguments with an internationalized domain, in field order.
+
+    Beside the snapshot, never instead of it: the canonical text stays the bytes that were
+    hashed. Plain ASCII domains read one way only and are left out.
+    """
+    views = []
+    for path, value in flatten(arguments):
+        items = enumerate(value) if isinstance(value, list) else [(None, value)]
+        for index, item in items:
+            if not isinstance(item, str):
+                continue
+            try:
+                mailbox = parse_mailbox(item)
+            except AddressError:
+                continue
+            if not mailbox.internationalized:
+                continue
+            views.append(AddressView(
+                field=path if index is None else f"{path}[{index}]",
+                address=item, unicode=mailbox.unicode, ascii=mailbox.ascii,
+                mixed=tuple((label, " and ".join(sorted(scripts(label))))
+                            for label in mailbox.mixed_script_labels)))
+    return views
 
 
 def parse_snapshot(canonical: str) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from console.forms import (
     ResolveForm,
 )
 from console.presenters import (
+    address_views,
     compact_json,
     diff_fields,
     digest_matches,
@@ -201,6 +202,7 @@ def _detail_page(
     decision = getattr(approval, "decision", None) if approval.state != "pending" else None
     permit = getattr(approval, "permit", None) if approval.state != "pending" else None
     operation = selectors.operation_for_proposal(viewer=principal, proposal_id=proposal.id)
+    addresses = address_views(snapshot.get("arguments", {}))
     context = {
         "approval": approval,
         "proposal": proposal,
@@ -210,6 +212,8 @@ def _detail_page(
         "fields": [(path, compact_json(value))
                    for path, value in flatten(snapshot.get("arguments", {}))],
         "destination": snapshot.get("destination"),
+        "addresses": addresses,
+        "mixed_scripts": any(a.mixed for a in addresses),
         "digest_ok": digest_matches(proposal.canonical, proposal.digest),
         "contract": contract,
         "effects": sorted(e.value for e in contract.possible_effects) if contract else [],

@@ -21,7 +21,15 @@ from protocols.contracts import (
 )
 from protocols.lifecycle import EMAIL_DRAFT, Protocol, ResourceEvent, ResourceState
 
-ADDRESS: Mapping[str, Any] = {"type": "string", "format": "email", "maxLength": 254}
+# One plain address per field (protocols.addresses): no display name, no line break, no
+# invisible character; an internationalized domain is shown to the operator in both forms.
+ADDRESS: Mapping[str, Any] = {"type": "string", "format": "mailbox", "maxLength": 254}
+# A header line: no control character but the tab (RFC 5322 §2.2, §3.2.5), so a subject cannot
+# add a header or end early; `$` is the end of the text (protocols.patterns).
+HEADER_TEXT: Mapping[str, Any] = {
+    "type": "string", "maxLength": 998,
+    "pattern": "^[^\\u0000-\\u0008\\u000A-\\u001F\\u007F-\\u009F]*$",
+}
 
 
 @dataclass(frozen=True)
@@ -42,7 +50,7 @@ EMAIL_DRAFT_KIND = ResourceKind(
             "from": ADDRESS,
             "to": {"type": "array", "minItems": 1, "maxItems": 100, "items": ADDRESS},
             "cc": {"type": "array", "maxItems": 100, "items": ADDRESS, "default": []},
-            "subject": {"type": "string", "maxLength": 998},
+            "subject": HEADER_TEXT,
             "body": {"type": "string", "maxLength": 200_000},
         },
     },

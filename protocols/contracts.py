@@ -8,6 +8,7 @@ fingerprint cannot dispatch under another.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,9 +19,12 @@ from typing import Any
 
 import jsonschema
 import referencing
+from jsonschema.exceptions import FormatError, SchemaError, ValidationError
 
+from protocols.addresses import AddressError, is_mailbox
 from protocols.canonical import digest
 from protocols.denials import Denial, DenialCode
+from protocols.patterns import PatternError, compile_pattern
 
 
 class Effect(StrEnum):
@@ -157,10 +161,76 @@ class OperationContract:
 
 
 def compile_schema(schema: Mapping[str, Any]) -> Any:
-    """A validator compiled once. An empty registry: a schema's $ref never fetches a URL."""
-    cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
+    """A validator compiled once. An empty registry: a schema's $ref never fetches a URL.
+
+    What a value must be is what the operator will read it as (DESIGN §9):
+
+    - `pattern` has its ECMA-262 meaning (`protocols.patterns`): `$` is the end of the text, so
+      `^[A-Z]{3}$` refuses `"EUR\\n"`, and `\\d` is `[0-9]`. A pattern that cannot have that
+      meaning is a `SchemaError` here, never a surprise at validation;
+    - `format: "mailbox"` is one plain address (`protocols.addresses`), and so are `email` and
+      `idn-email`, whose built-in check only looks for an `@`. A refusal says why.
+    """
+    base = jsonschema.validators.validator_for(schema)
+    base.check_schema(schema)
+    for pattern in _patterns(schema):
+        try:
+            compile_pattern(pattern)
+        except PatternError as exc:
+            raise SchemaError(str(exc)) from None
+    cls = _strict(base)
     return cls(schema, registry=referencing.Registry(), format_checker=cls.FORMAT_CHECKER)
+
+
+# Keywords whose values are data, not subschemas: a "pattern" member there is not a pattern.
+_DATA_KEYWORDS = frozenset({"const", "default", "enum", "examples"})
+
+
+def _patterns(schema: Any) -> list[str]:
+    if isinstance(schema, list):
+        return [p for item in schema for p in _patterns(item)]
+    if not isinstance(schema, Mapping):
+        return []
+    found = [schema["pattern"]] if isinstance(schema.get("pattern"), str) else []
+    for key, value in schema.items():
+        if key not in _DATA_KEYWORDS:
+            found.extend(_patterns(value))
+    return found
+
+
+def _pattern_keyword(validator: Any, pattern: str, instance: Any, schema: Any) -> Any:
+    if validator.is_type(instance, "string") and not _search(pattern, instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _search(pattern: str, instance: str) -> bool:
+    try:
+        return compile_pattern(pattern).search(instance) is not None
+    except PatternError:
+        return False  # unreachable after compile_schema's check; refuse rather than pass
+
+
+def _format_keyword(validator: Any, fmt: str, instance: Any, schema: Any) -> Any:
+    if validator.format_checker is None:
+        return
+    try:
+        validator.format_checker.check(instance, fmt)
+    except FormatError as error:
+        reason = f": {error.cause}" if isinstance(error.cause, AddressError) else ""
+        yield ValidationError(error.message + reason, cause=error.cause)
+
+
+@functools.cache
+def _strict(base: Any) -> Any:
+    """`base` (a draft's validator class) with the pattern and format semantics above."""
+    checker = jsonschema.FormatChecker(formats=())
+    checker.checkers = {**base.FORMAT_CHECKER.checkers,
+                        **dict.fromkeys(ADDRESS_FORMATS, (is_mailbox, AddressError))}
+    return jsonschema.validators.extend(
+        base, {"pattern": _pattern_keyword, "format": _format_keyword}, format_checker=checker)
+
+
+ADDRESS_FORMATS = ("mailbox", "email", "idn-email")
 
 
 def schema_errors(validator: Any, instance: Any, *, root: str) -> list[dict[str, str]]:

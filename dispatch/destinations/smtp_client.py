@@ -10,6 +10,8 @@ from email.policy import SMTP as SMTP_POLICY
 from email.policy import SMTPUTF8 as SMTPUTF8_POLICY
 from email.utils import formatdate
 
+from protocols.addresses import AddressError, parse_mailbox
+
 from .errors import DefiniteFailure, UncertainOutcome
 
 __all__ = ["send_email"]
@@ -17,6 +19,10 @@ __all__ = ["send_email"]
 # The client's own name in EHLO; fixed so that no reverse-DNS lookup (socket.getfqdn) happens.
 _LOCAL_HOSTNAME = "dispatch.localhost"
 _PERIOD_AT_LINE_START = re.compile(rb"(?m)^\.")
+# C0 controls but the tab, DEL and C1 controls: none belongs in a header line (RFC 5322 §2.2).
+# The email package refuses a line break inside a value but keeps a trailing CR or LF, which
+# would end the header early.
+_HEADER_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 _MAIL_OK = 250
 _RCPT_OK = frozenset({250, 251})
 _START_MAIL_INPUT = 354
@@ -27,6 +33,23 @@ _SUCCESS = range(200, 300)
 def _is_ascii(*values: str) -> bool:
     """Return whether every value is plain ASCII."""
     return all(value.isascii() for value in values)
+
+
+def _check_headers(
+    *, message_id: str, sender: str, to: list[str], cc: list[str], subject: str
+) -> None:
+    """Refuse header injection: every address one plain mailbox, no control character in a
+    header value. The header and the envelope then name the same single mailbox each."""
+    for role, address in [("sender", sender), *(("recipient", a) for a in [*to, *cc])]:
+        if not isinstance(address, str):
+            raise TypeError(f"{role} must be a string, not {type(address).__name__}")
+        try:
+            parse_mailbox(address)
+        except AddressError as error:
+            raise ValueError(f"{role} {address!r} {error}") from None
+    for name, value in (("Message-ID", message_id), ("Subject", subject)):
+        if _HEADER_CONTROL.search(value):
+            raise ValueError(f"{name} {value!r} contains a control character")
 
 
 def _render(
@@ -111,7 +134,8 @@ def send_email(
 
     - Before any byte of the message content is sent, every failure is a
       :class:`DefiniteFailure` -- the server cannot hold a message it never received: invalid
-      arguments (no recipients, header injection), connection refused or unreachable, a timeout
+      arguments (no recipients, an address that is not one plain mailbox, a control character
+      in a header value), connection refused or unreachable, a timeout
       while connecting or waiting for a reply (``socket.timeout`` is an ``OSError``, and
       ``smtplib`` turns errors while reading a reply into ``SMTPServerDisconnected``), a non-220
       greeting (``SMTPConnectError``), EHLO/HELO refused (``SMTPHeloError``), a disconnect,
@@ -130,6 +154,7 @@ def send_email(
     if not recipients:
         raise DefiniteFailure("no recipients")
     try:
+        _check_headers(message_id=message_id, sender=sender, to=to, cc=cc, subject=subject)
         payload = _render(
             message_id=message_id, sender=sender, to=to, cc=cc, subject=subject, body=body
         )

@@ -169,3 +169,18 @@ def _approved_transfer(world: World) -> Any:
     proposal = world.propose_transfer(amount="310", memo="lose-response.test")
     world.grant(proposal)
     return proposal
+
+
+def test_mixed_script_domain_is_flagged_in_view(
+    world: World, page: Any, login: Any, screenshot: Any,
+) -> None:
+    proposal = world.propose_email(world.draft(
+        to=["kunde@bücher.example", "billing@p\u0430ypal.example"], subject="Your invoice"))
+    login("approver", "approver-pw")
+    page.goto(f"/console/approvals/{proposal.approval.id}/")
+    section = page.locator("section[aria-labelledby=addresses-title]")
+    expect(section.get_by_role("alert")).to_contain_text("mixes Cyrillic and Latin letters")
+    expect(section.get_by_text("billing@xn--pypal-4ve.example")).to_be_visible()
+    expect(section.get_by_text("kunde@xn--bcher-kva.example")).to_be_visible()
+    expect(page.locator("aside").get_by_role("alert")).to_contain_text("mixes scripts")
+    screenshot("approval-mixed-scripts")
