@@ -153,8 +153,11 @@ class ResourceCreateApi(ApiView):
         payload = JsonObjectField(help_text="Checked against the kind's payload schema.")
 
     @extend_schema(operation_id="resources_create", summary="Create a resource",
+                   description="Only a principal with a tool (an operation of its tool set) "
+                               "that takes a resource of this kind; the resource is its own.",
                    request=InputSerializer,
-                   responses={201: ResourceOutputSerializer, **error_responses(body=True)})
+                   responses={201: ResourceOutputSerializer,
+                              **error_responses(C.TOOL_NOT_PERMITTED, body=True)})
     def post(self, request: Request) -> Response:
         data = validated(self.InputSerializer, request)
         resource, revision = resource_create(principal=principal_of(request), kind=data["kind"],
@@ -165,6 +168,8 @@ class ResourceCreateApi(ApiView):
 
 class ResourceDetailApi(ApiView):
     @extend_schema(operation_id="resources_retrieve", summary="Read a resource's current revision",
+                   description="For its creator, the tenant's admins and principals with a tool "
+                               "that takes its kind; to anyone else it is `not_found`.",
                    parameters=[path_id("resource_id", "resource")],
                    responses={200: ResourceOutputSerializer, **error_responses(C.NOT_FOUND)})
     def get(self, request: Request, resource_id: str) -> Response:
@@ -180,9 +185,12 @@ class RevisionCreateApi(ApiView):
         payload = JsonObjectField()
 
     @extend_schema(operation_id="resources_revisions_create", summary="Edit a resource",
+                   description="By its creator (with a tool that still takes its kind) or an "
+                               "admin of the tenant; to anyone else it is `not_found`.",
                    parameters=[path_id("resource_id", "resource")], request=InputSerializer,
                    responses={201: ResourceOutputSerializer, **error_responses(
-                       C.NOT_FOUND, C.STALE_REVISION, C.PROTOCOL_STATE_INVALID, body=True)})
+                       C.NOT_FOUND, C.TOOL_NOT_PERMITTED, C.STALE_REVISION,
+                       C.PROTOCOL_STATE_INVALID, body=True)})
     def post(self, request: Request, resource_id: str) -> Response:
         principal = principal_of(request)
         checked = checked_id(resource_id, "resource")

@@ -91,6 +91,12 @@ def test_intake_documents_the_call_id_and_the_repeat_answer(document: dict[str, 
         1, 200, "^[ -~]{1,200}$")
 
 
+def test_resource_calls_document_tool_not_permitted(document: dict[str, Any]) -> None:
+    for path in ("/api/v1/resources/", "/api/v1/resources/{resource_id}/revisions/"):
+        responses = document["paths"][path]["post"]["responses"]
+        assert "`tool_not_permitted`" in responses["403"]["description"], path
+
+
 def test_docs_page_is_served() -> None:
     response = Client().get("/api/v1/docs/")
     assert response.status_code == 200
