@@ -180,10 +180,15 @@ class ApiClient:
 
     def proposal_create(self, operation: str, arguments: dict[str, Any], *,
                         execution_id: str | None = None, approval_expires_in: int | None = None,
-                        dispatch_on_approval: bool | None = None) -> Proposal:
+                        dispatch_on_approval: bool | None = None,
+                        call_id: str | None = None) -> Proposal:
+        """With a `call_id`, sending this again (after a lost response) returns the same
+        proposal, never a second one."""
         body: dict[str, Any] = {"operation": operation, "arguments": arguments}
         if execution_id is not None:
             body["execution_id"] = execution_id
+        if call_id is not None:
+            body["call_id"] = call_id
         if approval_expires_in is not None:
             body["approval_expires_in"] = approval_expires_in
         if dispatch_on_approval is not None:

@@ -142,8 +142,10 @@ class Proposal(models.Model):
     destination_fingerprint = models.CharField(max_length=71)
     policy_fingerprint = models.CharField(max_length=71)
     dispatch_on_approval = models.BooleanField(default=False)
-    # The agent runtime's tool-call id within the execution: proposing it again is idempotent.
-    call_id = models.CharField(max_length=80, blank=True, default="")
+    # The caller's id of this call (DESIGN §7): proposing it again is idempotent. Its scope is
+    # the execution id the caller named, or "" (the principal alone) when it named none.
+    call_id = models.CharField(max_length=200, blank=True, default="")
+    call_scope = models.CharField(max_length=80, blank=True, default="")
     cancelled_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField()
 
@@ -153,7 +155,7 @@ class Proposal(models.Model):
             models.Index(fields=["principal", "execution_id"]),
         ]
         constraints = [
-            models.UniqueConstraint(fields=["principal", "execution_id", "call_id"],
+            models.UniqueConstraint(fields=["principal", "call_scope", "call_id"],
                                     condition=~Q(call_id=""), name="one_proposal_per_call"),
         ]
 

@@ -57,6 +57,7 @@ from dispatch.services.access import access_resource_by_id
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.execution import operation_execute
 from dispatch.services.proposals import (
+    CALL_ID,
     proposal_create,
     resolve_resources,
     select_authority,
@@ -98,7 +99,7 @@ Mode = Literal["inline", "worker"]
 
 ADAPTER_PREFIX = "workflow:"
 HEADER = "workflow"  # the call_id of the journal header; step keys start with `steps[`
-_MAX_KEY = 80  # TranscriptEntry.call_id and Proposal.call_id
+_MAX_KEY = 80  # TranscriptEntry.call_id (Proposal.call_id holds 200)
 _SETTLED = {
     OperationState.COMPLETED: "completed", OperationState.RECONCILED_COMPLETED: "completed",
     OperationState.FAILED_NO_EFFECT: "failed_no_effect",
@@ -452,7 +453,8 @@ class _Journal:
 def _key(path: str, loops: tuple[int, ...]) -> str:
     """The step's identity in this run: its path, and its iteration in each enclosing loop."""
     key = path + ("@" + ".".join(map(str, loops)) if loops else "")
-    if len(key) <= _MAX_KEY:
+    # A key is also the proposal's call id: printable ASCII (a match tag may be any text).
+    if len(key) <= _MAX_KEY and CALL_ID.fullmatch(key):
         return key
     return "h:" + hashlib.sha256(key.encode()).hexdigest()[:60]
 

@@ -25,6 +25,7 @@ from dispatch.models import (
     TranscriptEntry,
 )
 from dispatch.runtime import get_runtime
+from dispatch.services.access import resource_kinds_of
 from dispatch.services.cancellation import proposal_cancel
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.execution import operation_execute
@@ -69,10 +70,13 @@ def execution_open(*, principal: Principal, adapter: ModelAdapter, now: datetime
 
 
 def advertised_tools(principal: Principal) -> list[ToolSpec]:
-    """The agent's tool set, less tools no resource of its can currently be used with."""
+    """The agent's tool set, less tools no resource of its can currently be used with; the
+    resource tool only for the kinds its tools take."""
     runtime = get_runtime()
-    tools = [ToolSpec(RESOURCE_TOOL, "Create a resource (e.g. an email_draft) to act on later.",
-                      {"type": "object", "required": ["kind", "payload"]})]
+    kinds = sorted(resource_kinds_of(principal))
+    tools = [ToolSpec(RESOURCE_TOOL, f"Create a resource ({', '.join(kinds)}) to act on later.",
+                      {"type": "object", "required": ["kind", "payload"],
+                       "properties": {"kind": {"enum": kinds}}})] if kinds else []
     for name in sorted(principal.tools):
         try:
             contract = runtime.contract(name)

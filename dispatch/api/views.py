@@ -11,7 +11,7 @@ import re
 from typing import Any, ClassVar
 
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.renderers import BaseRenderer
@@ -61,7 +61,7 @@ from dispatch.services.access import (
 from dispatch.services.approvals import approval_decide
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.principals import grant_delegate, has_role
-from dispatch.services.proposals import proposal_create
+from dispatch.services.proposals import CALL_ID, CALL_ID_RULE, proposal_intake
 from dispatch.services.reconciliation import operation_resolve
 from dispatch.services.resources import resource_create, revision_create
 from protocols.denials import Denial, DenialCode
@@ -154,8 +154,11 @@ class ResourceCreateApi(ApiView):
         payload = JsonObjectField(help_text="Checked against the kind's payload schema.")
 
     @extend_schema(operation_id="resources_create", summary="Create a resource",
+                   description="Only a principal with a tool (an operation of its tool set) "
+                               "that takes a resource of this kind; the resource is its own.",
                    request=InputSerializer,
-                   responses={201: ResourceOutputSerializer, **error_responses(body=True)})
+                   responses={201: ResourceOutputSerializer,
+                              **error_responses(C.TOOL_NOT_PERMITTED, body=True)})
     def post(self, request: Request) -> Response:
         data = validated(self.InputSerializer, request)
         resource, revision = resource_create(principal=principal_of(request), kind=data["kind"],
@@ -166,6 +169,8 @@ class ResourceCreateApi(ApiView):
 
 class ResourceDetailApi(ApiView):
     @extend_schema(operation_id="resources_retrieve", summary="Read a resource's current revision",
+                   description="For its creator, the tenant's admins and principals with a tool "
+                               "that takes its kind; to anyone else it is `not_found`.",
                    parameters=[path_id("resource_id", "resource")],
                    responses={200: ResourceOutputSerializer, **error_responses(C.NOT_FOUND)})
     def get(self, request: Request, resource_id: str) -> Response:
@@ -181,9 +186,12 @@ class RevisionCreateApi(ApiView):
         payload = JsonObjectField()
 
     @extend_schema(operation_id="resources_revisions_create", summary="Edit a resource",
+                   description="By its creator (with a tool that still takes its kind) or an "
+                               "admin of the tenant; to anyone else it is `not_found`.",
                    parameters=[path_id("resource_id", "resource")], request=InputSerializer,
                    responses={201: ResourceOutputSerializer, **error_responses(
-                       C.NOT_FOUND, C.STALE_REVISION, C.PROTOCOL_STATE_INVALID, body=True)})
+                       C.NOT_FOUND, C.TOOL_NOT_PERMITTED, C.STALE_REVISION,
+                       C.PROTOCOL_STATE_INVALID, body=True)})
     def post(self, request: Request, resource_id: str) -> Response:
         principal = principal_of(request)
         checked = checked_id(resource_id, "resource")
@@ -199,7 +207,21 @@ class RevisionCreateApi(ApiView):
 
 PROPOSAL_CODES = (C.UNKNOWN_OPERATION, C.NOT_FOUND, C.TOOL_NOT_PERMITTED, C.AUTHORITY_MISSING,
                   C.AUTHORITY_EXPIRED, C.AUTHORITY_REVOKED, C.SCOPE_VIOLATION,
-                  C.EFFECT_NOT_PERMITTED, C.STALE_REVISION, C.PROTOCOL_STATE_INVALID)
+                  C.EFFECT_NOT_PERMITTED, C.STALE_REVISION, C.PROTOCOL_STATE_INVALID,
+                  C.PROPOSAL_MISMATCH)
+
+
+@extend_schema_field({"type": "string", "minLength": 1, "maxLength": 200,
+                      "pattern": "^[ -~]{1,200}$"})
+class CallIdField(StrictCharField):
+    """A call id: 1 to 200 printable ASCII characters, the rule of `proposal_intake`."""
+
+    default_error_messages: ClassVar[dict[str, str]] = {"invalid": CALL_ID_RULE}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str) or not CALL_ID.fullmatch(data):
+            self.fail("invalid")
+        return data
 
 
 class ProposalCreateApi(ApiView):
@@ -216,21 +238,34 @@ class ProposalCreateApi(ApiView):
         dispatch_on_approval = StrictBooleanField(
             required=False, default=False,
             help_text="Claim the permit and dispatch as soon as a human grants.")
+        call_id = CallIdField(
+            required=False,
+            help_text="Makes intake idempotent: the same principal, `execution_id` and "
+                      "`call_id` answer 200 with the proposal made first; another operation "
+                      "or other arguments under them are `proposal_mismatch`. Without an "
+                      "`execution_id`, scoped to the principal alone.")
 
     @extend_schema(operation_id="proposals_create", summary="Propose an exact action",
+                   description="201 with a new proposal; 200 with the proposal made first "
+                               "for a repeated `call_id` (a retry after a lost response).",
                    request=InputSerializer,
-                   responses={201: ProposalOutputSerializer,
+                   responses={200: OpenApiResponse(ProposalOutputSerializer,
+                                                   description="The proposal this call id "
+                                                               "made first."),
+                              201: OpenApiResponse(ProposalOutputSerializer,
+                                                   description="A new proposal."),
                               **error_responses(*PROPOSAL_CODES, body=True)})
     def post(self, request: Request) -> Response:
         data = validated(self.InputSerializer, request)
         now = timezone.now()
-        proposal = proposal_create(
+        intake = proposal_intake(
             principal=principal_of(request), operation=data["operation"],
             arguments=data["arguments"], execution_id=data.get("execution_id"),
             approval_expires_in=data.get("approval_expires_in"),
-            dispatch_on_approval=data["dispatch_on_approval"], now=now)
-        return Response(ProposalOutputSerializer(proposal_view(proposal, now=now)).data,
-                        status=201)
+            dispatch_on_approval=data["dispatch_on_approval"], call_id=data.get("call_id"),
+            now=now)
+        return Response(ProposalOutputSerializer(proposal_view(intake.proposal, now=now)).data,
+                        status=201 if intake.created else 200)
 
 
 class ProposalDetailApi(ApiView):

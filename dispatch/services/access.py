@@ -15,6 +15,7 @@ from dispatch.models import (
     Proposal,
     Resource,
 )
+from dispatch.runtime import get_runtime
 from protocols.denials import Denial, DenialCode
 
 M = TypeVar("M", bound=models.Model)
@@ -31,8 +32,53 @@ def _access(model: type[M], principal: Principal, object_id: object, kind: str,
         raise Denial(DenialCode.NOT_FOUND, kind=kind, id=object_id) from None
 
 
+def resource_kinds_of(principal: Principal) -> frozenset[str]:
+    """The resource kinds an operation of the principal's tool set takes (each contract's
+    `protocol_preconditions`): the kinds it may create, and revise or read."""
+    tools = set(principal.tools)
+    return frozenset(kind for contract in get_runtime().registry
+                     if contract.qualified_name in tools
+                     for kind in contract.protocol_preconditions.values())
+
+
+def _is_admin(principal: Principal) -> bool:
+    # Imported here: `principals` imports this module for its grant loader.
+    from dispatch.services.principals import has_role
+
+    return has_role(principal, "admin")
+
+
 def access_resource_by_id(principal: Principal, resource_id: object) -> Resource:
-    return _access(Resource, principal, resource_id, "resource")
+    """A resource for reading: by its creator, the tenant's admins, and principals with a tool
+    that takes its kind. To anyone else it does not exist (`not_found`, as a forged id)."""
+    resource = _access(Resource, principal, resource_id, "resource")
+    if resource.created_by_id == principal.id:
+        return resource
+    if _is_admin(principal):
+        return resource
+    if resource.kind in resource_kinds_of(principal):
+        return resource
+    raise Denial(DenialCode.NOT_FOUND, kind="resource", id=resource_id)
+
+
+def access_resource_for_revision(principal: Principal, resource_id: object) -> Resource:
+    """A resource for a new revision: by its creator, or an admin of the tenant. To anyone
+    else it does not exist (`not_found`, as a forged id); a creator none of whose tools takes
+    the kind any more is `tool_not_permitted`."""
+    resource = _access(Resource, principal, resource_id, "resource")
+    if _is_admin(principal):
+        return resource
+    if resource.created_by_id != principal.id:
+        raise Denial(DenialCode.NOT_FOUND, kind="resource", id=resource_id)
+    if resource.kind not in resource_kinds_of(principal):
+        raise Denial(DenialCode.TOOL_NOT_PERMITTED, tool_message(resource.kind),
+                     kind=resource.kind)
+    return resource
+
+
+def tool_message(kind: str) -> str:
+    return (f"No operation in this principal's tool set takes a resource of kind {kind}; "
+            "ask an admin to add one.")
 
 
 def access_proposal_by_id(principal: Principal, proposal_id: object) -> Proposal:

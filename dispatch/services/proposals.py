@@ -46,6 +46,9 @@ from protocols.lifecycle import (
 )
 
 EXECUTION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,80}$")
+#: A call id (DESIGN §7): 1 to 200 printable ASCII characters, space included.
+CALL_ID = re.compile(r"[ -~]{1,200}")
+CALL_ID_RULE = "must be a string of 1 to 200 printable ASCII characters"
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,15 @@ def snapshot_of(
     }
 
 
+@dataclass(frozen=True)
+class Intake:
+    """The proposal of one request, and whether this request made it (DESIGN §7: 201 for
+    the first proposal of a call, 200 for a repeat)."""
+
+    proposal: Proposal
+    created: bool
+
+
 def proposal_create(
     *,
     principal: Principal,
@@ -156,36 +168,59 @@ def proposal_create(
     execution_id: object = None,
     approval_expires_in: object = None,
     dispatch_on_approval: object = False,
-    call_id: str = "",
+    call_id: object = None,
     now: datetime,
 ) -> Proposal:
+    """`proposal_intake`, for callers that need only the proposal."""
+    return proposal_intake(
+        principal=principal, operation=operation, arguments=arguments,
+        execution_id=execution_id, approval_expires_in=approval_expires_in,
+        dispatch_on_approval=dispatch_on_approval, call_id=call_id, now=now).proposal
+
+
+def proposal_intake(
+    *,
+    principal: Principal,
+    operation: object,
+    arguments: Any,
+    execution_id: object = None,
+    approval_expires_in: object = None,
+    dispatch_on_approval: object = False,
+    call_id: object = None,
+    now: datetime,
+) -> Intake:
     """Snapshot one exact action and open its approval request if the contract needs one.
 
-    With a `call_id` (the agent runtime's tool-call id), proposing the same call of the same
-    execution again returns the first proposal: a restarted agent never proposes twice.
+    A `call_id` makes intake idempotent (DESIGN §7): the same principal, execution id and call
+    id answer with the proposal made first, and another action under them is
+    `proposal_mismatch`, also when both requests race. Without an execution id the call id is
+    the principal's alone. "The same action" is the same operation with the same validated
+    arguments (defaults materialized, normalizers applied), compared by their canonical
+    bytes; the other request fields (approval window, `dispatch_on_approval`) are the first
+    request's.
     """
     runtime = get_runtime()
     contract = runtime.contract(operation)
     if contract.qualified_name not in principal.tools:
         raise Denial(DenialCode.TOOL_NOT_PERMITTED, operation=contract.qualified_name)
+    call = _checked_call_id(call_id)
+    named = execution_id is not None
     if execution_id is None:
         execution_id = new_id("exe")
     if not isinstance(execution_id, str) or not EXECUTION_ID.fullmatch(execution_id):
         raise Denial(DenialCode.SCHEMA_INVALID, errors=[
             {"pointer": "/execution_id", "message": "must match [A-Za-z0-9_.:-]{1,80}"}])
+    # The call id's scope: the execution the caller named, or the principal alone.
+    call_scope = execution_id if named else ""
     if not isinstance(dispatch_on_approval, bool):
         raise Denial(DenialCode.SCHEMA_INVALID, errors=[
             {"pointer": "/dispatch_on_approval", "message": "must be a boolean"}])
     expires_in = _approval_window(contract, approval_expires_in)
     full = validate_arguments(contract, arguments)
-    if call_id:
-        existing = Proposal.objects.filter(principal=principal, execution_id=execution_id,
-                                           call_id=call_id).first()
+    if call is not None:
+        existing = _first_proposal_of_call(principal, call_scope, call, contract, full)
         if existing is not None:
-            if existing.operation != contract.qualified_name or existing.arguments != full:
-                raise Denial(DenialCode.PROPOSAL_MISMATCH,
-                             f"Call {call_id} of this execution proposed another action.")
-            return existing
+            return Intake(existing, created=False)
     resolved = resolve_resources(contract, principal, full, event=ResourceEvent.PROPOSE)
     check_authority(runtime, contract, principal, resolved.arguments, now)
     snapshot = snapshot_of(runtime, contract, resolved.arguments)
@@ -197,25 +232,65 @@ def proposal_create(
     proposal_digest = digest_bytes(canonical)  # the bytes above, not a second encoding
 
     try:
-        return _proposal_insert(
+        return Intake(_proposal_insert(
             principal=principal, contract=contract, runtime=runtime, full=full,
             resolved=resolved, canonical=canonical.decode(), proposal_digest=proposal_digest,
             execution_id=execution_id, dispatch_on_approval=dispatch_on_approval,
-            call_id=call_id, expires_in=expires_in, now=now)
+            call_scope=call_scope, call_id=call or "", expires_in=expires_in, now=now),
+            created=True)
     except IntegrityError:
-        # The same tool call proposed concurrently: the first proposal stands.
-        existing = Proposal.objects.filter(principal=principal, execution_id=execution_id,
-                                           call_id=call_id).first() if call_id else None
+        # Another request of this call committed first, after the look-up above: the unique
+        # constraint `one_proposal_per_call` decided, and its proposal is compared just the
+        # same, so the loser of a race never gets a silent answer for another action.
+        if call is None:
+            raise
+        existing = _first_proposal_of_call(principal, call_scope, call, contract, full)
         if existing is None:
             raise
-        return existing
+        return Intake(existing, created=False)
+
+
+def _checked_call_id(call_id: object) -> str | None:
+    if call_id is None:
+        return None
+    if not isinstance(call_id, str) or not CALL_ID.fullmatch(call_id):
+        raise Denial(DenialCode.SCHEMA_INVALID, errors=[
+            {"pointer": "/call_id", "message": CALL_ID_RULE}])
+    return call_id
+
+
+def _first_proposal_of_call(
+    principal: Principal, call_scope: str, call_id: str, contract: OperationContract,
+    full: dict[str, Any],
+) -> Proposal | None:
+    """The proposal of this call, if any; `proposal_mismatch` if it is another action."""
+    existing = Proposal.objects.filter(principal=principal, call_scope=call_scope,
+                                       call_id=call_id).first()
+    if existing is None:
+        return None
+    same = (existing.operation == contract.qualified_name
+            and _same_arguments(existing.arguments, full))
+    if not same:
+        where = "of this execution" if call_scope else "of this principal"
+        raise Denial(DenialCode.PROPOSAL_MISMATCH,
+                     f"Call {call_id!r} {where} already proposed another action; "
+                     "use a new call_id for a new action.", proposal_id=existing.id)
+    return existing
+
+
+def _same_arguments(stored: Any, full: dict[str, Any]) -> bool:
+    """The same canonical bytes (`1` and `1.0`, `true` and `1` differ; key order does not)."""
+    try:
+        return canonicalize(stored) == canonicalize(full)
+    except CanonicalizationError:
+        return False
 
 
 def _proposal_insert(
     *, principal: Principal, contract: OperationContract, runtime: Runtime,
     full: dict[str, Any], resolved: Resolved, canonical: str, proposal_digest: str,
-    execution_id: str, dispatch_on_approval: bool, call_id: str, expires_in: int | None,
-    now: datetime,
+    execution_id: str, dispatch_on_approval: bool, call_scope: str, call_id: str,
+    expires_in: int | None, now: datetime,
 ) -> Proposal:
     with transaction.atomic(durable=True):
         proposal = Proposal.objects.create(
@@ -225,7 +300,8 @@ def _proposal_insert(
             canonical=canonical, digest=proposal_digest, resource_refs=resolved.refs,
             destination_fingerprint=runtime.destination_fingerprint(contract),
             policy_fingerprint=runtime.policy_fingerprint(contract),
-            dispatch_on_approval=dispatch_on_approval, call_id=call_id, created_at=now,
+            dispatch_on_approval=dispatch_on_approval, call_scope=call_scope, call_id=call_id,
+            created_at=now,
         )
         for ref in resolved.refs:
             ProposalResource.objects.create(proposal=proposal, resource_id=ref["id"],

@@ -11,7 +11,11 @@ from django.db.models import Q
 
 from dispatch.contracts import RESOURCE_KINDS, ResourceKind
 from dispatch.models import ApprovalRequest, Principal, Proposal, Resource, Revision
-from dispatch.services.access import access_resource_by_id
+from dispatch.services.access import (
+    access_resource_for_revision,
+    resource_kinds_of,
+    tool_message,
+)
 from dispatch.services.audit import audit_record
 from protocols.canonical import CanonicalizationError, digest, materialize_defaults
 from protocols.contracts import compile_schema, schema_errors
@@ -53,7 +57,10 @@ def _validated_payload(kind: ResourceKind, payload: Any) -> tuple[dict[str, Any]
 def resource_create(
     *, principal: Principal, kind: object, payload: Any, now: datetime
 ) -> tuple[Resource, Revision]:
+    """A new resource of `kind`, for a principal with a tool that takes that kind."""
     spec = resource_kind(kind)
+    if spec.name not in resource_kinds_of(principal):
+        raise Denial(DenialCode.TOOL_NOT_PERMITTED, tool_message(spec.name), kind=spec.name)
     full, payload_digest = _validated_payload(spec, payload)
     with transaction.atomic(durable=True):
         resource = Resource.objects.create(
@@ -74,8 +81,9 @@ def revision_create(
     *, principal: Principal, resource_id: object, base_revision: object, payload: Any,
     now: datetime,
 ) -> tuple[Resource, Revision]:
-    """A new revision in the initial state, if `base_revision` is still current (CAS)."""
-    resource = access_resource_by_id(principal, resource_id)
+    """A new revision in the initial state, if `base_revision` is still current (CAS); by the
+    resource's creator or an admin (`access_resource_for_revision`)."""
+    resource = access_resource_for_revision(principal, resource_id)
     spec = resource_kind(resource.kind)
     if not isinstance(base_revision, int) or isinstance(base_revision, bool):
         raise Denial(DenialCode.SCHEMA_INVALID, errors=[

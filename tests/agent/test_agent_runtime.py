@@ -9,7 +9,7 @@ import pytest
 
 from dispatch.agent import ScriptedAdapter, advertised_tools, execution_open, execution_run
 from dispatch.destinations.runner import list_all
-from dispatch.models import Operation, Proposal, TranscriptEntry
+from dispatch.models import Operation, Proposal, Resource, TranscriptEntry
 from dispatch.services.principals import agent_create, grant_issue
 from tests.conftest import MAILBOX, World
 from tests.support.destinations import Destinations
@@ -73,6 +73,21 @@ def test_tool_outside_the_tool_set_is_denied_though_registered(world: World) -> 
                                                                     "tool_not_permitted")
     assert not Proposal.objects.exists()
     assert "payments.transfer" not in [t.name for t in advertised_tools(reader)]
+
+
+def test_an_agent_whose_tools_take_no_resource_cannot_create_one(world: World) -> None:
+    reader, _ = agent_create(name="reader", tenant="acme", tools=["crm.lookup"])
+    assert [t.name for t in advertised_tools(reader)] == ["crm.lookup"]
+    owner_tools = {t.name: t for t in advertised_tools(world.owner)}
+    assert owner_tools["resources.create"].input_schema["properties"]["kind"] == {
+        "enum": ["email_draft"]}
+    adapter = ScriptedAdapter({"agent": "reader", "steps": [
+        {"call": "resources.create", "name": "d", "arguments": DRAFT}, {"final": "done"}]})
+    execution = execution_open(principal=reader, adapter=adapter, now=world.now)
+    result = execution_run(execution_id=execution.id, adapter=adapter)
+    assert (result.outcomes[0].status, result.outcomes[0].code) == ("denied",
+                                                                    "tool_not_permitted")
+    assert not Resource.objects.exists()
 
 
 def test_invalid_arguments_are_fed_back_not_executed(world: World) -> None:

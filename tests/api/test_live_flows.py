@@ -109,6 +109,19 @@ def test_dispatch_on_approval_sends_when_the_human_grants(
     assert refused(agent.proposal_dispatch, proposal["id"]).code == "permit_claimed"
 
 
+def test_a_proposal_sent_again_with_its_call_id_is_the_same_one(
+    people: People, destinations: Destinations,
+) -> None:
+    agent = people.agent
+    draft = agent.resource_create("email_draft", draft_payload())
+    arguments = {"draft": {"id": draft["id"], "revision": draft["revision"]}}
+    first = agent.proposal_create("email.send", arguments, call_id="call-1")
+    assert agent.proposal_create("email.send", arguments, call_id="call-1") == first
+    error = refused(agent.proposal_create, "crm.lookup", {"customer_id": "cus-001"},
+                    call_id="call-1")
+    assert (error.status, error.code) == (409, "proposal_mismatch")
+
+
 def test_denied_email_never_runs(people: People, destinations: Destinations) -> None:
     agent = people.agent
     draft = agent.resource_create("email_draft", draft_payload())

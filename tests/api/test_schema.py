@@ -79,6 +79,24 @@ def test_request_bodies_refuse_unknown_members(document: dict[str, Any]) -> None
     assert all(schemas[name]["additionalProperties"] is False for name in inputs)
 
 
+def test_intake_documents_the_call_id_and_the_repeat_answer(document: dict[str, Any]) -> None:
+    operation = document["paths"]["/api/v1/proposals/"]["post"]
+    output = {"$ref": "#/components/schemas/ProposalOutput"}
+    for status in ("200", "201"):
+        assert operation["responses"][status]["content"]["application/json"]["schema"] == output
+    assert "proposal_mismatch" in operation["responses"]["409"]["description"]
+    call_id = document["components"]["schemas"]["ProposalCreateInputRequest"]["properties"][
+        "call_id"]
+    assert (call_id["minLength"], call_id["maxLength"], call_id["pattern"]) == (
+        1, 200, "^[ -~]{1,200}$")
+
+
+def test_resource_calls_document_tool_not_permitted(document: dict[str, Any]) -> None:
+    for path in ("/api/v1/resources/", "/api/v1/resources/{resource_id}/revisions/"):
+        responses = document["paths"][path]["post"]["responses"]
+        assert "`tool_not_permitted`" in responses["403"]["description"], path
+
+
 def test_docs_page_is_served() -> None:
     response = Client().get("/api/v1/docs/")
     assert response.status_code == 200

@@ -330,8 +330,8 @@ def test_tool_outside_the_agents_tool_set_is_refused(world: World) -> None:
     narrow, _ = agent_create(name="narrow", tenant="acme", tools=["crm.lookup"])
     grant_issue(issuer="admin", subject=narrow, operations=["email.send"],
                 scope={"mailbox": [MAILBOX]}, now=world.now)
-    draft, _ = resource_create(principal=narrow, kind="email_draft", payload=PAYLOAD,
-                               now=world.now)
+    # A draft of an agent whose tools take drafts: `narrow` could not make one itself.
+    draft = world.draft()
     before = store()
     denial = refused(proposal_create, principal=narrow, operation="email.send",
                      arguments=email_arguments(draft), now=world.now)

@@ -64,3 +64,31 @@ def delegate_or_revoke(env: dict[str, str], role: str, owner_id: str, admin_id: 
         except Exception as exc:  # reported to the parent, which fails the test
             results.put((role, f"error: {type(exc).__name__}: {exc}"))
     connection.close()
+
+
+def intake_racer(env: dict[str, str], token: str, rounds: list[list[dict[str, Any]]],
+                 barrier: Any, results: Any, index: int) -> None:
+    """For each round, wait at the barrier, then POST this process's body of it to
+    `proposals/` through the whole Django stack (middleware, DRF, service, database)."""
+    import json
+
+    from tests.support.processes import setup_child
+
+    setup_child(env)
+    from django.db import connection
+    from django.test import Client
+
+    client = Client(HTTP_HOST="localhost", HTTP_AUTHORIZATION=f"Bearer {token}")
+    for number, bodies in enumerate(rounds):
+        body = bodies[index % len(bodies)]
+        barrier.wait(timeout=60)
+        try:
+            response = client.post("/api/v1/proposals/", data=json.dumps(body),
+                                   content_type="application/json")
+            answer = response.json()
+            found = answer.get("id") or answer["error"]["code"]
+            outcome = (response.status_code, found)
+        except Exception as exc:  # reported to the parent, which fails the test
+            outcome = (0, f"error: {type(exc).__name__}: {exc}")
+        results.put((number, index, outcome))
+    connection.close()

@@ -196,7 +196,8 @@ def test_draft_edited_by_someone_else_before_dispatch_is_stale(world: World) -> 
     draft = world.draft()
     first = run(world, workflow, draft=draft.id)
     world.grant(Proposal.objects.get(execution_id=first.execution_id))
-    revision_create(principal=world.approver, resource_id=draft.id, base_revision=1, payload={
+    # An admin: only the creator or an admin may revise a resource.
+    revision_create(principal=world.admin, resource_id=draft.id, base_revision=1, payload={
         "from": "support@acme.example", "to": ["someone-else@example.com"], "subject": "Hi",
         "body": "Changed after approval."}, now=world.now)
 
