@@ -108,6 +108,10 @@ def validated(
     request: Request,
 ) -> Any:
     """The body, checked by the view's `InputSerializer`; shape errors are `schema_invalid`."""
+    if request.stream is None:
+        # DRF reads no stream when there is no body (a zero or absent Content-Length) and
+        # hands the view `{}`; an empty body is not an empty object (DESIGN §6).
+        raise Denial(C.MALFORMED_REQUEST, reason="the body is empty")
     if not isinstance(request.data, dict):
         raise Denial(C.SCHEMA_INVALID, errors=[
             {"pointer": "", "message": "the body must be a JSON object"}])

@@ -79,6 +79,15 @@ def test_request_bodies_refuse_unknown_members(document: dict[str, Any]) -> None
     assert all(schemas[name]["additionalProperties"] is False for name in inputs)
 
 
+def test_every_request_body_is_required(document: dict[str, Any]) -> None:
+    # Even where every member is optional: an empty body is `malformed_request` (DESIGN §6).
+    bodies = {(method, path): operation["requestBody"]
+              for path, item in document["paths"].items()
+              for method, operation in item.items() if "requestBody" in operation}
+    assert len(bodies) == 7
+    assert all(body.get("required") is True for body in bodies.values()), bodies
+
+
 def test_docs_page_is_served() -> None:
     response = Client().get("/api/v1/docs/")
     assert response.status_code == 200
