@@ -15,6 +15,9 @@ from typing import Any, ClassVar
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from dispatch.api.exceptions import pointer_of, validation_errors
+from protocols.denials import Denial, DenialCode
+
 NUL = "\x00"
 
 
@@ -125,7 +128,10 @@ def _find_nul(value: Any) -> tuple[list[str | int], str] | None:
 
 
 class StrictInputSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    """A request body: an object with exactly the declared members, types never coerced."""
+    """A request body: an object with exactly the declared members, types never coerced.
+
+    Its errors, unknown members included, are raised as one `schema_invalid` denial.
+    """
 
     default_error_messages: ClassVar[dict[str, str]] = {
         "invalid": "the body must be a JSON object",
@@ -134,16 +140,19 @@ class StrictInputSerializer(serializers.Serializer):  # type: ignore[type-arg]
 
     def to_internal_value(self, data: Any) -> Any:
         extra = sorted(set(data) - set(self.fields)) if isinstance(data, Mapping) else []
-        errors: dict[str, Any] = {}
+        errors: list[dict[str, str]] = []
         value = None
         try:
             value = super().to_internal_value(data)
         except serializers.ValidationError as exc:
             if not isinstance(exc.detail, dict):
                 raise
-            errors = dict(exc.detail)
-        for name in extra:
-            errors[name] = ["is not allowed"]
-        if errors:
-            raise serializers.ValidationError(errors)
+            errors = list(validation_errors(exc.detail))
+        if errors or extra:
+            # Straight to the denial, which keeps 50: a body of 100,000 unknown members must
+            # not become 100,000 DRF error objects first.
+            errors.extend({"pointer": pointer_of(name), "message": "is not allowed"}
+                          for name in extra)
+            raise Denial(DenialCode.SCHEMA_INVALID,
+                         errors=sorted(errors, key=lambda e: e["pointer"]))
         return value

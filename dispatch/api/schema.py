@@ -35,7 +35,8 @@ _NOTES = {
     C.MALFORMED_REQUEST: "the body is empty or not strict UTF-8 JSON (duplicate keys, NaN, "
                          "lone surrogates, nesting deeper than 128), or a query parameter is "
                          "invalid",
-    C.SCHEMA_INVALID: "see `details.errors`: `{pointer, message}` from the body's root",
+    C.SCHEMA_INVALID: "see `details.errors`: `{pointer, message}` from the body's root, at "
+                      "most 50, and `details.error_count`, how many there were",
 }
 
 

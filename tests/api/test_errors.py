@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -191,6 +192,39 @@ def test_shape_errors_are_422_at_their_pointer(
 ) -> None:
     errors = schema_errors(owner.post(path, raw=json.dumps(body)))
     assert [(e["pointer"], e["message"]) for e in errors] == expected
+
+
+def _unknown_members(prefix: bytes, suffix: bytes) -> tuple[bytes, int]:
+    """A body just under 1 MiB: `prefix`, then as many unknown members as fit, `suffix`."""
+    room = 1024 * 1024 - len(prefix) - len(suffix)
+    count = room // len(b'"k000000":0,')
+    members = b",".join(b'"k%06d":0' % n for n in range(count))
+    return prefix + members + suffix, count
+
+
+@pytest.mark.parametrize(("path", "prefix", "suffix", "extra"), [
+    pytest.param("resources/", b"{", b"}", 2, id="body"),  # plus kind and payload missing
+    pytest.param("resources/", b'{"kind": "email_draft", "payload": {', b"}}", 4,
+                 id="payload"),  # plus from, to, subject and body missing
+    pytest.param("proposals/", b'{"operation": "crm.lookup", "arguments": {', b"}}", 1,
+                 id="arguments"),  # plus customer_id missing
+])
+def test_thousands_of_errors_answer_50_and_their_count(
+    owner: Caller, path: str, prefix: bytes, suffix: bytes, extra: int,
+) -> None:
+    raw, count = _unknown_members(prefix, suffix)
+    assert 1024 * 1024 - 20 < len(raw) <= 1024 * 1024
+    started = time.perf_counter()
+    response = owner.post(path, raw=raw)
+    elapsed = time.perf_counter() - started
+    details = assert_error(response, 422, "schema_invalid")
+    assert set(details) == {"errors", "error_count"}
+    assert len(details["errors"]) == 50
+    assert details["error_count"] == count + extra > 80_000
+    pointers = [e["pointer"] for e in details["errors"]]
+    assert pointers == sorted(pointers)  # the first 50 by pointer
+    assert len(response.content) < 10_000
+    assert elapsed < 3, elapsed  # about 1 s here, most of it parsing the megabyte
 
 
 def test_amount_beyond_decimal_precision_is_schema_invalid(owner: Caller) -> None:

@@ -69,7 +69,9 @@ def test_error_codes_are_enumerated_per_status(document: dict[str, Any]) -> None
     assert schemas["Error404Body"]["properties"]["code"]["enum"] == ["unknown_operation",
                                                                      "not_found"]
     assert schemas["Error401Body"]["properties"]["code"]["enum"] == ["unauthenticated"]
-    assert "errors" in schemas["Error422Body"]["properties"]["details"]["properties"]
+    details = schemas["Error422Body"]["properties"]["details"]["properties"]
+    assert details["errors"]["maxItems"] == 50
+    assert details["error_count"]["type"] == "integer"
 
 
 def test_request_bodies_refuse_unknown_members(document: dict[str, Any]) -> None:
