@@ -34,6 +34,16 @@ class StrictCharField(serializers.CharField):
         return data
 
 
+class IdField(StrictCharField):
+    """An id, or a name, that selects a record: any string at all. One that names nothing
+    visible is the service's `not_found`, whatever its length or shape (DESIGN §6); only a
+    non-string is refused here."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_blank", True)
+        super().__init__(**kwargs)
+
+
 @extend_schema_field({"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,80}$"})
 class ExecutionIdField(StrictCharField):
     """Groups the proposals of one run; fully matched (no trailing newline slips through)."""
