@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import MAXYEAR, UTC, datetime
 from typing import Any, ClassVar
 
 from drf_spectacular.utils import extend_schema_field
@@ -17,6 +17,7 @@ from rest_framework import serializers
 
 from dispatch.api.exceptions import pointer_of, validation_errors
 from protocols.denials import Denial, DenialCode
+from protocols.expiry import TOO_LATE
 
 NUL = "\x00"
 
@@ -78,11 +79,15 @@ class StrictBooleanField(serializers.BooleanField):
 
 
 class StrictDateTimeField(serializers.DateTimeField):
-    """An ISO 8601 date and time with an explicit offset, returned in UTC."""
+    """An ISO 8601 date and time with an explicit offset, returned in UTC; one after the last
+    instant a datetime can hold (a five-digit year, or an offset past 9999-12-31) says so."""
 
+    #: A year of five digits or more (ISO 8601 expanded years), later than any datetime.
+    EXPANDED_YEAR = re.compile(r"\+?[0-9]{5,}-")
     default_error_messages: ClassVar[dict[str, str]] = {
         "invalid": "must be an ISO 8601 date and time with an offset, such as "
                    "2030-01-01T00:00:00Z",
+        "too_late": TOO_LATE,
     }
 
     def to_internal_value(self, value: Any) -> datetime:
@@ -90,11 +95,14 @@ class StrictDateTimeField(serializers.DateTimeField):
             self.fail("invalid")
         try:
             parsed = datetime.fromisoformat(value)
-            if parsed.tzinfo is None or parsed.utcoffset() is None:
-                self.fail("invalid")
-            return parsed.astimezone(UTC)
-        except (ValueError, OverflowError):
+        except ValueError:
+            self.fail("too_late" if self.EXPANDED_YEAR.match(value) else "invalid")
+        if parsed.tzinfo is None or parsed.utcoffset() is None:
             self.fail("invalid")
+        try:
+            return parsed.astimezone(UTC)
+        except OverflowError:  # the offset carries it past one end of the calendar
+            self.fail("too_late" if parsed.year == MAXYEAR else "invalid")
         raise AssertionError  # unreachable: fail() raises
 
 

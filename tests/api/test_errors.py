@@ -241,6 +241,39 @@ def test_revision_base_must_be_an_integer(owner: Caller) -> None:
     assert errors == [{"pointer": "/base_revision", "message": "must be an integer"}]
 
 
+TOO_LATE = "is after 9999-12-31T23:59:59.999999Z, the latest expiry that can be stored"
+NOT_A_TIME = "must be an ISO 8601 date and time with an offset, such as 2030-01-01T00:00:00Z"
+
+
+@pytest.mark.parametrize(("expires_at", "message"), [
+    pytest.param("9999-12-31T23:59:59-00:01", TOO_LATE, id="offset-past-the-last-minute"),
+    pytest.param("9999-12-31T12:00:00-23:59", TOO_LATE, id="largest-offset-past-the-end"),
+    pytest.param("10000-01-01T00:00:00+00:00", TOO_LATE, id="year-10000"),
+    pytest.param("+999999999-01-01T00:00:00Z", TOO_LATE, id="expanded-year"),
+    pytest.param("2030-01-01T00:00:00+99:00", NOT_A_TIME, id="offset-of-99-hours"),
+    pytest.param("0001-01-01T00:00:00+01:00", NOT_A_TIME, id="before-year-1"),
+])
+def test_delegation_expiry_no_datetime_can_hold_is_schema_invalid(
+    owner: Caller, expires_at: str, message: str,
+) -> None:
+    grants = owner.get("grants/").json()["results"]
+    crm = next(g for g in grants if g["operations"] == ["crm.lookup"])
+    response = owner.post(f"grants/{crm['id']}/delegate/", {
+        "subject": "owner", "operations": ["crm.lookup"], "scope": {"customer": "*"},
+        "expires_at": expires_at})
+    assert schema_errors(response) == [{"pointer": "/expires_at", "message": message}]
+
+
+def test_delegation_expiry_at_the_last_instant_is_accepted(owner: Caller) -> None:
+    grants = owner.get("grants/").json()["results"]
+    crm = next(g for g in grants if g["operations"] == ["crm.lookup"])
+    response = owner.post(f"grants/{crm['id']}/delegate/", {
+        "subject": "owner", "operations": ["crm.lookup"], "scope": {"customer": "*"},
+        "expires_at": "9999-12-31T23:59:59.999999+00:00"})
+    assert response.status_code == 201, response.content
+    assert response.json()["expires_at"] == "9999-12-31T23:59:59.999999Z"
+
+
 def test_unknown_operation_is_404(owner: Caller) -> None:
     response = owner.post("proposals/", {"operation": "nope.nothing", "arguments": {}})
     assert assert_error(response, 404, "unknown_operation") == {"operation": "nope.nothing"}
