@@ -1,7 +1,8 @@
 """Settings, all from the environment (12-factor), with an embedded zero-install default.
 
 - `DATABASE_URL`: default a SQLite file under `VAR_DIR` in WAL mode whose transactions begin
-  IMMEDIATE, so a claim takes the write lock before it reads (DESIGN §5).
+  IMMEDIATE, so a claim takes the write lock before it reads (DESIGN §5), and whose commits
+  are synced to disk (`synchronous=FULL`): an intent survives a power loss.
 - `CELERY_BROKER_URL`: default an embedded filesystem broker whose folders sit beside the database.
 - `SECRET_KEY`: required unless `DJANGO_DEBUG` is on, which allows a development default.
 - `ALLOWED_HOSTS`: comma-separated.
@@ -84,7 +85,7 @@ def _database() -> dict[str, Any]:
             # Every transaction takes the write lock first: no read-then-upgrade deadlocks.
             "transaction_mode": "IMMEDIATE",
             "timeout": 30,
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;",
         }
         # Tests race claims across OS processes, so the test database must be a file.
         db["TEST"] = {"NAME": str(VAR_DIR / env.str("SQLITE_TEST_NAME", default="test.sqlite3"))}
