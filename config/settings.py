@@ -6,6 +6,8 @@
 - `CELERY_BROKER_URL`: default an embedded filesystem broker whose folders sit beside the database.
 - `SECRET_KEY`: required unless `DJANGO_DEBUG` is on, which allows a development default.
 - `ALLOWED_HOSTS`: comma-separated.
+- HTTPS (`SECURE_SSL_REDIRECT`, HSTS, secure cookies): on unless `DJANGO_DEBUG`, each overridable;
+  `SECURE_PROXY_SSL_HEADER` (`X-Forwarded-Proto,https`) and `CSRF_TRUSTED_ORIGINS` for a proxy.
 """
 
 from __future__ import annotations
@@ -32,6 +34,31 @@ if not SECRET_KEY:
     SECRET_KEY = "dev-only-insecure-key-never-use-in-production"  # noqa: S105 - DEBUG only
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+
+
+# --- HTTPS: secure by default unless DEBUG (`manage.py check --deploy` passes) ------------------
+def _proxy_ssl_header(raw: str) -> tuple[str, str] | None:
+    """`X-Forwarded-Proto,https` -> ("HTTP_X_FORWARDED_PROTO", "https"); empty: no proxy."""
+    if not raw:
+        return None
+    header, sep, value = raw.partition(",")
+    header, value = header.strip(), value.strip()
+    if not sep or not header or not value or "," in value:
+        raise ImproperlyConfigured(
+            "SECURE_PROXY_SSL_HEADER is HEADER,VALUE, e.g. X-Forwarded-Proto,https")
+    name = header.upper().replace("-", "_")
+    return (name if name.startswith("HTTP_") else f"HTTP_{name}"), value
+
+
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=not DEBUG)
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0 if DEBUG else 365 * 24 * 3600)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=not DEBUG)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=not DEBUG)
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=not DEBUG)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=not DEBUG)
+# Trust the proxy's word that the request came over HTTPS only when told which header says so.
+SECURE_PROXY_SSL_HEADER = _proxy_ssl_header(env.str("SECURE_PROXY_SSL_HEADER", default=""))
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
     "django.contrib.auth",
@@ -108,7 +135,15 @@ PASSWORD_HASHERS = [
     "django.contrib.auth.hashers.Argon2PasswordHasher",
     "django.contrib.auth.hashers.PBKDF2PasswordHasher",
 ]
-AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
+# Checked by Django's password forms and commands, and by `create_human` unless DEBUG (so the
+# demo and the tests may keep short passwords).
+AUTH_PASSWORD_VALIDATORS: list[dict[str, Any]] = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+     "OPTIONS": {"min_length": 12}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
