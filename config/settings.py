@@ -162,6 +162,33 @@ LOGIN_REDIRECT_URL = "/console/"
 
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024  # DESIGN §6: bodies over 1 MiB are refused
 
+
+# --- Caches ---------------------------------------------------------------------------------------
+def _shared_cache() -> dict[str, Any]:
+    """One store for every web worker: the database table `django_cache` (created by the
+    console's migration), or Redis with `CACHE_URL=redis://…`."""
+    cache: dict[str, Any] = env.cache_url("CACHE_URL", default="dbcache://django_cache")
+    if cache["BACKEND"] == "django.core.cache.backends.db.DatabaseCache":
+        # Culling would forget recorded failures; an attacker could force it with junk entries.
+        cache.setdefault("OPTIONS", {})["MAX_ENTRIES"] = 1_000_000
+    return cache
+
+
+CACHES = {
+    # Per process: DRF's per-principal request rate, read on every API call.
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    # Shared by every worker: the login throttle.
+    "shared": _shared_cache(),
+}
+
+# Failed logins remembered per account and per client address for a window (console.login).
+LOGIN_FAILURES_PER_ACCOUNT = env.int("LOGIN_FAILURES_PER_ACCOUNT", default=5)
+LOGIN_FAILURES_PER_ADDRESS = env.int("LOGIN_FAILURES_PER_ADDRESS", default=20)
+LOGIN_FAILURE_WINDOW = env.int("LOGIN_FAILURE_WINDOW", default=15 * 60)  # seconds
+# Behind a reverse proxy, the header it puts the client's address in (its last entry counts);
+# empty: the connection's own address (REMOTE_ADDR).
+LOGIN_ADDRESS_HEADER = env.str("LOGIN_ADDRESS_HEADER", default="")
+
 # --- Celery: the handler runs on a worker after the claim commits (DESIGN §5) -----------------
 BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
