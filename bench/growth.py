@@ -39,6 +39,7 @@ NAME = "growth"
 TITLE = "Growth: claim latency and the console queue at 10^4 .. 10^6 rows"
 LIMIT = 1.2
 GROWTH_ENV = {"ALLOWED_HOSTS": "testserver,localhost,127.0.0.1", "DJANGO_DEBUG": "0",
+              "SECURE_SSL_REDIRECT": "0",  # the test client speaks plain HTTP
               "SECRET_KEY": "bench-only-secret-key-not-for-production-use-0123456789"}
 
 

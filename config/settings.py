@@ -1,10 +1,13 @@
 """Settings, all from the environment (12-factor), with an embedded zero-install default.
 
 - `DATABASE_URL`: default a SQLite file under `VAR_DIR` in WAL mode whose transactions begin
-  IMMEDIATE, so a claim takes the write lock before it reads (DESIGN §5).
+  IMMEDIATE, so a claim takes the write lock before it reads (DESIGN §5), and whose commits
+  are synced to disk (`synchronous=FULL`): an intent survives a power loss.
 - `CELERY_BROKER_URL`: default an embedded filesystem broker whose folders sit beside the database.
 - `SECRET_KEY`: required unless `DJANGO_DEBUG` is on, which allows a development default.
 - `ALLOWED_HOSTS`: comma-separated.
+- HTTPS (`SECURE_SSL_REDIRECT`, HSTS, secure cookies): on unless `DJANGO_DEBUG`, each overridable;
+  `SECURE_PROXY_SSL_HEADER` (`X-Forwarded-Proto,https`) and `CSRF_TRUSTED_ORIGINS` for a proxy.
 """
 
 from __future__ import annotations
@@ -31,6 +34,31 @@ if not SECRET_KEY:
     SECRET_KEY = "dev-only-insecure-key-never-use-in-production"  # noqa: S105 - DEBUG only
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+
+
+# --- HTTPS: secure by default unless DEBUG (`manage.py check --deploy` passes) ------------------
+def _proxy_ssl_header(raw: str) -> tuple[str, str] | None:
+    """`X-Forwarded-Proto,https` -> ("HTTP_X_FORWARDED_PROTO", "https"); empty: no proxy."""
+    if not raw:
+        return None
+    header, sep, value = raw.partition(",")
+    header, value = header.strip(), value.strip()
+    if not sep or not header or not value or "," in value:
+        raise ImproperlyConfigured(
+            "SECURE_PROXY_SSL_HEADER is HEADER,VALUE, e.g. X-Forwarded-Proto,https")
+    name = header.upper().replace("-", "_")
+    return (name if name.startswith("HTTP_") else f"HTTP_{name}"), value
+
+
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=not DEBUG)
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0 if DEBUG else 365 * 24 * 3600)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=not DEBUG)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=not DEBUG)
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=not DEBUG)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=not DEBUG)
+# Trust the proxy's word that the request came over HTTPS only when told which header says so.
+SECURE_PROXY_SSL_HEADER = _proxy_ssl_header(env.str("SECURE_PROXY_SSL_HEADER", default=""))
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
     "django.contrib.auth",
@@ -84,7 +112,7 @@ def _database() -> dict[str, Any]:
             # Every transaction takes the write lock first: no read-then-upgrade deadlocks.
             "transaction_mode": "IMMEDIATE",
             "timeout": 30,
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;",
         }
         # Tests race claims across OS processes, so the test database must be a file.
         db["TEST"] = {"NAME": str(VAR_DIR / env.str("SQLITE_TEST_NAME", default="test.sqlite3"))}
@@ -107,7 +135,15 @@ PASSWORD_HASHERS = [
     "django.contrib.auth.hashers.Argon2PasswordHasher",
     "django.contrib.auth.hashers.PBKDF2PasswordHasher",
 ]
-AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
+# Checked by Django's password forms and commands, and by `create_human` unless DEBUG (so the
+# demo and the tests may keep short passwords).
+AUTH_PASSWORD_VALIDATORS: list[dict[str, Any]] = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+     "OPTIONS": {"min_length": 12}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -125,6 +161,33 @@ CSRF_FAILURE_VIEW = "console.views.csrf_failure"
 LOGIN_REDIRECT_URL = "/console/"
 
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024  # DESIGN §6: bodies over 1 MiB are refused
+
+
+# --- Caches ---------------------------------------------------------------------------------------
+def _shared_cache() -> dict[str, Any]:
+    """One store for every web worker: the database table `django_cache` (created by the
+    console's migration), or Redis with `CACHE_URL=redis://…`."""
+    cache: dict[str, Any] = env.cache_url("CACHE_URL", default="dbcache://django_cache")
+    if cache["BACKEND"] == "django.core.cache.backends.db.DatabaseCache":
+        # Culling would forget recorded failures; an attacker could force it with junk entries.
+        cache.setdefault("OPTIONS", {})["MAX_ENTRIES"] = 1_000_000
+    return cache
+
+
+CACHES = {
+    # Per process: DRF's per-principal request rate, read on every API call.
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    # Shared by every worker: the login throttle.
+    "shared": _shared_cache(),
+}
+
+# Failed logins remembered per account and per client address for a window (console.login).
+LOGIN_FAILURES_PER_ACCOUNT = env.int("LOGIN_FAILURES_PER_ACCOUNT", default=5)
+LOGIN_FAILURES_PER_ADDRESS = env.int("LOGIN_FAILURES_PER_ADDRESS", default=20)
+LOGIN_FAILURE_WINDOW = env.int("LOGIN_FAILURE_WINDOW", default=15 * 60)  # seconds
+# Behind a reverse proxy, the header it puts the client's address in (its last entry counts);
+# empty: the connection's own address (REMOTE_ADDR).
+LOGIN_ADDRESS_HEADER = env.str("LOGIN_ADDRESS_HEADER", default="")
 
 # --- Celery: the handler runs on a worker after the claim commits (DESIGN §5) -----------------
 BROKER_DIR = VAR_DIR / "broker"

@@ -9,6 +9,7 @@ from typing import Any
 from django import forms
 
 from dispatch.selectors import AuditFilter, QueueFilter
+from protocols.expiry import expiry_after
 from protocols.grants import parse_scope
 
 AGE_CHOICES = [
@@ -110,12 +111,22 @@ class GrantIssueForm(forms.Form):
 
     def __init__(
         self, data: Any = None, *, principals: Iterable[tuple[str, str]],
-        authority_keys: Mapping[str, list[str]],
+        authority_keys: Mapping[str, list[str]], now: datetime,
     ) -> None:
         super().__init__(data)
         self.authority_keys = authority_keys
+        self.now = now  # the service issues the grant at this same instant
         self.fields["subject"].choices = [("", "Choose a principal"), *principals]
         self.fields["operations"].choices = [(name, name) for name in sorted(authority_keys)]
+
+    def clean_expires_in(self) -> int | None:
+        seconds: int | None = self.cleaned_data["expires_in"]
+        if seconds is not None:
+            try:
+                expiry_after(self.now, seconds)
+            except ValueError as exc:
+                raise forms.ValidationError(f"That expiry {exc}.") from None
+        return seconds
 
     def clean_scope(self) -> dict[str, Any]:
         scope: dict[str, Any] = {}

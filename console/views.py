@@ -326,10 +326,10 @@ def _operation_page(
 # --- grants (admin) -----------------------------------------------------------------------------
 
 
-def _grant_form(principal: Principal, data: Any = None) -> GrantIssueForm:
+def _grant_form(principal: Principal, data: Any = None, *, now: datetime) -> GrantIssueForm:
     subjects = selectors.principal_list(viewer=principal)
     return GrantIssueForm(data, principals=[(p.id, f"{p.name} ({p.kind})") for p in subjects],
-                          authority_keys=selectors.operation_authority_keys())
+                          authority_keys=selectors.operation_authority_keys(), now=now)
 
 
 def _grants_page(
@@ -344,21 +344,22 @@ def _grants_page(
 @csp_protect
 @role_required("admin")
 def grant_list(request: HttpRequest, principal: Principal) -> HttpResponse:
-    return _grants_page(request, principal, _grant_form(principal))
+    return _grants_page(request, principal, _grant_form(principal, now=timezone.now()))
 
 
 @require_POST
 @csp_protect
 @role_required("admin")
 def grant_issue(request: HttpRequest, principal: Principal) -> HttpResponse:
-    form = _grant_form(principal, request.POST)
+    now = timezone.now()
+    form = _grant_form(principal, request.POST, now=now)
     if not form.is_valid():
         return _grants_page(request, principal, form, status=400)
     data = form.cleaned_data
     subject = selectors.principal_get(viewer=principal, principal_id=data["subject"])
     grant = grant_issue_service(issuer=principal.name, subject=subject,
                                 operations=data["operations"], scope=data["scope"],
-                                now=timezone.now(), expires_in=data["expires_in"])
+                                now=now, expires_in=data["expires_in"])
     messages.success(request, f"Issued {grant.id} to {subject.name}.")
     return redirect("console:grant-list")
 

@@ -63,7 +63,7 @@ RESOURCE_REF: Mapping[str, Any] = {
     "additionalProperties": False,
     "required": ["id", "revision"],
     "properties": {
-        "id": {"type": "string", "maxLength": 40},
+        "id": {"type": "string"},  # any string: one naming nothing is not_found (DESIGN §6)
         "revision": {"type": "integer", "minimum": 1},
     },
 }

@@ -126,14 +126,27 @@ _TABLE: dict[DenialCode, tuple[int, str]] = {
 }
 
 
+#: A `schema_invalid` denial lists at most this many errors (DESIGN §6).
+MAX_ERRORS = 50
+
+
 class Denial(Exception):
-    """A refusal with a stable code, the remedy as message, and structured details."""
+    """A refusal with a stable code, the remedy as message, and structured details.
+
+    A `schema_invalid` denial keeps the first `MAX_ERRORS` of its `errors` and says how many
+    there were in `error_count`, wherever it was raised: a body of a million unknown members
+    answers (and audits) fifty.
+    """
 
     def __init__(
         self, code: DenialCode, message: str | None = None, **details: Any
     ) -> None:
         self.code = code
         self.message = message or code.remedy
+        errors = details.get("errors")
+        if code is DenialCode.SCHEMA_INVALID and isinstance(errors, list):
+            details["errors"] = errors[:MAX_ERRORS]
+            details["error_count"] = len(errors)
         self.details: dict[str, Any] = details
         super().__init__(f"{code.value}: {self.message}")
 

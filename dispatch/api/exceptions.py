@@ -2,7 +2,8 @@
 
 A `Denial` from a service keeps its own code, status, message and details. DRF's and Django's
 own errors are mapped onto the same codes; a serializer's validation errors become
-`schema_invalid` with `details.errors` as `{"pointer", "message"}` from the body's root.
+`schema_invalid` with `details.errors` as `{"pointer", "message"}` from the body's root (at
+most 50, and `details.error_count` says how many there were: see `protocols.denials.Denial`).
 Anything else is a bug and stays a 500, except a database that cannot be reached or is locked,
 which is `persistence_failure` (services write in one transaction each, so nothing ran).
 """
@@ -99,7 +100,7 @@ def validation_errors(detail: Any, base: str = "") -> Iterator[dict[str, str]]:
             if key == api_settings.NON_FIELD_ERRORS_KEY:
                 yield from validation_errors(sub, base)
             else:
-                yield from validation_errors(sub, f"{base}/{_escape(str(key))}")
+                yield from validation_errors(sub, base + pointer_of(str(key)))
     elif isinstance(detail, list):
         for index, sub in enumerate(detail):
             if isinstance(sub, dict | list):
@@ -117,5 +118,6 @@ def _message(detail: Any) -> str:
     return str(detail)
 
 
-def _escape(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")
+def pointer_of(name: str) -> str:
+    """The RFC 6901 pointer of a member of the body's root."""
+    return "/" + name.replace("~", "~0").replace("/", "~1")

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import MAXYEAR, UTC, datetime
 from typing import Any, ClassVar
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+
+from dispatch.api.exceptions import pointer_of, validation_errors
+from protocols.denials import Denial, DenialCode
+from protocols.expiry import TOO_LATE
 
 NUL = "\x00"
 
@@ -29,6 +33,16 @@ class StrictCharField(serializers.CharField):
         if not isinstance(data, str):
             self.fail("invalid")
         return data
+
+
+class IdField(StrictCharField):
+    """An id, or a name, that selects a record: any string at all. One that names nothing
+    visible is the service's `not_found`, whatever its length or shape (DESIGN §6); only a
+    non-string is refused here."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_blank", True)
+        super().__init__(**kwargs)
 
 
 @extend_schema_field({"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,80}$"})
@@ -65,11 +79,15 @@ class StrictBooleanField(serializers.BooleanField):
 
 
 class StrictDateTimeField(serializers.DateTimeField):
-    """An ISO 8601 date and time with an explicit offset, returned in UTC."""
+    """An ISO 8601 date and time with an explicit offset, returned in UTC; one after the last
+    instant a datetime can hold (a five-digit year, or an offset past 9999-12-31) says so."""
 
+    #: A year of five digits or more (ISO 8601 expanded years), later than any datetime.
+    EXPANDED_YEAR = re.compile(r"\+?[0-9]{5,}-")
     default_error_messages: ClassVar[dict[str, str]] = {
         "invalid": "must be an ISO 8601 date and time with an offset, such as "
                    "2030-01-01T00:00:00Z",
+        "too_late": TOO_LATE,
     }
 
     def to_internal_value(self, value: Any) -> datetime:
@@ -77,11 +95,14 @@ class StrictDateTimeField(serializers.DateTimeField):
             self.fail("invalid")
         try:
             parsed = datetime.fromisoformat(value)
-            if parsed.tzinfo is None or parsed.utcoffset() is None:
-                self.fail("invalid")
-            return parsed.astimezone(UTC)
-        except (ValueError, OverflowError):
+        except ValueError:
+            self.fail("too_late" if self.EXPANDED_YEAR.match(value) else "invalid")
+        if parsed.tzinfo is None or parsed.utcoffset() is None:
             self.fail("invalid")
+        try:
+            return parsed.astimezone(UTC)
+        except OverflowError:  # the offset carries it past one end of the calendar
+            self.fail("too_late" if parsed.year == MAXYEAR else "invalid")
         raise AssertionError  # unreachable: fail() raises
 
 
@@ -125,7 +146,10 @@ def _find_nul(value: Any) -> tuple[list[str | int], str] | None:
 
 
 class StrictInputSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    """A request body: an object with exactly the declared members, types never coerced."""
+    """A request body: an object with exactly the declared members, types never coerced.
+
+    Its errors, unknown members included, are raised as one `schema_invalid` denial.
+    """
 
     default_error_messages: ClassVar[dict[str, str]] = {
         "invalid": "the body must be a JSON object",
@@ -134,16 +158,19 @@ class StrictInputSerializer(serializers.Serializer):  # type: ignore[type-arg]
 
     def to_internal_value(self, data: Any) -> Any:
         extra = sorted(set(data) - set(self.fields)) if isinstance(data, Mapping) else []
-        errors: dict[str, Any] = {}
+        errors: list[dict[str, str]] = []
         value = None
         try:
             value = super().to_internal_value(data)
         except serializers.ValidationError as exc:
             if not isinstance(exc.detail, dict):
                 raise
-            errors = dict(exc.detail)
-        for name in extra:
-            errors[name] = ["is not allowed"]
-        if errors:
-            raise serializers.ValidationError(errors)
+            errors = list(validation_errors(exc.detail))
+        if errors or extra:
+            # Straight to the denial, which keeps 50: a body of 100,000 unknown members must
+            # not become 100,000 DRF error objects first.
+            errors.extend({"pointer": pointer_of(name), "message": "is not allowed"}
+                          for name in extra)
+            raise Denial(DenialCode.SCHEMA_INVALID,
+                         errors=sorted(errors, key=lambda e: e["pointer"]))
         return value

@@ -32,9 +32,11 @@ _NOTES = {
     C.BUDGET_EXHAUSTED: "a tool-call budget is used up, or the principal's request rate "
                         "(`details.reason` = \"rate limit\", see `Retry-After`)",
     C.PERSISTENCE_FAILURE: "the database could not be reached; nothing was written",
-    C.MALFORMED_REQUEST: "the body is not strict UTF-8 JSON (duplicate keys, NaN, lone "
-                         "surrogates, nesting deeper than 128), or a query parameter is invalid",
-    C.SCHEMA_INVALID: "see `details.errors`: `{pointer, message}` from the body's root",
+    C.MALFORMED_REQUEST: "the body is empty or not strict UTF-8 JSON (duplicate keys, NaN, "
+                         "lone surrogates, nesting deeper than 128), or a query parameter is "
+                         "invalid",
+    C.SCHEMA_INVALID: "see `details.errors`: `{pointer, message}` from the body's root, at "
+                      "most 50, and `details.error_count`, how many there were",
 }
 
 
@@ -100,6 +102,12 @@ class ApiAutoSchema(AutoSchema):
     def get_serializer_name(self, serializer: Any, direction: str) -> str:
         parts = type(serializer).__qualname__.split(".")
         return "".join(p.removesuffix("Api").removesuffix("Serializer") for p in parts)
+
+    def _get_request_body(self, direction: str = "request") -> Any:
+        body = super()._get_request_body(direction)
+        if body is not None:
+            body["required"] = True  # even `{}`: an empty body is `malformed_request`
+        return body
 
     def _map_basic_serializer(self, serializer: Any, direction: str) -> dict[str, Any]:
         mapped: dict[str, Any] = super()._map_basic_serializer(serializer, direction)

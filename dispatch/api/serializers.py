@@ -13,7 +13,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from protocols.denials import DenialCode
+from protocols.denials import MAX_ERRORS, DenialCode
 from protocols.lifecycle import ApprovalState, OperationState, ResourceState
 
 
@@ -118,14 +118,24 @@ def error_serializer(status: int) -> type[serializers.Serializer]:  # type: igno
         codes = [code.value for code in DenialCode if code.status == status]
     details_schema: dict[str, Any] = {"type": "object", "additionalProperties": {}}
     if DenialCode.SCHEMA_INVALID.value in codes:
-        details_schema["properties"] = {"errors": {
-            "type": "array",
-            "description": "For `schema_invalid`: every violation, each at its own pointer "
-                           "from the request body's root.",
-            "items": {"type": "object", "required": ["pointer", "message"],
-                      "properties": {"pointer": {"type": "string"},
-                                     "message": {"type": "string"}}},
-        }}
+        details_schema["properties"] = {
+            "errors": {
+                "type": "array",
+                "maxItems": MAX_ERRORS,
+                "description": f"For `schema_invalid`: the violations, each at its own pointer "
+                               f"from the request body's root, sorted by pointer; at most the "
+                               f"first {MAX_ERRORS}.",
+                "items": {"type": "object", "required": ["pointer", "message"],
+                          "properties": {"pointer": {"type": "string"},
+                                         "message": {"type": "string"}}},
+            },
+            "error_count": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "For `schema_invalid`: how many violations there were in all; "
+                               "more than the length of `errors` when the list was cut.",
+            },
+        }
     details = extend_schema_field(details_schema)(
         type(f"Error{status}DetailsField", (serializers.JSONField,), {}))
     inner = type(f"Error{status}BodySerializer", (serializers.Serializer,), {

@@ -22,6 +22,7 @@ from rest_framework.views import APIView
 from dispatch.api.authentication import principal_of
 from dispatch.api.fields import (
     ExecutionIdField,
+    IdField,
     JsonObjectField,
     StrictBooleanField,
     StrictCharField,
@@ -109,6 +110,10 @@ def validated(
     request: Request,
 ) -> Any:
     """The body, checked by the view's `InputSerializer`; shape errors are `schema_invalid`."""
+    if request.stream is None:
+        # DRF reads no stream when there is no body (a zero or absent Content-Length) and
+        # hands the view `{}`; an empty body is not an empty object (DESIGN §6).
+        raise Denial(C.MALFORMED_REQUEST, reason="the body is empty")
     if not isinstance(request.data, dict):
         raise Denial(C.SCHEMA_INVALID, errors=[
             {"pointer": "", "message": "the body must be a JSON object"}])
@@ -290,9 +295,8 @@ DISPATCH_CODES = (
 
 class ProposalDispatchApi(ApiView):
     class InputSerializer(StrictInputSerializer):
-        permit = StrictCharField(required=False, allow_null=True, max_length=40,
-                                 help_text="This proposal's permit; by default the one minted "
-                                           "for it.")
+        permit = IdField(required=False, allow_null=True,
+                         help_text="This proposal's permit; by default the one minted for it.")
 
     class OutputSerializer(serializers.Serializer):  # type: ignore[type-arg]
         operation_id = serializers.CharField()
@@ -407,8 +411,7 @@ class GrantListApi(ApiView):
 
 class GrantDelegateApi(ApiView):
     class InputSerializer(StrictInputSerializer):
-        subject = StrictCharField(max_length=NAME_MAX,
-                                  help_text="The name of a principal of the same tenant.")
+        subject = IdField(help_text="The name of a principal of the same tenant.")
         operations = serializers.ListField(child=StrictCharField(max_length=NAME_MAX),
                                            min_length=1, max_length=100)
         scope = JsonObjectField(help_text='e.g. `{"mailbox": ["support@acme.example"]}`.')
@@ -441,8 +444,8 @@ class GrantDelegateApi(ApiView):
 
 class AuditListApi(ApiView):
     class FilterSerializer(serializers.Serializer):  # type: ignore[type-arg]
-        operation = StrictCharField(required=False, allow_blank=True, max_length=40)
-        proposal = StrictCharField(required=False, allow_blank=True, max_length=40)
+        operation = IdField(required=False)
+        proposal = IdField(required=False)
         kind = StrictCharField(required=False, allow_blank=True, max_length=50)
 
     class OutputSerializer(PageLinksSerializer):
@@ -462,9 +465,9 @@ class AuditListApi(ApiView):
                    description="Admins of the tenant only; newest first, keyset-paged.",
                    parameters=[
                        query("operation", "Only events of this operation id.",
-                             {"type": "string", "maxLength": 40}),
+                             {"type": "string"}),
                        query("proposal", "Only events of this proposal id.",
-                             {"type": "string", "maxLength": 40}),
+                             {"type": "string"}),
                        query("kind", "Only events of this kind, e.g. `permit.claimed`.",
                              {"type": "string", "maxLength": 50}),
                        *page_parameters(),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ GOOD = {"kind": "email_draft", "payload": draft_payload()}
 
 @pytest.mark.parametrize(("raw", "pointer"), [
     pytest.param(b'{"kind": "email_draft", ', "", id="truncated"),
-    pytest.param(b"", None, id="not-json-at-all"),
+    pytest.param(b"   ", "", id="whitespace-only"),
     pytest.param(b'{"kind": "email_draft", "kind": "x", "payload": {}}', "/kind",
                  id="duplicate-key"),
     pytest.param(b'{"kind": "email_draft", "payload": {"a": {"b": 1, "b": 2}}}', "/payload/a/b",
@@ -46,14 +47,32 @@ GOOD = {"kind": "email_draft", "payload": draft_payload()}
 ])
 def test_malformed_body_is_400(owner: Caller, raw: bytes, pointer: str | None) -> None:
     response = owner.post("resources/", raw=raw)
-    if raw == b"":
-        # An empty body is no body: the call's fields are missing.
-        assert {e["pointer"] for e in schema_errors(response)} == {"/kind", "/payload"}
-        return
     details = assert_error(response, 400, "malformed_request")
     if pointer is not None:
         assert details["pointer"] == pointer
     assert details["reason"]
+
+
+#: Every call that takes a body, with ids of the right shape that name nothing.
+BODY_CALLS = ["resources/", "resources/res_nope/revisions/", "proposals/",
+              "proposals/prp_nope/dispatch/", "approvals/apr_nope/decision/",
+              "operations/op_nope/resolve/", "grants/grt_nope/delegate/"]
+
+
+@pytest.mark.parametrize("path", BODY_CALLS)
+@pytest.mark.parametrize("declared", [
+    pytest.param({"CONTENT_LENGTH": "0", "CONTENT_TYPE": "application/json"},
+                 id="content-length-0"),
+    pytest.param({"CONTENT_TYPE": "application/json"}, id="no-content-length"),
+    pytest.param({}, id="no-headers-at-all"),
+])
+def test_empty_body_is_malformed_request(
+    owner: Caller, path: str, declared: dict[str, str],
+) -> None:
+    response = owner.client.generic("POST", API + path, b"", **declared,
+                                    HTTP_AUTHORIZATION=f"Bearer {owner.token}")
+    details = assert_error(response, 400, "malformed_request")
+    assert details == {"reason": "the body is empty"}
 
 
 def test_lone_surrogate_in_a_proposal_is_refused_before_any_service(owner: Caller) -> None:
@@ -175,6 +194,39 @@ def test_shape_errors_are_422_at_their_pointer(
     assert [(e["pointer"], e["message"]) for e in errors] == expected
 
 
+def _unknown_members(prefix: bytes, suffix: bytes) -> tuple[bytes, int]:
+    """A body just under 1 MiB: `prefix`, then as many unknown members as fit, `suffix`."""
+    room = 1024 * 1024 - len(prefix) - len(suffix)
+    count = room // len(b'"k000000":0,')
+    members = b",".join(b'"k%06d":0' % n for n in range(count))
+    return prefix + members + suffix, count
+
+
+@pytest.mark.parametrize(("path", "prefix", "suffix", "extra"), [
+    pytest.param("resources/", b"{", b"}", 2, id="body"),  # plus kind and payload missing
+    pytest.param("resources/", b'{"kind": "email_draft", "payload": {', b"}}", 4,
+                 id="payload"),  # plus from, to, subject and body missing
+    pytest.param("proposals/", b'{"operation": "crm.lookup", "arguments": {', b"}}", 1,
+                 id="arguments"),  # plus customer_id missing
+])
+def test_thousands_of_errors_answer_50_and_their_count(
+    owner: Caller, path: str, prefix: bytes, suffix: bytes, extra: int,
+) -> None:
+    raw, count = _unknown_members(prefix, suffix)
+    assert 1024 * 1024 - 20 < len(raw) <= 1024 * 1024
+    started = time.perf_counter()
+    response = owner.post(path, raw=raw)
+    elapsed = time.perf_counter() - started
+    details = assert_error(response, 422, "schema_invalid")
+    assert set(details) == {"errors", "error_count"}
+    assert len(details["errors"]) == 50
+    assert details["error_count"] == count + extra > 80_000
+    pointers = [e["pointer"] for e in details["errors"]]
+    assert pointers == sorted(pointers)  # the first 50 by pointer
+    assert len(response.content) < 10_000
+    assert elapsed < 3, elapsed  # about 1 s here, most of it parsing the megabyte
+
+
 def test_amount_beyond_decimal_precision_is_schema_invalid(owner: Caller) -> None:
     response = owner.post("proposals/", {"operation": "payments.transfer", "arguments": {
         "from_account": "acct-001", "to_account": "acct-999", "amount": "9" * 31,
@@ -187,6 +239,39 @@ def test_revision_base_must_be_an_integer(owner: Caller) -> None:
     errors = schema_errors(owner.post(f"resources/{created['id']}/revisions/",
                                       {"base_revision": "1", "payload": draft_payload()}))
     assert errors == [{"pointer": "/base_revision", "message": "must be an integer"}]
+
+
+TOO_LATE = "is after 9999-12-31T23:59:59.999999Z, the latest expiry that can be stored"
+NOT_A_TIME = "must be an ISO 8601 date and time with an offset, such as 2030-01-01T00:00:00Z"
+
+
+@pytest.mark.parametrize(("expires_at", "message"), [
+    pytest.param("9999-12-31T23:59:59-00:01", TOO_LATE, id="offset-past-the-last-minute"),
+    pytest.param("9999-12-31T12:00:00-23:59", TOO_LATE, id="largest-offset-past-the-end"),
+    pytest.param("10000-01-01T00:00:00+00:00", TOO_LATE, id="year-10000"),
+    pytest.param("+999999999-01-01T00:00:00Z", TOO_LATE, id="expanded-year"),
+    pytest.param("2030-01-01T00:00:00+99:00", NOT_A_TIME, id="offset-of-99-hours"),
+    pytest.param("0001-01-01T00:00:00+01:00", NOT_A_TIME, id="before-year-1"),
+])
+def test_delegation_expiry_no_datetime_can_hold_is_schema_invalid(
+    owner: Caller, expires_at: str, message: str,
+) -> None:
+    grants = owner.get("grants/").json()["results"]
+    crm = next(g for g in grants if g["operations"] == ["crm.lookup"])
+    response = owner.post(f"grants/{crm['id']}/delegate/", {
+        "subject": "owner", "operations": ["crm.lookup"], "scope": {"customer": "*"},
+        "expires_at": expires_at})
+    assert schema_errors(response) == [{"pointer": "/expires_at", "message": message}]
+
+
+def test_delegation_expiry_at_the_last_instant_is_accepted(owner: Caller) -> None:
+    grants = owner.get("grants/").json()["results"]
+    crm = next(g for g in grants if g["operations"] == ["crm.lookup"])
+    response = owner.post(f"grants/{crm['id']}/delegate/", {
+        "subject": "owner", "operations": ["crm.lookup"], "scope": {"customer": "*"},
+        "expires_at": "9999-12-31T23:59:59.999999+00:00"})
+    assert response.status_code == 201, response.content
+    assert response.json()["expires_at"] == "9999-12-31T23:59:59.999999Z"
 
 
 def test_unknown_operation_is_404(owner: Caller) -> None:

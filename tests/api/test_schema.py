@@ -69,7 +69,9 @@ def test_error_codes_are_enumerated_per_status(document: dict[str, Any]) -> None
     assert schemas["Error404Body"]["properties"]["code"]["enum"] == ["unknown_operation",
                                                                      "not_found"]
     assert schemas["Error401Body"]["properties"]["code"]["enum"] == ["unauthenticated"]
-    assert "errors" in schemas["Error422Body"]["properties"]["details"]["properties"]
+    details = schemas["Error422Body"]["properties"]["details"]["properties"]
+    assert details["errors"]["maxItems"] == 50
+    assert details["error_count"]["type"] == "integer"
 
 
 def test_request_bodies_refuse_unknown_members(document: dict[str, Any]) -> None:
@@ -95,6 +97,15 @@ def test_resource_calls_document_tool_not_permitted(document: dict[str, Any]) ->
     for path in ("/api/v1/resources/", "/api/v1/resources/{resource_id}/revisions/"):
         responses = document["paths"][path]["post"]["responses"]
         assert "`tool_not_permitted`" in responses["403"]["description"], path
+
+
+def test_every_request_body_is_required(document: dict[str, Any]) -> None:
+    # Even where every member is optional: an empty body is `malformed_request` (DESIGN §6).
+    bodies = {(method, path): operation["requestBody"]
+              for path, item in document["paths"].items()
+              for method, operation in item.items() if "requestBody" in operation}
+    assert len(bodies) == 7
+    assert all(body.get("required") is True for body in bodies.values()), bodies
 
 
 def test_docs_page_is_served() -> None:

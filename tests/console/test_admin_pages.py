@@ -159,6 +159,24 @@ def test_issue_form_refuses_a_scope_without_the_authority_key(
     assert "email.send needs a scope for &#x27;mailbox&#x27;." in text(response)
 
 
+@pytest.mark.parametrize("expires_in", [str(10**20), str(10**14), "-" + str(10**20)])
+def test_issue_form_refuses_an_expiry_no_datetime_can_hold(
+    world: World, admin: Browser, expires_in: str,
+) -> None:
+    admin.get("/console/grants/")
+    before = Grant.objects.count()
+    response = admin.post("/console/grants/issue/", {
+        "subject": world.owner.id, "operations": ["crm.lookup"], "scope": "customer=*",
+        "expires_in": expires_in})
+    assert response.status_code == 400
+    assert Grant.objects.count() == before
+    if expires_in.startswith("-"):
+        assert "Ensure this value is greater than or equal to 1." in text(response)
+    else:
+        assert ("That expiry is after 9999-12-31T23:59:59.999999Z, the latest expiry that "
+                "can be stored.") in text(response)
+
+
 def test_issue_form_refuses_another_tenants_subject(world: World, admin: Browser) -> None:
     admin.get("/console/grants/")
     before = Grant.objects.count()

@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from dispatch.models import Principal
 from dispatch.services.principals import grant_issue
+from protocols.expiry import expiry_after
 
 
 def parse_scopes(items: list[str]) -> dict[str, Any]:
@@ -35,11 +36,20 @@ class Command(BaseCommand):
         subject = Principal.objects.filter(name=opts["subject"]).first()
         if subject is None:
             raise CommandError(f"no principal named {opts['subject']!r}")
+        now = timezone.now()
+        expires_in = opts["expires_in"]
+        if expires_in is not None:
+            try:
+                expiry_after(now, expires_in)
+            except ValueError as exc:
+                what = ("--expires-in" if expires_in < 1
+                        else f"--expires-in {expires_in}: that expiry")
+                raise CommandError(f"{what} {exc}") from None
         try:
             grant = grant_issue(issuer="manage.py", subject=subject,
                                 operations=[opts["operation"]],
-                                scope=parse_scopes(opts["scope"]), now=timezone.now(),
-                                expires_in=opts["expires_in"])
+                                scope=parse_scopes(opts["scope"]), now=now,
+                                expires_in=expires_in)
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(grant.id)

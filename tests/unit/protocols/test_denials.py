@@ -138,7 +138,14 @@ def test_denial_body_code_is_a_plain_string() -> None:
 def test_schema_invalid_details_keep_the_errors_list() -> None:
     errors = [{"pointer": "/arguments/amount", "message": "too many places"}]
     body = Denial(DenialCode.SCHEMA_INVALID, errors=errors).as_body()
-    assert body["error"]["details"] == {"errors": errors}
+    assert body["error"]["details"] == {"errors": errors, "error_count": 1}
+
+
+def test_schema_invalid_lists_at_most_50_errors_and_counts_them() -> None:
+    errors = [{"pointer": f"/k{n:03d}", "message": "is not allowed"} for n in range(120)]
+    denial = Denial(DenialCode.SCHEMA_INVALID, errors=errors)
+    assert denial.details == {"errors": errors[:50], "error_count": 120}
+    assert len(errors) == 120  # the caller's list is left alone
 
 
 def test_denial_is_an_exception() -> None:

@@ -1,0 +1,25 @@
+"""Expiries a datetime can hold: a later one is refused as input, never a 500 (DESIGN §6).
+
+`datetime` ends at 9999-12-31T23:59:59.999999; an expiry given in seconds from now, or as a
+date whose offset carries it past that instant, cannot be represented, so it is refused with
+`TOO_LATE` by whichever layer reads it (API field, console form, management command).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+#: The last instant a `datetime` can hold, and so the latest expiry.
+LATEST = datetime.max.replace(tzinfo=UTC)
+TOO_LATE = "is after 9999-12-31T23:59:59.999999Z, the latest expiry that can be stored"
+
+
+def expiry_after(now: datetime, seconds: int) -> datetime:
+    """`now` plus `seconds`: `ValueError` unless at least a second ahead and no later than
+    `LATEST`, the arithmetic the caller would otherwise see raise `OverflowError`."""
+    if seconds < 1:
+        raise ValueError("must be at least 1 second")
+    try:
+        return now + timedelta(seconds=seconds)
+    except OverflowError:
+        raise ValueError(TOO_LATE) from None
