@@ -32,7 +32,8 @@ class World:
 
 
 def make_world(now: datetime, prefix: str = "") -> World:
-    from dispatch.services.principals import agent_create, grant_issue, human_create
+    from dispatch.services.authority import grant_issue
+    from dispatch.services.principals import agent_create, human_create
 
     owner, token = agent_create(name=f"{prefix}bench-agent", tenant=f"{prefix}bench",
                                 tools=TOOLS)
@@ -115,8 +116,9 @@ def approved_emails(world: World, count: int, now: datetime) -> list[Claimable]:
         Revision,
     )
     from dispatch.runtime import get_runtime
+    from dispatch.services.admission import snapshot_of
     from dispatch.services.approvals import approval_decide
-    from dispatch.services.proposals import proposal_create, snapshot_of
+    from dispatch.services.proposals import proposal_create
     from dispatch.services.resources import resource_create
     from protocols.canonical import canonicalize, digest
 

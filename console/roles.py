@@ -18,7 +18,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from dispatch.models import Principal
-from dispatch.services.principals import has_role, principal_for_user
+from dispatch.services.authority import has_role
+from dispatch.services.principals import principal_for_user
 
 P = ParamSpec("P")
 View = Callable[Concatenate[HttpRequest, Principal, P], HttpResponse]

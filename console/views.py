@@ -37,8 +37,8 @@ from console.presenters import (
 from console.roles import is_htmx, page, refused, role_required
 from dispatch import selectors
 from dispatch.services.approvals import approval_decide as approval_decide_service
-from dispatch.services.principals import grant_issue as grant_issue_service
-from dispatch.services.principals import grant_revoke as grant_revoke_service
+from dispatch.services.authority import grant_issue as grant_issue_service
+from dispatch.services.authority import grant_revoke as grant_revoke_service
 from dispatch.services.reconciliation import operation_resolve as operation_resolve_service
 from protocols.denials import Denial, DenialCode
 

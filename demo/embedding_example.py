@@ -27,7 +27,8 @@ from django.utils import timezone  # noqa: E402
 from dispatch.agent import ScriptedAdapter, execution_open, execution_run  # noqa: E402
 from dispatch.handlers import Handler, HandlerContext  # noqa: E402
 from dispatch.runtime import get_runtime  # noqa: E402
-from dispatch.services.principals import agent_create, grant_issue  # noqa: E402
+from dispatch.services.authority import grant_issue  # noqa: E402
+from dispatch.services.principals import agent_create  # noqa: E402
 from protocols.contracts import (  # noqa: E402
     AuthorityRequirement,
     Effect,
@@ -45,7 +46,7 @@ class WeatherHandler(Handler):
     def destination(self) -> dict[str, Any]:
         return {"name": "weather", "address": "in-process"}
 
-    def _perform(self, ctx: HandlerContext) -> dict[str, Any]:
+    def perform(self, ctx: HandlerContext) -> dict[str, Any]:
         return {"city": ctx.arguments["city"], "forecast": "sunny"}
 
 

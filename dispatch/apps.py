@@ -17,6 +17,9 @@ class DispatchConfig(AppConfig):
 
     def ready(self) -> None:
         checks.register(check_sqlite_version)
+        # Register the tasks in every process (web included), so that `dispatch.queue` finds
+        # them by name: services hand work to a worker without importing the tasks module.
+        import dispatch.tasks  # noqa: F401
 
 
 def check_sqlite_version(**_: Any) -> list[checks.CheckMessage]:

@@ -1,8 +1,10 @@
-"""Handlers of the demo contracts and the context only the dispatcher gives them (spec §7).
+"""The handler port and the context only the dispatcher gives a handler (spec §7), with the
+demo contracts' handlers.
 
-A protected handler runs only through `Handler.invoke`, which first checks in the store that
-its operation holds a committed claim and that this exact attempt was started and has not
-ended. Calling it any other way raises `UnclaimedInvocationError` before any I/O.
+A protected handler runs only through the dispatcher's invoke path
+(`dispatch.services.execution.handler_invoke`), which first checks in the store that its
+operation holds a committed claim and that this exact attempt was started and has not ended;
+otherwise it raises `UnclaimedInvocationError` before any I/O.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
 from django.conf import settings
 
@@ -142,27 +144,26 @@ class LookupResult:
     evidence: str
 
 
-class Handler:
+class Handler(Protocol):
+    """The handler port (spec §7): what a trusted implementation of a contract provides.
+
+    `perform` does the effect for one started attempt; only the dispatcher's invoke path
+    (`dispatch.services.execution.handler_invoke`) calls it, after checking in the store that
+    the attempt holds a committed claim. `lookup` answers reconciliation; a handler that
+    inherits this one's says "unknown".
+    """
+
     name: ClassVar[str]
     implementation_fingerprint: ClassVar[str]
 
     def destination(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """Where this handler sends, as the snapshot binds it (its fingerprint is checked)."""
+        ...
 
-    def invoke(self, ctx: HandlerContext) -> dict[str, Any]:
-        from dispatch.models import Attempt
-
-        started = Attempt.objects.filter(
-            operation_id=ctx.operation_id, number=ctx.attempt, ended_at__isnull=True,
-            operation__state="claimed", operation__operation=self.name,
-        ).exists()
-        if not started:
-            raise UnclaimedInvocationError(
-                f"{self.name}: operation {ctx.operation_id} attempt {ctx.attempt} holds no claim")
-        return self._perform(ctx)
-
-    def _perform(self, ctx: HandlerContext) -> dict[str, Any]:
-        raise NotImplementedError
+    def perform(self, ctx: HandlerContext) -> dict[str, Any]:
+        """Do the effect; raise `DefiniteFailure` only when it certainly did not happen and
+        `UncertainOutcome` when it may have."""
+        ...
 
     def lookup(self, operation_id: str, snapshot: dict[str, Any]) -> LookupResult:
         """Reconciliation: ask the destination whether this operation's effect happened."""
@@ -187,7 +188,7 @@ class EmailSendHandler(Handler):
         cfg = settings.DESTINATIONS
         return {"name": "smtp_sink", "address": f"{cfg['smtp_host']}:{cfg['smtp_port']}"}
 
-    def _perform(self, ctx: HandlerContext) -> dict[str, Any]:
+    def perform(self, ctx: HandlerContext) -> dict[str, Any]:
         draft = ctx.arguments["draft"]["payload"]
         host, _, port = str(ctx.destination["address"]).rpartition(":")
         message_id = f"{ctx.operation_id}@console.invalid"
@@ -215,7 +216,7 @@ class PaymentsTransferHandler(Handler):
     def destination(self) -> dict[str, Any]:
         return {"name": "bank", "address": settings.DESTINATIONS["bank_url"]}
 
-    def _perform(self, ctx: HandlerContext) -> dict[str, Any]:
+    def perform(self, ctx: HandlerContext) -> dict[str, Any]:
         a = ctx.arguments
         _before_effect(ctx)
         return within_deadline(ctx, lambda: bank_transfer(
@@ -249,7 +250,7 @@ class CrmLookupHandler(Handler):
     def destination(self) -> dict[str, Any]:
         return {"name": "crm", "address": "in-process"}
 
-    def _perform(self, ctx: HandlerContext) -> dict[str, Any]:
+    def perform(self, ctx: HandlerContext) -> dict[str, Any]:
         customer = ctx.arguments["customer_id"]
         if customer not in CUSTOMERS:
             raise DefiniteFailure(f"no customer {customer}")

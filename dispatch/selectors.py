@@ -27,7 +27,7 @@ from dispatch.models import (
 )
 from dispatch.runtime import get_runtime
 from dispatch.services.access import access_approval_for_review, access_operation_for_page
-from dispatch.services.principals import has_role
+from dispatch.services.authority import has_role
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import ApprovalState, OperationState

@@ -54,15 +54,11 @@ from dispatch.models import (
 )
 from dispatch.runtime import get_runtime
 from dispatch.services.access import access_resource_by_id
+from dispatch.services.admission import resolve_resources, validate_arguments
+from dispatch.services.authority import select_authority
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.execution import operation_execute
-from dispatch.services.proposals import (
-    CALL_ID,
-    proposal_create,
-    resolve_resources,
-    select_authority,
-    validate_arguments,
-)
+from dispatch.services.proposals import CALL_ID, proposal_create
 from dispatch.services.resources import resource_create, revision_create
 from protocols.canonical import CanonicalizationError, digest, digest_bytes, materialize_defaults
 from protocols.denials import Denial, DenialCode

@@ -72,7 +72,8 @@ class World:
 
 
 def make_world(now: datetime, prefix: str = "") -> World:
-    from dispatch.services.principals import agent_create, grant_issue, human_create
+    from dispatch.services.authority import grant_issue
+    from dispatch.services.principals import agent_create, human_create
 
     owner, token = agent_create(name=f"{prefix}owner", tenant=f"{prefix}acme", tools=ALL_TOOLS)
     approver, _ = human_create(name=f"{prefix}approver", tenant=f"{prefix}acme",

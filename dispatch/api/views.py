@@ -60,8 +60,8 @@ from dispatch.services.access import (
     access_resource_by_id,
 )
 from dispatch.services.approvals import approval_decide
+from dispatch.services.authority import grant_delegate, has_role
 from dispatch.services.dispatcher import proposal_dispatch
-from dispatch.services.principals import grant_delegate, has_role
 from dispatch.services.proposals import CALL_ID, CALL_ID_RULE, proposal_intake
 from dispatch.services.reconciliation import operation_resolve
 from dispatch.services.resources import resource_create, revision_create

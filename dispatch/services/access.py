@@ -17,6 +17,7 @@ from dispatch.models import (
 )
 from dispatch.runtime import get_runtime
 from protocols.denials import Denial, DenialCode
+from protocols.roles import Role, role_allows
 
 M = TypeVar("M", bound=models.Model)
 
@@ -42,10 +43,7 @@ def resource_kinds_of(principal: Principal) -> frozenset[str]:
 
 
 def _is_admin(principal: Principal) -> bool:
-    # Imported here: `principals` imports this module for its grant loader.
-    from dispatch.services.principals import has_role
-
-    return has_role(principal, "admin")
+    return principal.kind == Principal.Kind.HUMAN and role_allows(principal.role, Role.ADMIN)
 
 
 def access_resource_by_id(principal: Principal, resource_id: object) -> Resource:

@@ -7,9 +7,9 @@ digest they were shown, before expiry, may decide, and only once.
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 from datetime import datetime
+from typing import Any
 
 from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import Q
@@ -19,13 +19,20 @@ from dispatch.ids import new_id
 from dispatch.models import ApprovalRequest, Decision, Permit, Principal, Proposal
 from dispatch.runtime import get_runtime
 from dispatch.services.access import access_approval_for_decision
+from dispatch.services.admission import (
+    Admission,
+    Stage,
+    admit,
+    validate_arguments,
+)
 from dispatch.services.audit import audit_record
+from dispatch.services.authority import require_role
 from dispatch.services.dispatcher import proposal_dispatch
-from dispatch.services.principals import has_role, scope_json
-from dispatch.services.proposals import check_authority
-from dispatch.services.resources import resource_advance, resources_release
+from dispatch.services.permits import permit_move
+from dispatch.services.resources import resource_move, resources_release
 from protocols.denials import Denial, DenialCode
 from protocols.grants import Grant as CoreGrant
+from protocols.grants import scope_as_json
 from protocols.lifecycle import (
     APPROVAL_LIFECYCLE,
     PERMIT_LIFECYCLE,
@@ -34,6 +41,7 @@ from protocols.lifecycle import (
     PermitEvent,
     PermitState,
     ResourceEvent,
+    sources,
     transition,
 )
 
@@ -51,8 +59,7 @@ def approval_decide(
 ) -> tuple[ApprovalRequest, Permit | None]:
     """Grant or deny one pending approval; a grant mints the one-shot permit."""
     approval = access_approval_for_decision(approver, approval_id)
-    if not has_role(approver, approval.role):
-        raise Denial(DenialCode.ROLE_REQUIRED, role=approval.role)
+    require_role(approver, approval.role)
     if approver.id == approval.proposal.principal_id:
         raise Denial(DenialCode.APPROVER_IS_REQUESTER)  # four eyes: never one's own request
     if decision not in (Decision.Outcome.GRANT, Decision.Outcome.DENY):
@@ -74,33 +81,17 @@ def approval_decide(
         approval_expire(approval_id=approval.id, now=now)  # this one only, not a sweep
         raise Denial(DenialCode.APPROVAL_EXPIRED)
     event = ApprovalEvent.GRANT if decision == Decision.Outcome.GRANT else ApprovalEvent.DENY
-    target = transition(APPROVAL_LIFECYCLE, ApprovalState.PENDING, event)
-    authority = None
-    if event is ApprovalEvent.GRANT:
-        runtime = get_runtime()
-        contract = runtime.contract(proposal.operation)
-        # No human is asked to approve what could never run under the current contract.
-        if contract.fingerprint != proposal.contract_fingerprint:
-            raise Denial(DenialCode.CONTRACT_MISMATCH, operation=proposal.operation)
-        resolved = json.loads(proposal.canonical)["arguments"]
-
-        def authority(*, lock: bool = False) -> CoreGrant:
-            return check_authority(runtime, contract, proposal.principal, resolved, now,
-                                   lock=lock)
-
-        authority()
+    admission = _admit_for_grant(proposal, now) if event is ApprovalEvent.GRANT else None
     failpoint("decision.before_transaction")
     try:
         with transaction.atomic(durable=True):
             # The permit records the grant the requester's authority rests on (spec §6.1),
             # checked again here, share-locked: a revocation that committed first refuses
             # the grant, and one that comes later finds the permit and revokes it.
-            grant = authority(lock=True) if authority is not None else None
+            grant = admission.authority_again(lock=True) if admission is not None else None
             # Only the first decision moves the request out of `pending` before expiry.
-            moved = ApprovalRequest.objects.filter(
-                id=approval.id, state=ApprovalState.PENDING, expires_at__gt=now,
-            ).update(state=target)
-            if moved != 1:
+            if approval_move(event=event, source=ApprovalState.PENDING, id=approval.id,
+                             expires_at__gt=now) != 1:
                 raise Denial(DenialCode.APPROVAL_DECIDED)
             Decision.objects.create(approval_id=approval.id, approver=approver,
                                     outcome=decision, digest=digest, reason=reason,
@@ -108,19 +99,8 @@ def approval_decide(
             permit = None
             if grant is not None:
                 for ref in proposal.resource_refs:
-                    resource_advance(ref=ref, event=ResourceEvent.GRANT, now=now)
-                permit = Permit.objects.create(
-                    tenant_id=proposal.tenant_id, approval_id=approval.id, proposal=proposal,
-                    state=PERMIT_LIFECYCLE.initial, approver=approver,
-                    requester_id=proposal.principal_id, execution_id=proposal.execution_id,
-                    grant_id=grant.id, grant_scope=scope_json(grant.scope),
-                    operation=proposal.operation,
-                    contract_fingerprint=proposal.contract_fingerprint, digest=proposal.digest,
-                    resource_refs=proposal.resource_refs,
-                    destination_fingerprint=proposal.destination_fingerprint,
-                    policy_fingerprint=proposal.policy_fingerprint,
-                    operation_id=new_id("op"), issued_at=now, expires_at=approval.expires_at,
-                )
+                    resource_move(ref=ref, event=ResourceEvent.GRANT, now=now)
+                permit = _permit_mint(approval, proposal, approver, grant, now)
             else:
                 resources_release(proposal=proposal, event=ResourceEvent.DENY, now=now)
             audit_record(
@@ -135,8 +115,46 @@ def approval_decide(
     except IntegrityError:
         # The unique decision per approval: a concurrent second decision lost.
         raise Denial(DenialCode.APPROVAL_DECIDED) from None
-    approval.state = target  # what the conditional update above moved it to
+    approval.state = transition(APPROVAL_LIFECYCLE, ApprovalState.PENDING, event)
     return approval, permit
+
+
+def _admit_for_grant(proposal: Proposal, now: datetime) -> Admission:
+    """No human is asked to approve what could never run under the current contract: the
+    action is admitted again for its requester (a tightened deployment policy answers as
+    policy, `effect_not_permitted`; a changed destination is the dispatcher's to refuse)."""
+    contract = get_runtime().contract(proposal.operation)
+    if contract.fingerprint != proposal.contract_fingerprint:
+        raise Denial(DenialCode.CONTRACT_MISMATCH, operation=proposal.operation)
+    return admit(contract, proposal.principal,
+                 validate_arguments(contract, proposal.arguments), now=now, stage=Stage.DECIDE)
+
+
+def _permit_mint(
+    approval: ApprovalRequest, proposal: Proposal, approver: Principal, grant: CoreGrant,
+    now: datetime,
+) -> Permit:
+    """The one-shot permit, binding everything of spec §6.1, in the grant's transaction."""
+    return Permit.objects.create(
+        tenant_id=proposal.tenant_id, approval_id=approval.id, proposal=proposal,
+        state=PERMIT_LIFECYCLE.initial, approver=approver,
+        requester_id=proposal.principal_id, execution_id=proposal.execution_id,
+        grant_id=grant.id, grant_scope=scope_as_json(grant.scope),
+        operation=proposal.operation,
+        contract_fingerprint=proposal.contract_fingerprint, digest=proposal.digest,
+        resource_refs=proposal.resource_refs,
+        destination_fingerprint=proposal.destination_fingerprint,
+        policy_fingerprint=proposal.policy_fingerprint,
+        operation_id=new_id("op"), issued_at=now, expires_at=approval.expires_at,
+    )
+
+
+def approval_move(*, event: ApprovalEvent, source: ApprovalState, **match: Any) -> int:
+    """THE one owner of an approval request's state: move the requests `match` selects from
+    `source` by `event` (the table must allow it); returns how many moved, for the caller to
+    read. A conditional update: of two deciders, exactly one finds the request pending."""
+    target = transition(APPROVAL_LIFECYCLE, source, event)
+    return ApprovalRequest.objects.filter(state=source, **match).update(state=target)
 
 
 def _dispatch_on_approval(proposal: Proposal, now: datetime) -> None:
@@ -171,21 +189,18 @@ def approvals_expire_stale(*, now: datetime) -> int:
 def approval_expire(*, approval_id: str, now: datetime) -> bool:
     """Expire one approval past its window (and its unclaimed permit); False if it moved on."""
     with transaction.atomic():
-        approval = ApprovalRequest.objects.filter(id=approval_id, expires_at__lte=now).first()
-        if approval is None or approval.state not in (ApprovalState.PENDING,
-                                                      ApprovalState.GRANTED):
+        approval = ApprovalRequest.objects.select_related("proposal").filter(
+            id=approval_id, expires_at__lte=now).first()
+        if approval is None:
             return False
         state = ApprovalState(approval.state)
-        if state is ApprovalState.GRANTED:
-            # A granted approval whose permit was claimed stays granted: it ran.
-            lapsed = Permit.objects.filter(
-                approval_id=approval_id, state=PermitState.ISSUED,
-            ).update(state=transition(PERMIT_LIFECYCLE, PermitState.ISSUED, PermitEvent.EXPIRE))
-            if lapsed != 1:
-                return False
-        moved = ApprovalRequest.objects.filter(id=approval_id, state=state).update(
-            state=transition(APPROVAL_LIFECYCLE, state, ApprovalEvent.EXPIRE))
-        if moved != 1:
+        if state not in sources(APPROVAL_LIFECYCLE, ApprovalEvent.EXPIRE):
+            return False
+        # A granted approval whose permit was claimed stays granted: it ran.
+        if state is ApprovalState.GRANTED and permit_move(
+                event=PermitEvent.EXPIRE, now=now, approval_id=approval_id) != 1:
+            return False
+        if approval_move(event=ApprovalEvent.EXPIRE, source=state, id=approval_id) != 1:
             return False
         proposal = approval.proposal
         resources_release(proposal=proposal, event=ResourceEvent.EXPIRE, now=now)

@@ -8,32 +8,32 @@ from datetime import datetime
 
 from django.db import transaction
 
-from dispatch.models import ApprovalRequest, Operation, Permit, Principal, Proposal
+from dispatch.models import Operation, Principal, Proposal
 from dispatch.services.access import access_proposal_by_id
+from dispatch.services.approvals import approval_move
 from dispatch.services.audit import audit_record
+from dispatch.services.authority import require_role
 from dispatch.services.operations import operation_move
-from dispatch.services.principals import has_role
+from dispatch.services.permits import permit_move
 from dispatch.services.resources import resources_release
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import (
     APPROVAL_LIFECYCLE,
-    PERMIT_LIFECYCLE,
     ApprovalEvent,
     OperationEvent,
     OperationState,
     PermitEvent,
-    PermitState,
     ResourceEvent,
     sources,
-    transition,
 )
+from protocols.roles import Role
 
 
 def proposal_cancel(*, actor: Principal, proposal_id: object, now: datetime) -> Proposal:
     """Cancel a proposal's action. Returns the proposal; its operation, if any, tells the rest."""
     proposal = access_proposal_by_id(actor, proposal_id)
-    if actor.id != proposal.principal_id and not has_role(actor, "operator"):
-        raise Denial(DenialCode.ROLE_REQUIRED, role="operator")
+    if actor.id != proposal.principal_id:
+        require_role(actor, Role.OPERATOR)  # the requester, or a human who operates
     if proposal.cancelled_at is None and _cancel_before_claim(proposal, actor, now):
         proposal.refresh_from_db()
         return proposal
@@ -52,11 +52,9 @@ def _cancel_before_claim(proposal: Proposal, actor: Principal, now: datetime) ->
         Proposal.objects.filter(id=proposal.id, cancelled_at__isnull=True).update(
             cancelled_at=now)
         for state in sources(APPROVAL_LIFECYCLE, ApprovalEvent.REVOKE):
-            ApprovalRequest.objects.filter(proposal_id=proposal.id, state=state).update(
-                state=transition(APPROVAL_LIFECYCLE, state, ApprovalEvent.REVOKE))
+            approval_move(event=ApprovalEvent.REVOKE, source=state, proposal_id=proposal.id)
         # The claim's conditional update on this permit row serializes with this one.
-        Permit.objects.filter(proposal_id=proposal.id, state=PermitState.ISSUED).update(
-            state=transition(PERMIT_LIFECYCLE, PermitState.ISSUED, PermitEvent.REVOKE))
+        permit_move(event=PermitEvent.REVOKE, now=now, proposal_id=proposal.id)
         if Operation.objects.filter(proposal_id=proposal.id).exists():
             transaction.set_rollback(True)  # a claim won the race: cancel after the claim
             return False

@@ -7,43 +7,26 @@ committed claim.
 
 from __future__ import annotations
 
-import hmac
-import logging
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist
 from django.db import transaction
 
-from dispatch.claims import operation_claim
 from dispatch.failpoints import failpoint
 from dispatch.ids import new_id
 from dispatch.models import Operation, Permit, Principal, Proposal
+from dispatch.queue import execute_on_commit
 from dispatch.runtime import get_runtime
 from dispatch.services.access import access_proposal_for_dispatch
+from dispatch.services.admission import Stage, admit, deployment_refusal, validate_arguments
 from dispatch.services.audit import audit_record
 from dispatch.services.budgets import budget_keys
-from dispatch.services.proposals import (
-    check_authority,
-    resolve_resources,
-    snapshot_of,
-    validate_arguments,
-)
-from protocols.canonical import digest
+from dispatch.services.claims import operation_claim
+from protocols.approvals import Binding, PermitView, permit_refusal
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
-from protocols.lifecycle import (
-    ApprovalState,
-    PermitState,
-)
-
-log = logging.getLogger(__name__)
-
-Clock = Callable[[], datetime]
-
-
-# --- steps 1-7: in the request ------------------------------------------------------------------
+from protocols.lifecycle import PermitState
 
 
 def proposal_dispatch(
@@ -94,30 +77,18 @@ def _dispatch(
 
     # 1. Resolve the contract; verify registration fingerprints.
     contract = runtime.contract(proposal.operation)
-    if contract.fingerprint != proposal.contract_fingerprint:
-        raise Denial(DenialCode.CONTRACT_MISMATCH, operation=contract.qualified_name)
-    runtime.handler(contract)
-    if runtime.policy_fingerprint(contract) != proposal.policy_fingerprint:
-        raise Denial(DenialCode.CONTRACT_MISMATCH, reason="deployment policy changed")
-    if runtime.destination_fingerprint(contract) != proposal.destination_fingerprint:
-        raise Denial(DenialCode.CONTRACT_MISMATCH, reason="destination changed")
+    moved = deployment_refusal(runtime, contract, proposal)
+    if moved is not None:
+        raise moved
 
-    # 2. Validate arguments; resolve resource handles through the store.
-    arguments = validate_arguments(contract, proposal.arguments)
-    resolved = resolve_resources(contract, principal, arguments, event=None)
-    snapshot_digest = digest(snapshot_of(runtime, contract, resolved.arguments))
-    if not hmac.compare_digest(snapshot_digest, proposal.digest):
-        raise Denial(DenialCode.PROPOSAL_MISMATCH, reason="the snapshot no longer matches")
-
-    # 3-4. Tool set, grant scope, expiry, revocation, deployment policy and effect ceiling.
-    def authority(*, lock: bool = False) -> object:
-        return check_authority(runtime, contract, principal, resolved.arguments, now, lock=lock)
-
-    authority()
+    # 2-4. Arguments, resource handles through the store, tool set, grant scope, expiry,
+    # revocation, deployment policy and effect ceiling; the snapshot must be the proposal's.
+    # (4, the protocol state, is decided by the claim's compare-and-swap in step 7, after the
+    # permit: so every loser of a race for one permit hears `permit_claimed`.)
+    admission = admit(contract, principal, validate_arguments(contract, proposal.arguments),
+                      now=now, stage=Stage.DISPATCH, expect_digest=proposal.digest)
 
     # 5. The approval, against the exact canonical proposal.
-    # 4 (protocol state) is decided by the claim's compare-and-swap in step 7, after the
-    # permit: so every loser of a race for one permit hears `permit_claimed`.
     permit = _permit_for(contract, proposal, own, principal, permit_id, now)
 
     # 6-7. Take the budget and claim, in one transaction: a failed claim holds no capacity.
@@ -128,12 +99,12 @@ def _dispatch(
         proposal=proposal, permit=permit,
         operation_id=permit.operation_id if permit else new_id("op"),
         actor=principal.name, now=now, budget=budget, cost=cost,
-        recheck_authority=lambda: authority(lock=True),
+        recheck_authority=lambda: admission.authority_again(lock=True),
     )
     if not transaction.get_connection().in_atomic_block:  # not inside a grant: committed
         failpoint("claim.after_commit")
     if enqueue:
-        operation_enqueue(operation.id)
+        execute_on_commit(operation.id)
     return operation
 
 
@@ -153,29 +124,15 @@ def _permit_for(
         raise Denial(DenialCode.PROPOSAL_MISMATCH if other else DenialCode.NOT_FOUND,
                      kind="permit", id=str(permit_id))
     approval = _related(proposal, "approval")  # loaded with the proposal
-    if approval is None:
-        raise Denial(DenialCode.APPROVAL_REQUIRED)
-    state = ApprovalState(approval.state)
-    if state is ApprovalState.PENDING:
-        raise Denial(DenialCode.APPROVAL_EXPIRED if now >= approval.expires_at
-                     else DenialCode.APPROVAL_PENDING)
-    if state is ApprovalState.DENIED:
-        raise Denial(DenialCode.APPROVAL_DENIED)
-    if state is ApprovalState.EXPIRED:
-        raise Denial(DenialCode.APPROVAL_EXPIRED)
-    if state is ApprovalState.REVOKED:
-        raise Denial(DenialCode.APPROVAL_REVOKED)
-    permit = own
-    if permit is None:  # a granted approval always minted one: a store inconsistency
-        raise Denial(DenialCode.PERSISTENCE_FAILURE, reason="granted approval has no permit")
-    if permit.state == PermitState.CLAIMED:
-        raise Denial(DenialCode.PERMIT_CLAIMED, permit_id=permit.id)
-    if permit.state == PermitState.REVOKED:
-        raise Denial(DenialCode.APPROVAL_REVOKED)
-    if permit.state == PermitState.EXPIRED or now >= permit.expires_at:
-        raise Denial(DenialCode.APPROVAL_EXPIRED)
-    _check_binding(permit, proposal)
-    return permit
+    refusal = permit_refusal(
+        approval_state=approval.state if approval else None,
+        approval_expires_at=approval.expires_at if approval else None,
+        permit=None if own is None else PermitView(
+            id=own.id, state=own.state, expires_at=own.expires_at, binding=binding_of(own)),
+        proposal=proposal_binding(proposal), now=now)
+    if refusal is not None:
+        raise refusal
+    return own
 
 
 def _related(instance: Any, name: str) -> Any:
@@ -186,24 +143,17 @@ def _related(instance: Any, name: str) -> Any:
         return None
 
 
-def _check_binding(permit: Permit, proposal: Proposal) -> None:
-    """Everything the permit binds must equal the proposal being dispatched (spec §6.1)."""
-    if not hmac.compare_digest(permit.digest, proposal.digest):
-        raise Denial(DenialCode.PROPOSAL_MISMATCH, field="digest")
-    if permit.requester_id != proposal.principal_id:
-        raise Denial(DenialCode.PROPOSAL_MISMATCH, field="requester")
-    if permit.execution_id != proposal.execution_id:
-        raise Denial(DenialCode.PROPOSAL_MISMATCH, field="execution_id")
-    if permit.contract_fingerprint != proposal.contract_fingerprint:
-        raise Denial(DenialCode.CONTRACT_MISMATCH, field="contract_fingerprint")
-    if permit.destination_fingerprint != proposal.destination_fingerprint:
-        raise Denial(DenialCode.PROPOSAL_MISMATCH, field="destination_fingerprint")
-    if permit.policy_fingerprint != proposal.policy_fingerprint:
-        raise Denial(DenialCode.PROPOSAL_MISMATCH, field="policy_fingerprint")
+def binding_of(permit: Permit) -> Binding:
+    return Binding(digest=permit.digest, requester=permit.requester_id,
+                   execution_id=permit.execution_id,
+                   contract_fingerprint=permit.contract_fingerprint,
+                   destination_fingerprint=permit.destination_fingerprint,
+                   policy_fingerprint=permit.policy_fingerprint)
 
 
-def operation_enqueue(operation_id: str) -> None:
-    """Hand the operation to a worker once the claim has committed; pass the id only."""
-    from dispatch.tasks import operation_execute_task
-
-    transaction.on_commit(lambda: operation_execute_task.delay(operation_id))
+def proposal_binding(proposal: Proposal) -> Binding:
+    return Binding(digest=proposal.digest, requester=proposal.principal_id,
+                   execution_id=proposal.execution_id,
+                   contract_fingerprint=proposal.contract_fingerprint,
+                   destination_fingerprint=proposal.destination_fingerprint,
+                   policy_fingerprint=proposal.policy_fingerprint)

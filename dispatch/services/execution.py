@@ -26,9 +26,11 @@ from dispatch.handlers import (
     Handler,
     HandlerContext,
     UncertainOutcome,
+    UnclaimedInvocationError,
 )
 from dispatch.models import ApprovalRequest, Attempt, Operation, Proposal
 from dispatch.runtime import Runtime, get_runtime
+from dispatch.services.admission import Stage, admit, deployment_refusal, validate_arguments
 from dispatch.services.operations import (
     OUTCOME_EVENTS,
     attempt_answer_ignored,
@@ -36,7 +38,6 @@ from dispatch.services.operations import (
     attempt_start,
     operation_move,
 )
-from dispatch.services.proposals import check_authority
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import ApprovalState, OperationEvent, OperationState
@@ -99,17 +100,14 @@ def operation_execute(*, operation_id: str, clock: Clock = timezone.now) -> Oper
 def deployment_drift(
     runtime: Runtime, contract: OperationContract, proposal: Proposal
 ) -> str | None:
-    """Why this deployment no longer runs what was approved, or None (spec §8: recovery checks
-    the deployment, policy and contract fingerprints before any attempt, however late)."""
-    handler = runtime.handlers.get(contract.qualified_name)
-    if handler is None or handler.implementation_fingerprint != \
-            contract.implementation_fingerprint:
-        return "contract_mismatch: the handler changed since the proposal"
-    if runtime.destination_fingerprint(contract) != proposal.destination_fingerprint:
-        return "contract_mismatch: the destination changed since the proposal"
-    if runtime.policy_fingerprint(contract) != proposal.policy_fingerprint:
-        return "contract_mismatch: the deployment policy changed since the proposal"
-    return None
+    """Why this deployment no longer runs what was approved, or None: recovery checks the
+    contract, handler, destination and policy fingerprints before any attempt, however late
+    (spec §8)."""
+    refusal = deployment_refusal(runtime, contract, proposal)
+    if refusal is None:
+        return None
+    what = refusal.details.get("reason", "the contract changed")
+    return f"{refusal.code.value}: {what} since the proposal"
 
 
 def _refuse_to_run(operation: Operation, reason: str, now: datetime) -> None:
@@ -160,12 +158,26 @@ def _next_attempt(
     return open_attempt.number + 1
 
 
+def handler_invoke(handler: Handler, ctx: HandlerContext) -> dict[str, Any]:
+    """THE entry point to a protected handler (spec §7): it runs only for a started, open
+    attempt of an operation that holds a committed claim, of this handler's operation;
+    anything else raises `UnclaimedInvocationError` before any I/O."""
+    started = Attempt.objects.filter(
+        operation_id=ctx.operation_id, number=ctx.attempt, ended_at__isnull=True,
+        operation__state=OperationState.CLAIMED, operation__operation=handler.name,
+    ).exists()
+    if not started:
+        raise UnclaimedInvocationError(
+            f"{handler.name}: operation {ctx.operation_id} attempt {ctx.attempt} holds no claim")
+    return handler.perform(ctx)
+
+
 def _run_handler(
     handler: Handler, ctx: HandlerContext, contract: OperationContract
 ) -> tuple[str, dict[str, Any] | None, str]:
     failpoint("attempt.before_call")
     try:
-        result = handler.invoke(ctx)
+        result = handler_invoke(handler, ctx)
         failpoint("attempt.after_effect")
         return Attempt.Outcome.COMPLETED, result, ""
     except DefiniteFailure as exc:
@@ -200,8 +212,9 @@ def retry_refusal(
         if approval.state != ApprovalState.GRANTED or now >= permit.expires_at:
             return "the approval is no longer valid; a new approval is required"
     try:
-        check_authority(get_runtime(), contract, operation.principal,
-                        json.loads(operation.proposal.canonical)["arguments"], now)
+        admit(contract, operation.principal,
+              validate_arguments(contract, operation.proposal.arguments), now=now,
+              stage=Stage.RETRY, expect_digest=operation.proposal.digest)
     except Denial as exc:
         return f"authority no longer valid ({exc.code.value})"
     return None

@@ -15,9 +15,9 @@ from typing import Any
 
 from django.db import transaction
 
-from dispatch.models import Attempt, Operation
+from dispatch.models import Attempt, Operation, Permit, Proposal
 from dispatch.services.audit import audit_record
-from dispatch.services.resources import resource_advance
+from dispatch.services.resources import resource_move
 from protocols.lifecycle import (
     OPERATION_LIFECYCLE,
     OperationEvent,
@@ -53,6 +53,9 @@ _AUDIT_KINDS = {
     OperationState.RECONCILED_NO_EFFECT: "operation.reconciled",
     OperationState.CLAIMED: "operation.retried",
 }
+
+
+_CLAIMED = transition(OPERATION_LIFECYCLE, OPERATION_LIFECYCLE.initial, OperationEvent.CLAIM)
 
 
 class _Lost(Exception):
@@ -102,7 +105,7 @@ def operation_move(
             resource_event = _RESOURCE_EVENTS[target]
             if resource_event is not None:
                 for ref in operation.proposal.resource_refs:
-                    resource_advance(ref=ref, event=resource_event, now=now)
+                    resource_move(ref=ref, event=resource_event, now=now)
             audit_record(
                 tenant_id=operation.tenant_id, kind=_AUDIT_KINDS[target], actor=actor, at=now,
                 operation_id=operation.id, proposal_id=operation.proposal_id,
@@ -118,6 +121,21 @@ def operation_move(
     if evidence is not None:
         operation.evidence = evidence
     return True
+
+
+def operation_open(
+    *, proposal: Proposal, permit: Permit | None, operation_id: str, now: datetime,
+) -> Operation:
+    """Inside the claim's transaction: insert the operation intent, `pending -> claimed` by
+    the table. One operation per proposal is the database's rule: a second insert raises
+    IntegrityError, and the caller's transaction must then roll back whole."""
+    return Operation.objects.create(
+        id=operation_id, tenant_id=proposal.tenant_id, proposal_id=proposal.id,
+        permit=permit, principal_id=proposal.principal_id,
+        execution_id=proposal.execution_id, operation=proposal.operation,
+        contract_fingerprint=proposal.contract_fingerprint, state=_CLAIMED,
+        claimed_at=now, updated_at=now,
+    )
 
 
 def attempt_start(operation: Operation, number: int, now: datetime) -> bool:

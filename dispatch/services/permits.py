@@ -1,12 +1,15 @@
-"""Permits that stop resting on authority (spec §6.3): revoking a grant revokes the issued,
-unclaimed permits minted under it. The human's decision stays what it was (granted); the
-authority to act on it is gone, and a dispatch hears `authority_revoked`. A claimed permit has
-run; revocation never undoes it."""
+"""Permits (spec §6.3): `permit_move` is the one owner of a permit's state.
+
+A permit is issued by a grant (approvals), claimed once (the claim), or expires or is revoked
+unused. Revoking a grant revokes the issued, unclaimed permits minted under it: the human's
+decision stays what it was (granted), the authority to act on it is gone, and a dispatch
+hears `authority_revoked`. A claimed permit has run; revocation never undoes it."""
 
 from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import datetime
+from typing import Any
 
 from dispatch.models import Permit
 from dispatch.services.audit import audit_record
@@ -16,10 +19,23 @@ from protocols.lifecycle import (
     PermitEvent,
     PermitState,
     ResourceEvent,
+    sources,
     transition,
 )
 
-PERMIT_REVOKED = transition(PERMIT_LIFECYCLE, PermitState.ISSUED, PermitEvent.REVOKE)
+
+def permit_move(*, event: PermitEvent, now: datetime, **match: Any) -> int:
+    """Move the permits `match` selects by `event`, from the one state the table allows it
+    from (every permit event leaves `issued`); returns how many moved, for the caller to read.
+
+    A conditional update: of two movers of one permit (a claim and a revocation, say), exactly
+    one finds it issued. A claim also records when (`claimed_at`).
+    """
+    (source,) = sources(PERMIT_LIFECYCLE, event)
+    fields: dict[str, Any] = {"state": transition(PERMIT_LIFECYCLE, source, event)}
+    if event is PermitEvent.CLAIM:
+        fields["claimed_at"] = now
+    return Permit.objects.filter(state=source, **match).update(**fields)
 
 
 def permits_revoke_resting_on(
@@ -36,9 +52,7 @@ def permits_revoke_resting_on(
                   .select_related("proposal"))
     revoked: list[str] = []
     for permit in issued:
-        moved = Permit.objects.filter(id=permit.id, state=PermitState.ISSUED).update(
-            state=PERMIT_REVOKED)
-        if moved != 1:
+        if permit_move(event=PermitEvent.REVOKE, now=now, id=permit.id) != 1:
             continue  # claimed meanwhile: it ran, and revocation does not undo it
         resources_release(proposal=permit.proposal, event=ResourceEvent.EXPIRE, now=now)
         audit_record(tenant_id=permit.tenant_id, kind="permit.revoked", actor=actor, at=now,

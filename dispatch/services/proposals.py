@@ -19,136 +19,26 @@ from dispatch.models import (
     Principal,
     Proposal,
     ProposalResource,
-    Resource,
-    Revision,
 )
-from dispatch.runtime import Runtime, get_runtime
+from dispatch.runtime import get_runtime
+from dispatch.services.admission import Admission, Stage, admit, validate_arguments
 from dispatch.services.audit import audit_record
-from dispatch.services.principals import grants_of
-from dispatch.services.resources import resource_advance
+from dispatch.services.resources import resource_move
 from protocols.canonical import (
-    CANON_VERSION,
     CanonicalizationError,
     canonicalize,
-    digest_bytes,
-    materialize_defaults,
 )
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
-from protocols.grants import Grant as CoreGrant
-from protocols.grants import authorize
 from protocols.lifecycle import (
-    RESOURCE_PROTOCOLS,
     ApprovalState,
     ResourceEvent,
-    ResourceState,
-    transition,
 )
 
 EXECUTION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,80}$")
 #: A call id (DESIGN §7): 1 to 200 printable ASCII characters, space included.
 CALL_ID = re.compile(r"[ -~]{1,200}")
 CALL_ID_RULE = "must be a string of 1 to 200 printable ASCII characters"
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """Arguments with every resource reference resolved through the store."""
-
-    arguments: dict[str, Any]
-    refs: list[dict[str, Any]]
-
-
-def validate_arguments(contract: OperationContract, arguments: Any) -> dict[str, Any]:
-    """Schema-check, materialize defaults and normalize: the exact arguments that will run."""
-    if not isinstance(arguments, dict):
-        raise Denial(DenialCode.SCHEMA_INVALID,
-                     errors=[{"pointer": "/arguments", "message": "must be an object"}])
-    errors = contract.schema_errors(arguments)
-    if errors:
-        raise Denial(DenialCode.SCHEMA_INVALID, errors=errors)
-    full = materialize_defaults(contract.input_type, arguments)
-    return contract.normalize(full)
-
-
-def resolve_resources(
-    contract: OperationContract, principal: Principal, arguments: dict[str, Any],
-    *, event: ResourceEvent | None,
-) -> Resolved:
-    """Resolve `{"id","revision"}` references through the store, never from client fields.
-
-    The revision must be current and, unless `event` is None, the state must allow `event`.
-    """
-    resolved = dict(arguments)
-    refs: list[dict[str, Any]] = []
-    for name, protocol_name in sorted(contract.protocol_preconditions.items()):
-        ref = arguments[name]
-        # The named revision with its resource, in one query on the hot path.
-        revision = Revision.objects.select_related("resource").filter(
-            resource_id=ref["id"], resource__tenant_id=principal.tenant_id,
-            resource__kind=protocol_name, number=ref["revision"]).first()
-        if revision is None:
-            resource = Resource.objects.filter(
-                id=ref["id"], tenant_id=principal.tenant_id, kind=protocol_name).first()
-            if resource is None:
-                raise Denial(DenialCode.NOT_FOUND, kind="resource", id=ref["id"])
-            raise Denial(DenialCode.STALE_REVISION, resource_id=resource.id,
-                         current_revision=resource.current_revision)
-        resource = revision.resource
-        if resource.current_revision != ref["revision"]:
-            raise Denial(DenialCode.STALE_REVISION, resource_id=resource.id,
-                         current_revision=resource.current_revision)
-        if event is not None:
-            transition(RESOURCE_PROTOCOLS[protocol_name], ResourceState(resource.state), event)
-        resolved[name] = {"id": resource.id, "revision": revision.number,
-                          "digest": revision.digest, "payload": revision.payload}
-        refs.append({"id": resource.id, "revision": revision.number, "digest": revision.digest})
-    return Resolved(arguments=resolved, refs=refs)
-
-
-def select_authority(contract: OperationContract, resolved: dict[str, Any]) -> dict[str, str]:
-    """The concrete values the arguments select for each authority key (spec §4.3)."""
-    selected: dict[str, str] = {}
-    for requirement in contract.authority_requirements:
-        value: Any = resolved
-        for token in requirement.pointer.split("/")[1:]:
-            value = value[token.replace("~1", "/").replace("~0", "~")]
-        selected[requirement.key] = str(value)
-    return selected
-
-
-def check_authority(
-    runtime: Runtime, contract: OperationContract, principal: Principal,
-    resolved: dict[str, Any], now: datetime, *, lock: bool = False,
-) -> CoreGrant:
-    """The grant this action rests on now, or the denial that says why there is none.
-
-    `lock=True` inside a claim's or decision's transaction: the grants read are share-locked,
-    so a revocation committed before this read is seen and a later one waits (DESIGN §5)."""
-    return authorize(
-        grants=grants_of(principal, lock=lock),
-        subject=principal.id,
-        operation=contract.qualified_name,
-        effects=frozenset(e.value for e in contract.possible_effects),
-        selected=select_authority(contract, resolved),
-        tool_set=frozenset(principal.tools),
-        policy=runtime.policy,
-        now=now,
-    )
-
-
-def snapshot_of(
-    runtime: Runtime, contract: OperationContract, arguments: dict[str, Any]
-) -> dict[str, Any]:
-    """What the operator sees and the permit binds: no execution id, no principal (DESIGN §7)."""
-    return {
-        "canon": CANON_VERSION,
-        "operation": contract.qualified_name,
-        "contract_version": contract.contract_version,
-        "contract_fingerprint": contract.fingerprint,
-        "arguments": arguments,
-        "destination": runtime.destination(contract),
-    }
 
 
 @dataclass(frozen=True)
@@ -221,21 +111,10 @@ def proposal_intake(
         existing = _first_proposal_of_call(principal, call_scope, call, contract, full)
         if existing is not None:
             return Intake(existing, created=False)
-    resolved = resolve_resources(contract, principal, full, event=ResourceEvent.PROPOSE)
-    check_authority(runtime, contract, principal, resolved.arguments, now)
-    snapshot = snapshot_of(runtime, contract, resolved.arguments)
-    try:
-        canonical = canonicalize(snapshot)
-    except CanonicalizationError as exc:
-        raise Denial(DenialCode.SCHEMA_INVALID, errors=[
-            {"pointer": exc.pointer, "message": exc.reason}]) from None
-    proposal_digest = digest_bytes(canonical)  # the bytes above, not a second encoding
-
+    admission = admit(contract, principal, full, now=now, stage=Stage.PROPOSE)
     try:
         return Intake(_proposal_insert(
-            principal=principal, contract=contract, runtime=runtime, full=full,
-            resolved=resolved, canonical=canonical.decode(), proposal_digest=proposal_digest,
-            execution_id=execution_id, dispatch_on_approval=dispatch_on_approval,
+            admission, execution_id=execution_id, dispatch_on_approval=dispatch_on_approval,
             call_scope=call_scope, call_id=call or "", expires_in=expires_in, now=now),
             created=True)
     except IntegrityError:
@@ -287,11 +166,12 @@ def _same_arguments(stored: Any, full: dict[str, Any]) -> bool:
 
 
 def _proposal_insert(
-    *, principal: Principal, contract: OperationContract, runtime: Runtime,
-    full: dict[str, Any], resolved: Resolved, canonical: str, proposal_digest: str,
-    execution_id: str, dispatch_on_approval: bool, call_scope: str, call_id: str,
-    expires_in: int | None, now: datetime,
+    admission: Admission, *, execution_id: str, dispatch_on_approval: bool, call_scope: str,
+    call_id: str, expires_in: int | None, now: datetime,
 ) -> Proposal:
+    principal, contract, runtime = admission.principal, admission.contract, admission.runtime
+    full, resolved, proposal_digest = admission.arguments, admission.resolved, admission.digest
+    canonical = admission.canonical.decode()  # the bytes hashed, not a second encoding
     with transaction.atomic(durable=True):
         proposal = Proposal.objects.create(
             tenant_id=principal.tenant_id, principal=principal, execution_id=execution_id,
@@ -306,7 +186,7 @@ def _proposal_insert(
         for ref in resolved.refs:
             ProposalResource.objects.create(proposal=proposal, resource_id=ref["id"],
                                             revision=ref["revision"])
-            resource_advance(ref=ref, event=ResourceEvent.PROPOSE, now=now)
+            resource_move(ref=ref, event=ResourceEvent.PROPOSE, now=now)
         audit_record(tenant_id=principal.tenant_id, kind="proposal.created",
                      actor=principal.name, at=now, proposal_id=proposal.id,
                      digest=proposal_digest,

@@ -21,15 +21,16 @@ from django.db import connections
 
 from dispatch.handlers import Handler, LookupResult
 from dispatch.models import Attempt, Operation, Principal
+from dispatch.queue import execute_now, execute_on_commit
 from dispatch.runtime import get_runtime
 from dispatch.services.access import access_operation_by_id
-from dispatch.services.dispatcher import operation_enqueue
+from dispatch.services.authority import require_role
 from dispatch.services.execution import retry_refusal
 from dispatch.services.leases import lease
 from dispatch.services.operations import operation_evidence, operation_move
-from dispatch.services.principals import has_role
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import OperationEvent, OperationState
+from protocols.roles import Role
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +86,7 @@ def _reconcile_claimed(operation: Operation, now: datetime, *, enqueue: bool) ->
     if operation.attempts_made == 0:
         # Claimed but never started (the task was lost): nothing ran, run it now.
         if enqueue:
-            from dispatch.tasks import operation_execute_task
-
-            operation_execute_task.delay(operation.id)
+            execute_now(operation.id)
         return "requeued"
     moved = operation_move(
         operation=operation, event=OperationEvent.UNCERTAIN, attempt=operation.attempts_made,
@@ -117,7 +116,7 @@ def _reconcile_unknown(operation: Operation, now: datetime, *, enqueue: bool) ->
                               attempt=operation.attempts_made, now=now, actor="reconciler",
                               evidence=found.evidence):
                 if enqueue:
-                    operation_enqueue(operation.id)
+                    execute_on_commit(operation.id)
                 return "retried"
             return "inconclusive"
         _note(operation, f"absent per lookup: {found.evidence}; no retry: {refusal}", now)
@@ -174,8 +173,7 @@ def operation_resolve(
 ) -> Operation:
     """An admin settles an unknown outcome with a note of the evidence."""
     operation = access_operation_by_id(admin, operation_id)
-    if not has_role(admin, "admin"):
-        raise Denial(DenialCode.ROLE_REQUIRED, role="admin")
+    require_role(admin, Role.ADMIN)
     events = {"completed": OperationEvent.RECONCILE_COMPLETED,
               "no_effect": OperationEvent.RECONCILE_NO_EFFECT}
     if outcome not in events:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import functools
+import operator
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
-from django.db.models import Q
+from django.db import models, transaction
+from django.db.models import Case, Q, Value, When
 
 from dispatch.contracts import RESOURCE_KINDS, ResourceKind
 from dispatch.models import ApprovalRequest, Principal, Proposal, Resource, Revision
@@ -89,19 +90,12 @@ def revision_create(
         raise Denial(DenialCode.SCHEMA_INVALID, errors=[
             {"pointer": "/base_revision", "message": "must be an integer"}])
     full, payload_digest = _validated_payload(spec, payload)
+    number = base_revision + 1
     with transaction.atomic(durable=True):
-        current = Resource.objects.get(id=resource.id)
-        if current.current_revision != base_revision:
-            raise Denial(DenialCode.STALE_REVISION, current_revision=current.current_revision)
-        target = transition(spec.protocol, ResourceState(current.state),
-                            ResourceEvent.EDIT)
-        number = base_revision + 1
-        # Compare-and-swap: only the holder of the current revision and state moves it on.
-        moved = Resource.objects.filter(
-            id=resource.id, current_revision=base_revision, state=current.state,
-        ).update(current_revision=number, state=target, updated_at=now)
-        if moved != 1:
-            raise Denial(DenialCode.STALE_REVISION)
+        # Compare-and-swap: only the holder of the current revision moves it on, from a
+        # state that allows an edit.
+        resource_move(ref={"id": resource.id, "revision": base_revision},
+                      event=ResourceEvent.EDIT, now=now, also={"current_revision": number})
         revision = Revision.objects.create(
             resource_id=resource.id, number=number, payload=full, digest=payload_digest,
             created_by=principal,
@@ -109,33 +103,67 @@ def revision_create(
         audit_record(tenant_id=principal.tenant_id, kind="resource.revised", actor=principal.name,
                      at=now, digest=payload_digest,
                      details={"resource_id": resource.id, "revision": number})
-    # What the compare-and-swap wrote, without reading the row back.
-    current.current_revision, current.state, current.updated_at = number, target, now
-    return current, revision
+    # What the compare-and-swap wrote, without reading the row back: every edit makes a new
+    # revision in the protocol's initial state.
+    resource.current_revision, resource.updated_at = number, now
+    resource.state = spec.protocol.initial
+    return resource, revision
 
 
 def resource_current(resource: Resource) -> Revision:
     return Revision.objects.get(resource_id=resource.id, number=resource.current_revision)
 
 
-def resource_advance(*, ref: dict[str, Any], event: ResourceEvent, now: datetime) -> None:
-    """Move a referenced resource by `event`, compare-and-swap on its revision and state.
+def resource_move(
+    *, ref: dict[str, Any], event: ResourceEvent, now: datetime,
+    also: dict[str, Any] | None = None,
+) -> None:
+    """Move a referenced resource by `event`: THE one owner of a resource's state.
 
-    Call inside a transaction. Raises `stale_revision` if the revision moved on, or
-    `protocol_state_invalid` if the state does not allow `event`; the caller's transaction
-    then rolls back whole.
+    One compare-and-swap on the revision and on every (kind, state) the transition tables
+    allow `event` from, each moving to its own target; nothing is read unless it fails. Call
+    inside a transaction: a refusal (`stale_revision` if the revision moved on,
+    `protocol_state_invalid` if the state does not allow `event`) rolls the caller back whole.
+    `also`: other columns the same update writes (an edit's new revision number).
     """
-    resource = Resource.objects.get(id=ref["id"])
-    if resource.current_revision != ref["revision"]:
-        raise Denial(DenialCode.STALE_REVISION, resource_id=resource.id,
-                     current_revision=resource.current_revision)
-    source = ResourceState(resource.state)
-    target = transition(RESOURCE_PROTOCOLS[resource.kind], source, event)
+    allowed, target = _moves(event)
     moved = Resource.objects.filter(
-        id=resource.id, current_revision=ref["revision"], state=source,
-    ).update(state=target, updated_at=now)
+        allowed, id=ref["id"], current_revision=ref["revision"],
+    ).update(state=target, updated_at=now, **(also or {}))
     if moved != 1:
-        raise Denial(DenialCode.STALE_REVISION, resource_id=resource.id)
+        raise _refusal(ref, event)
+
+
+@functools.cache
+def _moves(event: ResourceEvent) -> tuple[Q, Case]:
+    """The WHERE and the SET of `resource_move`, derived from the tables (`sources`)."""
+    sources, whens = [], []
+    for kind, protocol in sorted(RESOURCE_PROTOCOLS.items()):
+        for (source, on), target in sorted(protocol.transitions.items()):
+            if on == event:
+                sources.append(Q(kind=kind, state=source))
+                whens.append(When(kind=kind, state=source, then=Value(target.value)))
+    allowed = functools.reduce(operator.or_, sources, Q(pk__in=[]))
+    return allowed, Case(*whens, output_field=models.CharField())
+
+
+def _refusal(ref: dict[str, Any], event: ResourceEvent) -> Denial:
+    # Failure path only: one read to say which precondition failed.
+    current = Resource.objects.filter(id=ref["id"]).values_list(
+        "current_revision", "state", "kind").first()
+    if current is None:
+        return Denial(DenialCode.NOT_FOUND, kind="resource", id=ref["id"])
+    revision, state, kind = current
+    if revision != ref["revision"]:
+        return Denial(DenialCode.STALE_REVISION, resource_id=ref["id"],
+                      current_revision=revision)
+    try:
+        transition(RESOURCE_PROTOCOLS[kind], ResourceState(state), event)
+    except Denial as denial:
+        return Denial(denial.code, denial.message, resource_id=ref["id"], **denial.details)
+    # Allowed now, refused a moment ago: it moved meanwhile; the caller may try again.
+    return Denial(DenialCode.PROTOCOL_STATE_INVALID, "The resource moved meanwhile; reload it.",
+                  resource_id=ref["id"], state=state)
 
 
 def resources_release(*, proposal: Proposal, event: ResourceEvent, now: datetime) -> None:
@@ -150,7 +178,7 @@ def resources_release(*, proposal: Proposal, event: ResourceEvent, now: datetime
             continue
         try:
             with transaction.atomic():
-                resource_advance(ref=ref, event=event, now=now)
+                resource_move(ref=ref, event=event, now=now)
         except Denial:
             continue  # edited or moved on since: nothing to move back
 

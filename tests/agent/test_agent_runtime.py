@@ -10,7 +10,8 @@ import pytest
 from dispatch.agent import ScriptedAdapter, advertised_tools, execution_open, execution_run
 from dispatch.destinations.runner import list_all
 from dispatch.models import Operation, Proposal, Resource, TranscriptEntry
-from dispatch.services.principals import agent_create, grant_issue
+from dispatch.services.authority import grant_issue
+from dispatch.services.principals import agent_create
 from tests.conftest import MAILBOX, World
 from tests.support.destinations import Destinations
 

@@ -24,7 +24,7 @@ class EnrichHandler(Handler):
     def destination(self) -> dict[str, Any]:
         return {"name": "crm", "address": "in-process"}
 
-    def _perform(self, ctx: HandlerContext) -> dict[str, Any]:
+    def perform(self, ctx: HandlerContext) -> dict[str, Any]:
         found = {c: nested_call(ctx, "crm.lookup", {"customer_id": c})
                  for c in ctx.arguments["customers"]}
         return {c: [o.status, o.code] for c, o in found.items()}
@@ -48,7 +48,7 @@ def enrich() -> Iterator[None]:
 def test_nested_calls_meet_the_dispatcher(enrich: None, world: World) -> None:
     world.owner.tools = [*world.owner.tools, "crm.enrich"]
     world.owner.save(update_fields=["tools"])
-    from dispatch.services.principals import grant_issue
+    from dispatch.services.authority import grant_issue
 
     grant_issue(issuer="admin", subject=world.owner, operations=["crm.enrich"], scope={},
                 now=world.now)
@@ -68,7 +68,7 @@ def test_nested_calls_meet_the_dispatcher(enrich: None, world: World) -> None:
 def test_nested_call_outside_the_tool_set_is_denied(enrich: None, world: World) -> None:
     world.owner.tools = ["crm.enrich"]
     world.owner.save(update_fields=["tools"])
-    from dispatch.services.principals import grant_issue
+    from dispatch.services.authority import grant_issue
 
     grant_issue(issuer="admin", subject=world.owner, operations=["crm.enrich"], scope={},
                 now=world.now)

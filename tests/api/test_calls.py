@@ -78,7 +78,8 @@ def test_resource_create_read_and_revise(owner: Caller) -> None:
 
     stale = owner.post(f"resources/{draft['id']}/revisions/",
                        {"base_revision": 1, "payload": draft_payload()})
-    assert assert_error(stale, 409, "stale_revision") == {"current_revision": 2}
+    assert assert_error(stale, 409, "stale_revision") == {"current_revision": 2,
+                                                         "resource_id": draft["id"]}
 
 
 def test_proposal_shape_and_digest(owner: Caller) -> None:
@@ -316,7 +317,7 @@ def test_resolve_is_for_admins(
 def test_grants_are_the_callers_own_newest_first_and_paged(
     owner: Caller, caller: Any, world: World,
 ) -> None:
-    from dispatch.services.principals import grant_issue
+    from dispatch.services.authority import grant_issue
 
     for n in range(5):
         grant_issue(issuer="admin", subject=world.owner, operations=["crm.lookup"],

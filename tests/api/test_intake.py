@@ -10,7 +10,8 @@ from django.test import Client
 
 from dispatch.destinations.runner import list_all
 from dispatch.models import Operation, Proposal
-from dispatch.services.principals import agent_create, grant_issue
+from dispatch.services.authority import grant_issue
+from dispatch.services.principals import agent_create
 from tests.api.conftest import Caller, assert_error, draft_payload, schema_errors
 from tests.conftest import ALL_TOOLS, World
 from tests.support.destinations import Destinations

@@ -16,7 +16,8 @@ import pytest
 from django.utils import timezone
 
 from dispatch.models import AuditEvent, Grant, Operation, Permit, Principal
-from dispatch.services.principals import agent_create, grant_issue, grant_revoke
+from dispatch.services.authority import grant_issue, grant_revoke
+from dispatch.services.principals import agent_create
 from tests.conftest import ALL_TOOLS, MAILBOX, World, make_world
 from tests.support.paused import PausedChild
 from tests.support.processes import child_env

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from dispatch.models import AuditEvent, Grant, Operation
+from dispatch.services.authority import grant_delegate
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.execution import operation_execute
-from dispatch.services.principals import grant_delegate, human_create
+from dispatch.services.principals import human_create
 from tests.conftest import World
 from tests.console.conftest import Browser, text
 from tests.support.destinations import Destinations

@@ -139,7 +139,8 @@ def test_filter_by_operation(world: World, operator: Browser) -> None:
 
 
 def test_filter_by_principal(world: World, operator: Browser) -> None:
-    from dispatch.services.principals import agent_create, grant_issue
+    from dispatch.services.authority import grant_issue
+    from dispatch.services.principals import agent_create
     from dispatch.services.proposals import proposal_create
 
     other, _ = agent_create(name="second-agent", tenant="acme", tools=["payments.transfer"])

@@ -25,16 +25,11 @@ from dispatch.models import (
 )
 from dispatch.runtime import get_runtime
 from dispatch.services.approvals import approval_decide, approvals_expire_stale
+from dispatch.services.authority import grant_delegate, grant_issue, grant_revoke
 from dispatch.services.budgets import budget_take
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.execution import operation_execute
-from dispatch.services.principals import (
-    agent_create,
-    grant_delegate,
-    grant_issue,
-    grant_revoke,
-    human_create,
-)
+from dispatch.services.principals import agent_create, human_create
 from dispatch.services.proposals import proposal_create
 from dispatch.services.reconciliation import operation_resolve
 from dispatch.services.resources import resource_create, revision_create
@@ -765,7 +760,7 @@ def test_edit_of_an_old_revision_is_stale(world: World) -> None:
                      base_revision=1, payload={**PAYLOAD, "subject": "lost update"},
                      now=world.now)
     assert denial.code is DenialCode.STALE_REVISION
-    assert denial.details == {"current_revision": 2}
+    assert denial.details == {"current_revision": 2, "resource_id": draft.id}
     assert store() == before
 
 
@@ -1230,12 +1225,12 @@ def test_database_error_in_the_claim_at_the_grant_leaves_the_grant_standing(
 ) -> None:
     from django.db import OperationalError
 
-    import dispatch.claims
+    import dispatch.services.claims
 
     def broken(**_: Any) -> None:
         raise OperationalError("lost the connection mid-claim")
 
-    monkeypatch.setattr(dispatch.claims, "budget_take", broken)
+    monkeypatch.setattr(dispatch.services.claims, "budget_take", broken)
     draft = world.draft()
     proposal = world.propose_email(draft, dispatch_on_approval=True)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:

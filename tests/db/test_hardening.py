@@ -14,17 +14,12 @@ from dispatch.destinations.runner import list_all
 from dispatch.models import Attempt, AuditEvent, Grant, Operation, Permit, Principal
 from dispatch.services import reconciliation
 from dispatch.services.approvals import approval_decide
+from dispatch.services.authority import grant_delegate, grant_revoke
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.execution import _settle_attempt, operation_execute
 from dispatch.services.leases import lease
 from dispatch.services.operations import attempt_start
-from dispatch.services.principals import (
-    agent_create,
-    grant_delegate,
-    grant_revoke,
-    human_create,
-    token_authenticate,
-)
+from dispatch.services.principals import agent_create, human_create, token_authenticate
 from dispatch.services.proposals import proposal_create
 from dispatch.services.reconciliation import (
     operation_reconcile,
@@ -210,7 +205,7 @@ def test_a_destination_changed_after_an_uncertain_attempt_is_never_retried(
 def test_nobody_decides_an_approval_they_requested(world: World) -> None:
     human, _ = human_create(name="olga", tenant="acme", role="operator", password="pw",
                             tools=["crm.lookup", "payments.transfer"])
-    from dispatch.services.principals import grant_issue
+    from dispatch.services.authority import grant_issue
 
     grant_issue(issuer="admin", subject=human, operations=["payments.transfer"],
                 scope={"account": ["acct-001"]}, now=world.now)

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from dispatch.models import ApprovalRequest, AuditEvent, Proposal
-from dispatch.services import proposals
-from dispatch.services.principals import agent_create, grant_issue
+from dispatch.services import admission
+from dispatch.services.authority import grant_issue
+from dispatch.services.principals import agent_create
 from dispatch.services.proposals import proposal_create
 from protocols.denials import Denial, DenialCode
 from tests.conftest import ALL_TOOLS, World
@@ -119,7 +120,7 @@ def test_a_racing_proposal_of_the_call_is_checked_too(
     before this one inserts: the unique constraint decides, and the bodies are compared."""
     started: list[bool] = []
     rival: list[Proposal] = []
-    check_authority = proposals.check_authority
+    check_authority = admission.check_authority
 
     def rival_commits_first(*args: Any, **kwargs: Any) -> Any:
         if not started:  # once, from the request under test; the rival's own call passes
@@ -127,7 +128,7 @@ def test_a_racing_proposal_of_the_call_is_checked_too(
             rival.append(propose(world, transfer(amount="99.00"), call_id="call-1", **scope))
         return check_authority(*args, **kwargs)
 
-    monkeypatch.setattr(proposals, "check_authority", rival_commits_first)
+    monkeypatch.setattr(admission, "check_authority", rival_commits_first)
 
     denial = refused(propose, world, transfer(amount="10.00"), call_id="call-1", **scope)
 
@@ -141,7 +142,7 @@ def test_a_racing_proposal_of_the_same_action_is_the_answer(
 ) -> None:
     started: list[bool] = []
     rival: list[Proposal] = []
-    check_authority = proposals.check_authority
+    check_authority = admission.check_authority
 
     def rival_commits_first(*args: Any, **kwargs: Any) -> Any:
         if not started:
@@ -149,7 +150,7 @@ def test_a_racing_proposal_of_the_same_action_is_the_answer(
             rival.append(propose(world, call_id="call-1", **scope))
         return check_authority(*args, **kwargs)
 
-    monkeypatch.setattr(proposals, "check_authority", rival_commits_first)
+    monkeypatch.setattr(admission, "check_authority", rival_commits_first)
 
     assert propose(world, call_id="call-1", **scope).id == rival[0].id
     assert Proposal.objects.count() == 1

@@ -90,7 +90,7 @@ def test_a_reply_dripped_past_the_contract_timeout_is_uncertain_in_time(answerin
     answering.status, answering.drip = 201, 30
     started = time.monotonic()
     with pytest.raises(UncertainOutcome, match="within the contract timeout"):
-        PaymentsTransferHandler()._perform(context(seconds=1.5, destination=url(answering)))
+        PaymentsTransferHandler().perform(context(seconds=1.5, destination=url(answering)))
     assert time.monotonic() - started < 3
 
 
@@ -117,7 +117,7 @@ def test_the_demo_handlers_stop_before_their_effect_when_cancelled(
                                  "subject": "s", "body": "b"}}},
                                  "destination": {"address": f"127.0.0.1:{port}"}})
     with pytest.raises(DefiniteFailure, match="cancelled before the effect"):
-        handler._perform(ctx)
+        handler.perform(ctx)
     assert answering.hits == 0
 
 

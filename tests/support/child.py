@@ -25,9 +25,9 @@ def main(action: str, *args: str) -> None:
 
     from dispatch.models import Principal
     from dispatch.services.approvals import approval_decide
+    from dispatch.services.authority import grant_delegate, grant_revoke
     from dispatch.services.dispatcher import proposal_dispatch
     from dispatch.services.execution import operation_execute
-    from dispatch.services.principals import grant_delegate, grant_revoke
     from protocols.denials import Denial
 
     def principal(pk: str) -> Principal:

@@ -45,7 +45,7 @@ def delegate_or_revoke(env: dict[str, str], role: str, owner_id: str, admin_id: 
     from django.utils import timezone
 
     from dispatch.models import Principal
-    from dispatch.services.principals import grant_delegate, grant_revoke
+    from dispatch.services.authority import grant_delegate, grant_revoke
     from protocols.denials import Denial
 
     actor = Principal.objects.get(id=owner_id if role == "delegate" else admin_id)

@@ -24,7 +24,7 @@ from dispatch.models import (
 )
 from dispatch.runtime import get_runtime
 from dispatch.services.approvals import approval_decide
-from dispatch.services.principals import grant_issue, grant_revoke
+from dispatch.services.authority import grant_issue, grant_revoke
 from dispatch.services.resources import revision_create
 from dispatch.workflow_runtime import WorkflowRefused, WorkflowRun, run_workflow
 from protocols.workflow import CheckedWorkflow, check_source

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from dispatch.models import Principal
-from dispatch.services.principals import grant_issue
+from dispatch.services.authority import grant_issue
 from protocols.expiry import expiry_after
 
 

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from dispatch.models import Grant
-from dispatch.services.principals import grant_revoke_tree
+from dispatch.services.authority import grant_revoke_tree
 
 
 class Command(BaseCommand):

@@ -7,12 +7,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from dispatch.models import Principal
-from dispatch.services.principals import (
-    agent_create,
-    grant_issue,
-    human_create,
-    token_issue,
-)
+from dispatch.services.authority import grant_issue
+from dispatch.services.principals import agent_create, human_create, token_issue
 from dispatch.services.proposals import proposal_create
 from dispatch.services.resources import resource_create
 

@@ -16,28 +16,14 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 
 from dispatch.failpoints import failpoint
-from dispatch.models import Operation, Permit, Proposal, Resource
+from dispatch.models import Operation, Permit, Proposal
 from dispatch.services.audit import audit_record
 from dispatch.services.budgets import Limits, budget_take
+from dispatch.services.operations import operation_open
+from dispatch.services.permits import permit_move
+from dispatch.services.resources import resource_move
 from protocols.denials import Denial, DenialCode
-from protocols.lifecycle import (
-    EMAIL_DRAFT,
-    OPERATION_LIFECYCLE,
-    PERMIT_LIFECYCLE,
-    OperationEvent,
-    PermitEvent,
-    PermitState,
-    ResourceEvent,
-    ResourceState,
-    sources,
-    transition,
-)
-
-PERMIT_CLAIMED = transition(PERMIT_LIFECYCLE, PermitState.ISSUED, PermitEvent.CLAIM)
-OPERATION_CLAIMED = transition(OPERATION_LIFECYCLE, OPERATION_LIFECYCLE.initial,
-                               OperationEvent.CLAIM)
-CLAIMABLE = sorted(sources(EMAIL_DRAFT, ResourceEvent.CLAIM))
-DISPATCHING = transition(EMAIL_DRAFT, ResourceState.AUTHORIZED, ResourceEvent.CLAIM)
+from protocols.lifecycle import PermitEvent, PermitState, ResourceEvent
 
 
 def operation_claim(
@@ -57,13 +43,9 @@ def operation_claim(
         recheck_authority()
         if permit is not None:
             # One-shot: only an issued, unexpired permit bound to this digest moves.
-            won = Permit.objects.filter(
-                id=permit.id,
-                proposal_id=proposal.id,
-                digest=proposal.digest,
-                state=PermitState.ISSUED,
-                expires_at__gt=now,
-            ).update(state=PERMIT_CLAIMED, claimed_at=now)
+            won = permit_move(event=PermitEvent.CLAIM, now=now, id=permit.id,
+                              proposal_id=proposal.id, digest=proposal.digest,
+                              expires_at__gt=now)
             if won != 1:
                 raise _permit_denial(permit, now)
         else:
@@ -75,19 +57,10 @@ def operation_claim(
         for ref in proposal.resource_refs:
             # Compare-and-swap on revision and state: two permits naming one revision
             # cannot both move it to dispatching.
-            moved = Resource.objects.filter(
-                id=ref["id"], current_revision=ref["revision"], state__in=CLAIMABLE,
-            ).update(state=DISPATCHING, updated_at=now)
-            if moved != 1:
-                raise _resource_denial(ref)
+            resource_move(ref=ref, event=ResourceEvent.CLAIM, now=now)
         try:
-            operation = Operation.objects.create(
-                id=operation_id, tenant_id=proposal.tenant_id, proposal_id=proposal.id,
-                permit=permit, principal_id=proposal.principal_id,
-                execution_id=proposal.execution_id, operation=proposal.operation,
-                contract_fingerprint=proposal.contract_fingerprint, state=OPERATION_CLAIMED,
-                claimed_at=now, updated_at=now,
-            )
+            operation = operation_open(proposal=proposal, permit=permit,
+                                       operation_id=operation_id, now=now)
         except IntegrityError:
             # One operation per proposal: a concurrent claim of the same action won. The
             # denial leaves the block at once, so the whole transaction rolls back.
@@ -111,16 +84,3 @@ def _permit_denial(permit: Permit, now: datetime) -> Denial:
     if state == PermitState.EXPIRED or (state == PermitState.ISSUED and now >= permit.expires_at):
         return Denial(DenialCode.APPROVAL_EXPIRED, permit_id=permit.id)
     return Denial(DenialCode.PERMIT_CLAIMED, permit_id=permit.id)
-
-
-def _resource_denial(ref: dict[str, object]) -> Denial:
-    # Failure path only: one more read to say which precondition failed.
-    current = Resource.objects.filter(id=ref["id"]).values_list(
-        "current_revision", "state").first()
-    if current is None or current[0] != ref["revision"]:
-        return Denial(DenialCode.STALE_REVISION, resource_id=ref["id"])
-    return Denial(
-        DenialCode.PROTOCOL_STATE_INVALID,
-        f"The resource is '{current[1]}', no longer authorized for this action.",
-        resource_id=ref["id"], state=current[1],
-    )
