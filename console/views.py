@@ -40,7 +40,9 @@ from dispatch.services.approvals import approval_decide as approval_decide_servi
 from dispatch.services.authority import grant_issue as grant_issue_service
 from dispatch.services.authority import grant_revoke as grant_revoke_service
 from dispatch.services.reconciliation import operation_resolve as operation_resolve_service
+from protocols.approvals import effective_approval_state
 from protocols.denials import Denial, DenialCode
+from protocols.lifecycle import ApprovalState
 
 if TYPE_CHECKING:
     from dispatch.models import ApprovalRequest, Operation, Principal
@@ -115,7 +117,8 @@ def _queue_row(approval: ApprovalRequest, now: datetime) -> dict[str, Any]:
         "age": duration(now - approval.created_at),
         "time_left": duration(approval.expires_at - now),
         "soon": (approval.expires_at - now).total_seconds() < 600,
-        "lapsed": approval.expires_at <= now,
+        "lapsed": effective_approval_state(approval.state, approval.expires_at, now)
+        is ApprovalState.EXPIRED,
     }
 
 
@@ -198,16 +201,17 @@ def _detail_page(
                             pair.revision.payload),
         "stale": pair.resource.current_revision != pair.revision.number,
     } for pair in pairs]
-    lapsed = approval.state == "pending" and now >= approval.expires_at
-    decision = getattr(approval, "decision", None) if approval.state != "pending" else None
-    permit = getattr(approval, "permit", None) if approval.state != "pending" else None
+    state = effective_approval_state(approval.state, approval.expires_at, now)
+    decided = approval.state != ApprovalState.PENDING
+    decision = getattr(approval, "decision", None) if decided else None
+    permit = getattr(approval, "permit", None) if decided else None
     operation = selectors.operation_for_proposal(viewer=principal, proposal_id=proposal.id)
     addresses = address_views(snapshot.get("arguments", {}))
     context = {
         "approval": approval,
         "proposal": proposal,
-        "state": "expired" if lapsed else approval.state,
-        "open": approval.state == "pending" and not lapsed,
+        "state": state.value,
+        "open": state is ApprovalState.PENDING,
         "snapshot_text": pretty_json(snapshot),
         "fields": [(path, compact_json(value))
                    for path, value in flatten(snapshot.get("arguments", {}))],
@@ -357,7 +361,7 @@ def grant_issue(request: HttpRequest, principal: Principal) -> HttpResponse:
         return _grants_page(request, principal, form, status=400)
     data = form.cleaned_data
     subject = selectors.principal_get(viewer=principal, principal_id=data["subject"])
-    grant = grant_issue_service(issuer=principal.name, subject=subject,
+    grant = grant_issue_service(issuer=principal, subject=subject,
                                 operations=data["operations"], scope=data["scope"],
                                 now=now, expires_in=data["expires_in"])
     messages.success(request, f"Issued {grant.id} to {subject.name}.")

@@ -16,6 +16,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from dispatch.api.exceptions import pointer_of, validation_errors
+from dispatch.services.proposals import EXECUTION_ID, EXECUTION_ID_RULE, EXECUTION_ID_SHAPE
 from protocols.denials import Denial, DenialCode
 from protocols.expiry import TOO_LATE
 
@@ -45,16 +46,15 @@ class IdField(StrictCharField):
         super().__init__(**kwargs)
 
 
-@extend_schema_field({"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,80}$"})
+@extend_schema_field({"type": "string", "pattern": f"^{EXECUTION_ID_SHAPE}$"})
 class ExecutionIdField(StrictCharField):
     """Groups the proposals of one run; fully matched (no trailing newline slips through)."""
 
-    SHAPE = re.compile(r"[A-Za-z0-9_.:-]{1,80}")
     default_error_messages: ClassVar[dict[str, str]] = {
-        "invalid": "must be a string matching [A-Za-z0-9_.:-]{{1,80}}"}
+        "invalid": EXECUTION_ID_RULE.replace("{", "{{").replace("}", "}}")}
 
     def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str) or not self.SHAPE.fullmatch(data):
+        if not isinstance(data, str) or not EXECUTION_ID.fullmatch(data):
             self.fail("invalid")
         return data
 

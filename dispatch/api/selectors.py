@@ -24,8 +24,8 @@ from dispatch.models import (
 )
 from dispatch.selectors import AuditFilter, audit_events
 from dispatch.services.resources import resource_current
+from protocols.approvals import effective_approval_state
 from protocols.contracts import OperationContract
-from protocols.lifecycle import ApprovalState
 
 
 def resource_view(resource: Resource, revision: Revision | None = None) -> dict[str, Any]:
@@ -52,10 +52,8 @@ def proposal_view(proposal: Proposal, *, now: datetime) -> dict[str, Any]:
 
 
 def approval_view(approval: ApprovalRequest, *, now: datetime) -> dict[str, Any]:
-    state = approval.state
-    if state == ApprovalState.PENDING and now >= approval.expires_at:
-        # Expired, whether or not the periodic expiry has recorded it yet.
-        state = ApprovalState.EXPIRED.value
+    # Expired, whether or not the periodic expiry has recorded it yet.
+    state = effective_approval_state(approval.state, approval.expires_at, now).value
     permit_id = Permit.objects.filter(approval_id=approval.id).values_list(
         "id", flat=True).first()
     return {"id": approval.id, "state": state, "role": approval.role,

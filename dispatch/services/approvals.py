@@ -149,6 +149,20 @@ def _permit_mint(
     )
 
 
+def approval_open(
+    *, proposal: Proposal, role: str, expires_at: datetime, actor: str, now: datetime,
+) -> ApprovalRequest:
+    """Inside the proposal's transaction: the pending request for `role`, audited."""
+    approval = ApprovalRequest.objects.create(
+        tenant_id=proposal.tenant_id, proposal=proposal, role=role,
+        state=APPROVAL_LIFECYCLE.initial, created_at=now, expires_at=expires_at)
+    audit_record(tenant_id=proposal.tenant_id, kind="approval.requested", actor=actor, at=now,
+                 proposal_id=proposal.id, digest=proposal.digest,
+                 details={"approval_id": approval.id, "role": role,
+                          "expires_at": expires_at.isoformat()})
+    return approval
+
+
 def approval_move(*, event: ApprovalEvent, source: ApprovalState, **match: Any) -> int:
     """THE one owner of an approval request's state: move the requests `match` selects from
     `source` by `event` (the table must allow it); returns how many moved, for the caller to

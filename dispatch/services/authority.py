@@ -97,10 +97,17 @@ def grant_effective(grant_id: str, *, lock: bool = False) -> core.Grant:
 
 
 def grant_issue(
-    *, issuer: str, subject: Principal, operations: Iterable[str], scope: dict[str, Any],
-    now: datetime, expires_in: int | None = None,
+    *, issuer: str | Principal, subject: Principal, operations: Iterable[str],
+    scope: dict[str, Any], now: datetime, expires_in: int | None = None,
 ) -> Grant:
-    """Issue a root grant. Only the host's authorization service (admins, commands) calls this."""
+    """Issue a root grant: the host's authorization service only (spec §4.3). `issuer` is a
+    human admin of the subject's tenant (checked here), or the name the host's own commands
+    issue under."""
+    if isinstance(issuer, Principal):
+        require_role(issuer, Role.ADMIN)
+        if issuer.tenant_id != subject.tenant_id:
+            raise Denial(DenialCode.NOT_FOUND, kind="principal", id=subject.name)
+        issuer = issuer.name
     parsed = core.parse_scope(scope)
     with transaction.atomic():
         grant = Grant.objects.create(

@@ -15,13 +15,13 @@ from django.db import IntegrityError, transaction
 
 from dispatch.ids import new_id
 from dispatch.models import (
-    ApprovalRequest,
     Principal,
     Proposal,
     ProposalResource,
 )
 from dispatch.runtime import get_runtime
 from dispatch.services.admission import Admission, Stage, admit, validate_arguments
+from dispatch.services.approvals import approval_open
 from dispatch.services.audit import audit_record
 from dispatch.services.resources import resource_move
 from protocols.canonical import (
@@ -31,11 +31,13 @@ from protocols.canonical import (
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import (
-    ApprovalState,
     ResourceEvent,
 )
 
-EXECUTION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,80}$")
+#: An execution id (DESIGN §7), matched whole: no trailing newline slips through.
+EXECUTION_ID_SHAPE = "[A-Za-z0-9_.:-]{1,80}"
+EXECUTION_ID = re.compile(EXECUTION_ID_SHAPE)
+EXECUTION_ID_RULE = f"must be a string matching {EXECUTION_ID_SHAPE}"
 #: A call id (DESIGN §7): 1 to 200 printable ASCII characters, space included.
 CALL_ID = re.compile(r"[ -~]{1,200}")
 CALL_ID_RULE = "must be a string of 1 to 200 printable ASCII characters"
@@ -99,7 +101,7 @@ def proposal_intake(
         execution_id = new_id("exe")
     if not isinstance(execution_id, str) or not EXECUTION_ID.fullmatch(execution_id):
         raise Denial(DenialCode.SCHEMA_INVALID, errors=[
-            {"pointer": "/execution_id", "message": "must match [A-Za-z0-9_.:-]{1,80}"}])
+            {"pointer": "/execution_id", "message": EXECUTION_ID_RULE}])
     # The call id's scope: the execution the caller named, or the principal alone.
     call_scope = execution_id if named else ""
     if not isinstance(dispatch_on_approval, bool):
@@ -194,16 +196,9 @@ def _proposal_insert(
                               "arguments": full})
         if expires_in is not None:
             assert contract.approval_requirement is not None
-            approval = ApprovalRequest.objects.create(
-                tenant_id=principal.tenant_id, proposal=proposal,
-                role=contract.approval_requirement.role, state=ApprovalState.PENDING,
-                created_at=now, expires_at=now + timedelta(seconds=expires_in),
-            )
-            audit_record(tenant_id=principal.tenant_id, kind="approval.requested",
-                         actor=principal.name, at=now, proposal_id=proposal.id,
-                         digest=proposal_digest,
-                         details={"approval_id": approval.id, "role": approval.role,
-                                  "expires_at": approval.expires_at.isoformat()})
+            approval_open(proposal=proposal, role=contract.approval_requirement.role,
+                          expires_at=now + timedelta(seconds=expires_in), actor=principal.name,
+                          now=now)
     return proposal
 
 
