@@ -152,26 +152,22 @@ class Admission:
     digest: str
     now: datetime
 
-    def authority_again(self, *, lock: bool) -> CoreGrant:
-        """Authority once more, inside the caller's transaction: with `lock`, the grants are
-        share-locked, so a revocation that committed first is seen and a later one waits."""
-        return check_authority(self.runtime, self.contract, self.principal,
-                               self.resolved.arguments, self.now, lock=lock)
-
 
 def admit(
     contract: OperationContract, principal: Principal, arguments: dict[str, Any], *,
-    now: datetime, stage: Stage, expect_digest: str | None = None,
+    now: datetime, stage: Stage, expect_digest: str | None = None, lock: bool = False,
 ) -> Admission:
     """Run the admission pipeline over `arguments` (already `validate_arguments`-ed).
 
-    Raises the denial of the first check that fails: stale or missing resources, a state that
-    does not allow the stage, authority (tool set, policy, grants), a snapshot that cannot be
-    encoded, or one that no longer matches `expect_digest` (`proposal_mismatch`).
+    `lock=True` inside the transaction that acts on the admission (a claim): the grants are
+    share-locked where they are read, so a revocation that committed first is seen and a later
+    one waits. Raises the denial of the first check that fails: stale or missing resources, a
+    state that does not allow the stage, authority (tool set, policy, grants), a snapshot that
+    cannot be encoded, or one that no longer matches `expect_digest` (`proposal_mismatch`).
     """
     runtime = get_runtime()
     resolved = resolve_resources(contract, principal, arguments, event=_STAGE_EVENTS[stage])
-    grant = check_authority(runtime, contract, principal, resolved.arguments, now)
+    grant = check_authority(runtime, contract, principal, resolved.arguments, now, lock=lock)
     try:
         canonical = canonicalize(snapshot_of(runtime, contract, resolved.arguments))
     except CanonicalizationError as exc:

@@ -81,14 +81,14 @@ def approval_decide(
         approval_expire(approval_id=approval.id, now=now)  # this one only, not a sweep
         raise Denial(DenialCode.APPROVAL_EXPIRED)
     event = ApprovalEvent.GRANT if decision == Decision.Outcome.GRANT else ApprovalEvent.DENY
-    admission = _admit_for_grant(proposal, now) if event is ApprovalEvent.GRANT else None
     failpoint("decision.before_transaction")
     try:
         with transaction.atomic(durable=True):
             # The permit records the grant the requester's authority rests on (spec §6.1),
-            # checked again here, share-locked: a revocation that committed first refuses
-            # the grant, and one that comes later finds the permit and revokes it.
-            grant = admission.authority_again(lock=True) if admission is not None else None
+            # checked in this transaction, share-locked: a revocation that committed first
+            # refuses the grant, and one that comes later finds the permit and revokes it.
+            grant = _admit_for_grant(proposal, now).grant if event is ApprovalEvent.GRANT \
+                else None
             # Only the first decision moves the request out of `pending` before expiry.
             if approval_move(event=event, source=ApprovalState.PENDING, id=approval.id,
                              expires_at__gt=now) != 1:
@@ -127,7 +127,8 @@ def _admit_for_grant(proposal: Proposal, now: datetime) -> Admission:
     if contract.fingerprint != proposal.contract_fingerprint:
         raise Denial(DenialCode.CONTRACT_MISMATCH, operation=proposal.operation)
     return admit(contract, proposal.principal,
-                 validate_arguments(contract, proposal.arguments), now=now, stage=Stage.DECIDE)
+                 validate_arguments(contract, proposal.arguments), now=now, stage=Stage.DECIDE,
+                 lock=True)
 
 
 def _permit_mint(

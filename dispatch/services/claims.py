@@ -10,7 +10,6 @@ begins IMMEDIATE and so holds the database's write lock from its first statement
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
@@ -28,51 +27,50 @@ from protocols.lifecycle import PermitEvent, PermitState, ResourceEvent
 
 def operation_claim(
     *, proposal: Proposal, permit: Permit | None, operation_id: str, actor: str, now: datetime,
-    budget: Limits, cost: int, recheck_authority: Callable[[], object],
+    budget: Limits, cost: int,
 ) -> Operation:
     """Claim one proposal's action, or raise the denial that says why not.
 
-    A transaction of its own, or a savepoint of the grant's transaction when an approval
-    dispatches on grant. Either way the worker is handed the operation only once the outermost
+    Inside the dispatch's transaction (its own, or a savepoint of the grant's when an approval
+    dispatches on grant), after the checks that read the grants share-locked: locks go grants
+    first, then the permit, the order a revocation takes them in. A denial raised here rolls
+    the whole transaction back. The worker is handed the operation only once the outermost
     transaction commits (`transaction.on_commit`), so nothing runs unless the claim committed.
     """
-    with transaction.atomic():
-        # First, authority again, share-locking the grants it rests on (DESIGN §5 step 6): a
-        # revocation that committed before this point stops the claim; one that comes later
-        # waits for it. Locks go grants first, then the permit, as a revocation takes them.
-        recheck_authority()
-        if permit is not None:
-            # One-shot: only an issued, unexpired permit bound to this digest moves.
-            won = permit_move(event=PermitEvent.CLAIM, now=now, id=permit.id,
-                              proposal_id=proposal.id, digest=proposal.digest,
-                              expires_at__gt=now)
-            if won != 1:
-                raise _permit_denial(permit, now)
-        else:
-            # No permit to lock: the proposal row is the lock a cancellation contends on.
-            open_ = Proposal.objects.filter(
-                id=proposal.id, cancelled_at__isnull=True).update(cancelled_at=None)
-            if open_ != 1:
-                raise Denial(DenialCode.PROTOCOL_STATE_INVALID, "The proposal was cancelled.")
-        for ref in proposal.resource_refs:
-            # Compare-and-swap on revision and state: two permits naming one revision
-            # cannot both move it to dispatching.
-            resource_move(ref=ref, event=ResourceEvent.CLAIM, now=now)
-        try:
-            operation = operation_open(proposal=proposal, permit=permit,
-                                       operation_id=operation_id, now=now)
-        except IntegrityError:
-            # One operation per proposal: a concurrent claim of the same action won. The
-            # denial leaves the block at once, so the whole transaction rolls back.
-            raise Denial(DenialCode.PERMIT_CLAIMED, proposal_id=proposal.id) from None
-        audit_record(
-            tenant_id=proposal.tenant_id, kind="permit.claimed", actor=actor, at=now,
-            operation_id=operation_id, proposal_id=proposal.id, digest=proposal.digest,
-            details={"permit_id": permit.id if permit else None},
-        )
-        # Last, so that the hot per-principal counter row is locked for the shortest time.
-        budget_take(limits=budget, cost=cost)
-        failpoint("claim.before_commit")
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("operation_claim runs inside the dispatch's transaction")
+    if permit is not None:
+        # One-shot: only an issued, unexpired permit bound to this digest moves.
+        won = permit_move(event=PermitEvent.CLAIM, now=now, id=permit.id,
+                          proposal_id=proposal.id, digest=proposal.digest,
+                          expires_at__gt=now)
+        if won != 1:
+            raise _permit_denial(permit, now)
+    else:
+        # No permit to lock: the proposal row is the lock a cancellation contends on.
+        open_ = Proposal.objects.filter(
+            id=proposal.id, cancelled_at__isnull=True).update(cancelled_at=None)
+        if open_ != 1:
+            raise Denial(DenialCode.PROTOCOL_STATE_INVALID, "The proposal was cancelled.")
+    for ref in proposal.resource_refs:
+        # Compare-and-swap on revision and state: two permits naming one revision
+        # cannot both move it to dispatching.
+        resource_move(ref=ref, event=ResourceEvent.CLAIM, now=now)
+    try:
+        operation = operation_open(proposal=proposal, permit=permit,
+                                   operation_id=operation_id, now=now)
+    except IntegrityError:
+        # One operation per proposal: a concurrent claim of the same action won. The
+        # denial leaves the block at once, so the whole transaction rolls back.
+        raise Denial(DenialCode.PERMIT_CLAIMED, proposal_id=proposal.id) from None
+    audit_record(
+        tenant_id=proposal.tenant_id, kind="permit.claimed", actor=actor, at=now,
+        operation_id=operation_id, proposal_id=proposal.id, digest=proposal.digest,
+        details={"permit_id": permit.id if permit else None},
+    )
+    # Last, so that the hot per-principal counter row is locked for the shortest time.
+    budget_take(limits=budget, cost=cost)
+    failpoint("claim.before_commit")
     return operation
 
 

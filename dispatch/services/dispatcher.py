@@ -62,6 +62,24 @@ def _dispatch(
     *, principal: Principal, proposal_id: object, permit_id: object, now: datetime,
     enqueue: bool,
 ) -> Operation:
+    failpoint("dispatch.before_claim")
+    # Every check and the claim share ONE transaction (DESIGN §5 steps 1-7): what is checked
+    # is what is claimed. The grants are share-locked where they are read, so a revocation
+    # that committed first is seen and a later one waits for the commit; on SQLite the
+    # transaction holds the write lock from its first statement.
+    with transaction.atomic():
+        operation = _check_and_claim(principal=principal, proposal_id=proposal_id,
+                                     permit_id=permit_id, now=now)
+    if not transaction.get_connection().in_atomic_block:  # not inside a grant: committed
+        failpoint("claim.after_commit")
+    if enqueue:
+        execute_on_commit(operation.id)
+    return operation
+
+
+def _check_and_claim(
+    *, principal: Principal, proposal_id: object, permit_id: object, now: datetime,
+) -> Operation:
     runtime = get_runtime()
     proposal = access_proposal_for_dispatch(principal, proposal_id)
     # The permit binds the requesting principal: nobody else dispatches this proposal.
@@ -85,27 +103,20 @@ def _dispatch(
     # revocation, deployment policy and effect ceiling; the snapshot must be the proposal's.
     # (4, the protocol state, is decided by the claim's compare-and-swap in step 7, after the
     # permit: so every loser of a race for one permit hears `permit_claimed`.)
-    admission = admit(contract, principal, validate_arguments(contract, proposal.arguments),
-                      now=now, stage=Stage.DISPATCH, expect_digest=proposal.digest)
+    admit(contract, principal, validate_arguments(contract, proposal.arguments), now=now,
+          stage=Stage.DISPATCH, expect_digest=proposal.digest, lock=True)
 
     # 5. The approval, against the exact canonical proposal.
     permit = _permit_for(contract, proposal, own, principal, permit_id, now)
 
-    # 6-7. Take the budget and claim, in one transaction: a failed claim holds no capacity.
+    # 6-7. Take the budget and claim: a failed claim rolls back and holds no capacity.
     budget = budget_keys(principal_id=principal.id, execution_id=proposal.execution_id, now=now)
-    cost = contract.scheduling_contract.budget_cost
-    failpoint("dispatch.before_claim")
-    operation = operation_claim(
+    return operation_claim(
         proposal=proposal, permit=permit,
         operation_id=permit.operation_id if permit else new_id("op"),
-        actor=principal.name, now=now, budget=budget, cost=cost,
-        recheck_authority=lambda: admission.authority_again(lock=True),
+        actor=principal.name, now=now, budget=budget,
+        cost=contract.scheduling_contract.budget_cost,
     )
-    if not transaction.get_connection().in_atomic_block:  # not inside a grant: committed
-        failpoint("claim.after_commit")
-    if enqueue:
-        execute_on_commit(operation.id)
-    return operation
 
 
 def _permit_for(

@@ -33,6 +33,7 @@ from dispatch.runtime import Runtime, get_runtime
 from dispatch.services.admission import Stage, admit, deployment_refusal, validate_arguments
 from dispatch.services.operations import (
     OUTCOME_EVENTS,
+    StartedAttempt,
     attempt_answer_ignored,
     attempt_retry,
     attempt_start,
@@ -65,9 +66,10 @@ def operation_execute(*, operation_id: str, clock: Clock = timezone.now) -> Oper
     if drift is not None:
         _refuse_to_run(operation, drift, clock())
         return operation
-    number = _next_attempt(operation, contract, clock())
-    if number is None:
+    started = _next_attempt(operation, contract, clock())
+    if started is None:
         return operation
+    number = started.number
     handler = runtime.handlers[contract.qualified_name]
     snapshot = json.loads(operation.proposal.canonical)
     cancelled = Cancellation(probe=_cancelled_probe(operation.proposal_id))
@@ -77,7 +79,7 @@ def operation_execute(*, operation_id: str, clock: Clock = timezone.now) -> Oper
                              principal_id=operation.principal_id,
                              execution_id=operation.execution_id, cancelled=cancelled,
                              deadline=time.monotonic() + contract.scheduling_contract.timeout)
-        outcome, result, error = _run_handler(handler, ctx, contract)
+        outcome, result, error = _run_handler(handler, ctx, contract, started)
         failpoint("attempt.before_outcome")
         now = clock()
         retry_reason = None
@@ -87,8 +89,9 @@ def operation_execute(*, operation_id: str, clock: Clock = timezone.now) -> Oper
                 # Same key: the destination deduplicates. Ending this attempt and starting
                 # the next commit together, so a crash in between leaves no gap.
                 time.sleep(settings.RETRY_BACKOFF_SECONDS * 2 ** (number - 1))
-                if attempt_retry(operation, number, error, clock()):
-                    number += 1
+                retried = attempt_retry(operation, number, error, clock())
+                if retried is not None:
+                    started, number = retried, retried.number
                     continue
                 break
         _record_outcome(operation, number, outcome, result,
@@ -135,7 +138,7 @@ def _cancelled_probe(proposal_id: str) -> Callable[[], bool]:
 
 def _next_attempt(
     operation: Operation, contract: OperationContract, now: datetime
-) -> int | None:
+) -> StartedAttempt | None:
     """Start the next attempt, or None when the store does not allow one now.
 
     An attempt left open by a worker that died is never repeated for a `none` contract: it
@@ -144,40 +147,45 @@ def _next_attempt(
     """
     if operation.state != OperationState.CLAIMED:
         return None
-    open_attempt = Attempt.objects.filter(operation_id=operation.id,
-                                          ended_at__isnull=True).first()
+    # Attempts are numbered by `attempts_made`: before the first, none can be open.
+    open_attempt = None if operation.attempts_made == 0 else Attempt.objects.filter(
+        operation_id=operation.id, ended_at__isnull=True).first()
     if open_attempt is None:
-        number = operation.attempts_made + 1
-        return number if attempt_start(operation, number, now) else None
+        return attempt_start(operation, operation.attempts_made + 1, now)
     elapsed = (now - open_attempt.started_at).total_seconds()
     overdue = elapsed >= contract.scheduling_contract.timeout
     if not overdue or retry_refusal(operation, contract, open_attempt.number, now) is not None:
         return None
-    if not attempt_retry(operation, open_attempt.number, "the worker was lost mid-attempt", now):
-        return None
-    return open_attempt.number + 1
+    return attempt_retry(operation, open_attempt.number, "the worker was lost mid-attempt", now)
 
 
-def handler_invoke(handler: Handler, ctx: HandlerContext) -> dict[str, Any]:
+def handler_invoke(
+    handler: Handler, ctx: HandlerContext, started: StartedAttempt | None = None,
+) -> dict[str, Any]:
     """THE entry point to a protected handler (spec §7): it runs only for a started, open
     attempt of an operation that holds a committed claim, of this handler's operation;
-    anything else raises `UnclaimedInvocationError` before any I/O."""
-    started = Attempt.objects.filter(
+    anything else raises `UnclaimedInvocationError` before any I/O. `started`, minted by the
+    attempt's own conditional start in this process, is that proof; without it the store is
+    asked."""
+    if started is not None and (started.operation_id, started.number) == (
+            ctx.operation_id, ctx.attempt):
+        return handler.perform(ctx)
+    held = Attempt.objects.filter(
         operation_id=ctx.operation_id, number=ctx.attempt, ended_at__isnull=True,
         operation__state=OperationState.CLAIMED, operation__operation=handler.name,
     ).exists()
-    if not started:
+    if not held:
         raise UnclaimedInvocationError(
             f"{handler.name}: operation {ctx.operation_id} attempt {ctx.attempt} holds no claim")
     return handler.perform(ctx)
 
 
 def _run_handler(
-    handler: Handler, ctx: HandlerContext, contract: OperationContract
+    handler: Handler, ctx: HandlerContext, contract: OperationContract, started: StartedAttempt,
 ) -> tuple[str, dict[str, Any] | None, str]:
     failpoint("attempt.before_call")
     try:
-        result = handler_invoke(handler, ctx)
+        result = handler_invoke(handler, ctx, started)
         failpoint("attempt.after_effect")
         return Attempt.Outcome.COMPLETED, result, ""
     except DefiniteFailure as exc:

@@ -10,6 +10,7 @@ operation that a newer attempt (a retry, a reconciliation) is working on.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -138,23 +139,43 @@ def operation_open(
     )
 
 
-def attempt_start(operation: Operation, number: int, now: datetime) -> bool:
-    """Record attempt `number` before any I/O; False if the store does not allow it (settled,
+_MINT = object()
+
+
+@dataclass(frozen=True)
+class StartedAttempt:
+    """Proof, minted only here, that this process started attempt `number` of `operation_id`
+    by its conditional update in a committed transaction: the dispatcher's invoke path needs
+    no second look at the store for it (spec §7)."""
+
+    operation_id: str
+    number: int
+    mint: object = field(repr=False, compare=False, default=None)
+
+    def __post_init__(self) -> None:
+        if self.mint is not _MINT:
+            raise TypeError("a StartedAttempt is minted by attempt_start or attempt_retry only")
+
+
+def attempt_start(operation: Operation, number: int, now: datetime) -> StartedAttempt | None:
+    """Record attempt `number` before any I/O; None if the store does not allow it (settled,
     or another worker started it)."""
     with transaction.atomic(durable=True):
         started = Operation.objects.filter(
             id=operation.id, state=OperationState.CLAIMED, attempts_made=number - 1,
         ).update(attempts_made=number, updated_at=now, next_attempt_at=None)
         if started != 1:
-            return False
+            return None
         _attempt_open(operation, number, now, details={"attempt": number})
     operation.attempts_made, operation.updated_at = number, now
-    return True
+    return StartedAttempt(operation.id, number, _MINT)
 
 
-def attempt_retry(operation: Operation, number: int, error: str, now: datetime) -> bool:
+def attempt_retry(
+    operation: Operation, number: int, error: str, now: datetime
+) -> StartedAttempt | None:
     """End uncertain attempt `number` and start `number + 1` with the same key, together, so a
-    crash in between leaves no gap; False if either guard does not hold."""
+    crash in between leaves no gap; None if either guard does not hold."""
     with transaction.atomic(durable=True):
         ended = Attempt.objects.filter(
             operation_id=operation.id, number=number, ended_at__isnull=True,
@@ -164,11 +185,11 @@ def attempt_retry(operation: Operation, number: int, error: str, now: datetime) 
         ).update(attempts_made=number + 1, updated_at=now)
         if ended != 1 or started != 1:
             transaction.set_rollback(True)
-            return False
+            return None
         _attempt_open(operation, number + 1, now,
                       details={"attempt": number + 1, "retry_of": number, "error": error})
     operation.attempts_made, operation.updated_at = number + 1, now
-    return True
+    return StartedAttempt(operation.id, number + 1, _MINT)
 
 
 def _attempt_open(

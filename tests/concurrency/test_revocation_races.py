@@ -118,3 +118,48 @@ def test_a_revocation_committed_before_the_decision_refuses_the_grant(
     proposal.approval.refresh_from_db()
     assert proposal.approval.state == "pending"
     assert not Permit.objects.exists()
+
+
+@pytest.mark.parametrize("operation", ["crm.lookup", "email.send"])
+def test_a_revocation_during_the_claim_waits_for_it_and_never_undoes_it(
+    world: World, tmp_path: Path, operation: str,
+) -> None:
+    """The claim's transaction holds the grants it read (a share lock on PostgreSQL, the write
+    lock on SQLite): a revocation started while it runs commits after it, and the action,
+    claimed first, stands. `crm.lookup` has no permit for the revocation to contend on: only
+    the lock on the grant makes it wait."""
+    import threading
+
+    if operation == "email.send":
+        proposal, _ = world.approved_email()
+    else:
+        from dispatch.services.proposals import proposal_create
+
+        proposal = proposal_create(principal=world.owner, operation="crm.lookup",
+                                   arguments={"customer_id": "cus-001"}, now=world.now)
+    grant = grant_of(world.owner, operation)
+    with PausedChild(tmp_path, "dispatch", world.owner.id, proposal.id,
+                     pause="claim.before_commit") as child:
+        child.reached()  # every row of the claim written, not committed
+        done = threading.Event()
+
+        def revoke_now() -> None:
+            from django.db import connection
+
+            try:
+                revoke(world, grant)
+            finally:
+                connection.close()
+                done.set()
+
+        revoking = threading.Thread(target=revoke_now)
+        revoking.start()
+        assert not done.wait(1.0), "the revocation did not wait for the claim"
+        answer = child.result()
+        revoking.join(timeout=60)
+    assert done.is_set()
+    assert "operation_id" in answer
+    assert Grant.objects.get(id=grant.id).revoked_at is not None
+    assert Operation.objects.filter(proposal=proposal).count() == 1
+    if operation == "email.send":
+        assert Permit.objects.get(proposal=proposal).state == "claimed"
