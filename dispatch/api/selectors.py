@@ -34,10 +34,16 @@ def resource_view(resource: Resource, revision: Revision | None = None) -> dict[
             "digest": revision.digest, "state": resource.state, "payload": revision.payload}
 
 
-def proposal_view(proposal: Proposal, *, now: datetime) -> dict[str, Any]:
-    approval = ApprovalRequest.objects.filter(proposal_id=proposal.id).first()
-    operation = Operation.objects.filter(proposal_id=proposal.id).values_list(
-        "id", "state").first()
+def proposal_view(
+    proposal: Proposal, *, now: datetime, fresh: bool = False,
+    approval: ApprovalRequest | None = None,
+) -> dict[str, Any]:
+    """The proposal of DESIGN §7. `fresh`: this request just made it, with `approval` (or
+    none): it has no operation and no permit yet, and nothing is read back."""
+    if not fresh:
+        approval = ApprovalRequest.objects.filter(proposal_id=proposal.id).first()
+    operation = None if fresh else Operation.objects.filter(
+        proposal_id=proposal.id).values_list("id", "state").first()
     return {
         "id": proposal.id,
         "operation": proposal.operation,
@@ -45,16 +51,19 @@ def proposal_view(proposal: Proposal, *, now: datetime) -> dict[str, Any]:
         "canonical": proposal.canonical,
         "contract_fingerprint": proposal.contract_fingerprint,
         "execution_id": proposal.execution_id,
-        "approval": None if approval is None else approval_view(approval, now=now),
+        "approval": None if approval is None else approval_view(approval, now=now,
+                                                                fresh=fresh),
         "operation_id": operation[0] if operation else None,
         "operation_state": operation[1] if operation else None,
     }
 
 
-def approval_view(approval: ApprovalRequest, *, now: datetime) -> dict[str, Any]:
+def approval_view(
+    approval: ApprovalRequest, *, now: datetime, fresh: bool = False,
+) -> dict[str, Any]:
     # Expired, whether or not the periodic expiry has recorded it yet.
     state = effective_approval_state(approval.state, approval.expires_at, now).value
-    permit_id = Permit.objects.filter(approval_id=approval.id).values_list(
+    permit_id = None if fresh else Permit.objects.filter(approval_id=approval.id).values_list(
         "id", flat=True).first()
     return {"id": approval.id, "state": state, "role": approval.role,
             "expires_at": approval.expires_at, "permit_id": permit_id}

@@ -269,7 +269,9 @@ class ProposalCreateApi(ApiView):
             approval_expires_in=data.get("approval_expires_in"),
             dispatch_on_approval=data["dispatch_on_approval"], call_id=data.get("call_id"),
             now=now)
-        return Response(ProposalOutputSerializer(proposal_view(intake.proposal, now=now)).data,
+        view = proposal_view(intake.proposal, now=now, fresh=intake.created,
+                             approval=intake.approval)
+        return Response(ProposalOutputSerializer(view).data,
                         status=201 if intake.created else 200)
 
 

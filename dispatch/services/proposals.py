@@ -14,11 +14,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from dispatch.ids import new_id
-from dispatch.models import (
-    Principal,
-    Proposal,
-    ProposalResource,
-)
+from dispatch.models import ApprovalRequest, Principal, Proposal, ProposalResource
 from dispatch.runtime import get_runtime
 from dispatch.services.admission import Admission, Stage, admit, validate_arguments
 from dispatch.services.approvals import approval_open
@@ -50,6 +46,7 @@ class Intake:
 
     proposal: Proposal
     created: bool
+    approval: ApprovalRequest | None = None  # the request this intake opened, if it made one
 
 
 def proposal_create(
@@ -115,10 +112,10 @@ def proposal_intake(
             return Intake(existing, created=False)
     admission = admit(contract, principal, full, now=now, stage=Stage.PROPOSE)
     try:
-        return Intake(_proposal_insert(
+        proposal, approval = _proposal_insert(
             admission, execution_id=execution_id, dispatch_on_approval=dispatch_on_approval,
-            call_scope=call_scope, call_id=call or "", expires_in=expires_in, now=now),
-            created=True)
+            call_scope=call_scope, call_id=call or "", expires_in=expires_in, now=now)
+        return Intake(proposal, created=True, approval=approval)
     except IntegrityError:
         # Another request of this call committed first, after the look-up above: the unique
         # constraint `one_proposal_per_call` decided, and its proposal is compared just the
@@ -170,7 +167,7 @@ def _same_arguments(stored: Any, full: dict[str, Any]) -> bool:
 def _proposal_insert(
     admission: Admission, *, execution_id: str, dispatch_on_approval: bool, call_scope: str,
     call_id: str, expires_in: int | None, now: datetime,
-) -> Proposal:
+) -> tuple[Proposal, ApprovalRequest | None]:
     principal, contract, runtime = admission.principal, admission.contract, admission.runtime
     full, resolved, proposal_digest = admission.arguments, admission.resolved, admission.digest
     canonical = admission.canonical.decode()  # the bytes hashed, not a second encoding
@@ -194,12 +191,13 @@ def _proposal_insert(
                      digest=proposal_digest,
                      details={"operation": contract.qualified_name, "execution_id": execution_id,
                               "arguments": full})
+        approval = None
         if expires_in is not None:
             assert contract.approval_requirement is not None
-            approval_open(proposal=proposal, role=contract.approval_requirement.role,
-                          expires_at=now + timedelta(seconds=expires_in), actor=principal.name,
-                          now=now)
-    return proposal
+            approval = approval_open(
+                proposal=proposal, role=contract.approval_requirement.role,
+                expires_at=now + timedelta(seconds=expires_in), actor=principal.name, now=now)
+    return proposal, approval
 
 
 def _approval_window(contract: OperationContract, requested: object) -> int | None:
