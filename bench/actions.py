@@ -195,7 +195,13 @@ class RawActions:
             import psycopg
 
             self.integrity = psycopg.errors.IntegrityError
-            self.conn = psycopg.connect(url, autocommit=False)
+            # psycopg's defaults (server-side binding, a statement prepared after 5 uses),
+            # or with BENCH_RAW_PSYCOPG=django the way Django drives it (client-side binding,
+            # nothing prepared).
+            like_django = os.environ.get("BENCH_RAW_PSYCOPG", "") == "django"
+            self.conn = psycopg.connect(url, autocommit=False, **(
+                {"cursor_factory": psycopg.ClientCursor, "prepare_threshold": None}
+                if like_django else {}))
             mark, jmark = "%s", "%s::jsonb"
         self.claim_sql, self.start_sql, self.outcome_sql = (
             [s.format(p=mark, j=jmark) for s in tx] for tx in RAW_TRANSACTIONS)
@@ -291,13 +297,23 @@ class RawActions:
         cur.execute("SHOW synchronous_commit")
         value = cur.fetchone()[0]
         self.conn.rollback()
-        return {"synchronous_commit": str(value)}
+        return {"synchronous_commit": str(value), **_driver(self.conn)}
 
     def close(self) -> None:
         self.conn.close()
 
 
 _SYNC = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+
+
+def _driver(conn: Any) -> dict[str, str]:
+    """How a psycopg connection binds parameters and whether it prepares statements."""
+    import psycopg
+
+    client = issubclass(conn.cursor_factory, psycopg.ClientCursor)
+    threshold = conn.prepare_threshold
+    return {"binding": "client" if client else "server",
+            "prepared": "never" if threshold is None else f"from use {threshold + 1}"}
 
 
 # --- our sides ----------------------------------------------------------------------------------
@@ -501,7 +517,7 @@ def _settings_of(raw: RawActions, peer: Any) -> dict[str, dict[str, str]]:
             ours = {"synchronous": _SYNC.get(sync, str(sync)), "journal_mode": cursor.fetchone()[0]}
         else:
             cursor.execute("SHOW synchronous_commit")
-            ours = {"synchronous_commit": cursor.fetchone()[0]}
+            ours = {"synchronous_commit": cursor.fetchone()[0], **_driver(connection.connection)}
     found = {"ours": {"DEBUG": str(settings.DEBUG), **ours},
              "raw": {"DEBUG": "-", **raw.settings()}}
     if peer is not None:
@@ -847,7 +863,7 @@ def run(ctx: Context) -> Result:
                    "COMMIT are round trips; a read outside a transaction is one)",
                    ["backend", "side", "statements", "round trips", "write txns",
                     "claim round trips"])
-    seen = Table("Settings each side ran with", ["backend", "side", "DEBUG", "durability"])
+    seen = Table("Settings each side ran with", ["backend", "side", "DEBUG", "durability, driver"])
     for backend, data in per_backend.items():
         rounds = data["rounds"]
         for level in p["levels"]:

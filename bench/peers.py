@@ -176,7 +176,9 @@ class Peer:
         """What durability the peer's connection runs with."""
         if self.postgres:
             row = self.store._connection.execute("SHOW synchronous_commit").fetchone()
-            return {"synchronous_commit": str(row["synchronous_commit"])}
+            raw = self.store._connection._connection
+            return {"synchronous_commit": str(row["synchronous_commit"]),
+                    "binding": "server", "prepared": f"from use {raw.prepare_threshold + 1}"}
         sync = self.store._connection.execute("PRAGMA synchronous").fetchone()[0]
         mode = self.store._connection.execute("PRAGMA journal_mode").fetchone()[0]
         return {"synchronous": {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}.get(sync, str(sync)),
