@@ -145,19 +145,22 @@ RAW_TRANSACTIONS = (RAW_CLAIM, RAW_START, RAW_OUTCOME)
 
 
 def _skeleton(sql: str) -> tuple[str, ...]:
-    """A write statement's verb, table and columns (None for a read): what must not drift."""
-    text = sql.strip()
+    """What must not drift in a write statement: its verb, table, the columns it writes, the
+    columns its WHERE guards, ON CONFLICT and RETURNING (empty for a read)."""
+    text = " ".join(sql.split())
     verb = text.split(None, 1)[0].upper() if text else ""
+    tail = tuple(word for word in ("ON CONFLICT", "RETURNING") if word in text)
     if verb == "INSERT":
         m = re.match(r'INSERT INTO "(\w+)" \(([^)]*)\)', text)
         if m:
-            return ("INSERT", m.group(1), *re.findall(r'"(\w+)"', m.group(2)))
+            return ("INSERT", m.group(1), *re.findall(r'"(\w+)"', m.group(2)), *tail)
     if verb == "UPDATE":
-        m = re.match(r'UPDATE "(\w+)" SET (.*?) WHERE', text)
+        m = re.match(r'UPDATE "(\w+)" SET (.*?) WHERE (.*)', text)
         if m:
-            return ("UPDATE", m.group(1), *re.findall(r'"(\w+)" =', m.group(2)))
+            return ("UPDATE", m.group(1), *re.findall(r'"(\w+)" =', m.group(2)), "WHERE",
+                    *re.findall(r'"\w+"\."(\w+)"', m.group(3)), *tail)
     if verb in ("INSERT", "UPDATE", "DELETE"):
-        return (verb, text[:60])
+        return (verb, text)
     return ()
 
 
@@ -934,8 +937,9 @@ def run(ctx: Context) -> Result:
         result.targets.append(Target(f"{backend}: raw mirrors ours' write statements",
                                      int(mirrored), 1, at_least=True, met=mirrored))
         if not mirrored:
-            result.notes.append(f"{backend}: ours writes {c['ours']['skeleton']}, raw writes "
-                                f"{c['raw']['skeleton']}: update RAW_* in bench/actions.py")
+            drift = _drift(c["ours"]["skeleton"], c["raw"]["skeleton"])
+            result.notes.append(f"{backend}: raw no longer mirrors ours, update RAW_* in "
+                                f"bench/actions.py: {drift}")
         durable = True
         for side, values in data["settings"].items():
             durability = ", ".join(f"{k}={v}" for k, v in values.items() if k != "DEBUG")
@@ -970,6 +974,21 @@ def run(ctx: Context) -> Result:
                                           for side, c in d["counts"].items()}}
                       for b, d in per_backend.items()}
     return result
+
+
+def _drift(ours: list[list[tuple[str, ...]]], raw: list[list[tuple[str, ...]]]) -> str:
+    """Where two write sets differ, transaction by transaction, statement by statement."""
+    if len(ours) != len(raw):
+        return f"ours writes in {len(ours)} transactions, raw in {len(raw)}"
+    found = []
+    for number, (mine, theirs) in enumerate(zip(ours, raw, strict=True), 1):
+        for index in range(max(len(mine), len(theirs))):
+            a = mine[index] if index < len(mine) else ()
+            b = theirs[index] if index < len(theirs) else ()
+            if a != b:
+                found.append(f"transaction {number} statement {index + 1}: ours {' '.join(a)}"
+                             f" / raw {' '.join(b)}")
+    return "; ".join(found)
 
 
 def _doubles(rounds: list[dict[str, Any]]) -> str | int:
