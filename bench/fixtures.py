@@ -192,6 +192,57 @@ def crm_proposals(world: World, count: int, now: datetime) -> list[str]:
     return [specimen.id, *ids][:count]
 
 
+@dataclass(frozen=True)
+class Dispatchable:
+    """What a raw claimant needs to know about one proposal that takes no approval."""
+
+    proposal_id: str
+    tenant_id: str
+    principal_id: str
+    execution_id: str
+    operation: str
+    fingerprint: str
+    digest: str
+
+
+def make_noop_world(now: datetime, prefix: str = "") -> World:
+    """A tenant whose agent may call the no-op contracts of `bench.noop` (which must be
+    registered: `DISPATCH_EXTENSIONS=bench.noop`), and an operator who may approve them."""
+    from bench.noop import NOOP, NOOP_GATED, SCOPE
+    from dispatch.services.authority import grant_issue
+    from dispatch.services.principals import agent_create, human_create
+
+    owner, token = agent_create(name=f"{prefix}noop-agent", tenant=f"{prefix}noop",
+                                tools=[NOOP, NOOP_GATED])
+    operator, _ = human_create(name=f"{prefix}noop-operator", tenant=f"{prefix}noop",
+                               role="operator", password=OPERATOR_PASSWORD)
+    grant_issue(issuer="admin", subject=owner, operations=[NOOP, NOOP_GATED], scope=SCOPE,
+                now=now - timedelta(minutes=5))
+    return World(owner.tenant_id, owner.id, token, operator.id, operator.name)
+
+
+def cloned_proposals(world: World, operation: str, arguments: dict[str, Any], count: int,
+                     now: datetime) -> list[Dispatchable]:
+    """`count` proposals of an operation that takes no approval: one made by
+    `proposal_create`, the rest its clones (new ids and execution ids; the digest does not
+    depend on either)."""
+    from dispatch.ids import new_id
+    from dispatch.models import Principal, Proposal
+    from dispatch.services.proposals import proposal_create
+
+    owner = Principal.objects.get(id=world.owner_id)
+    specimen = proposal_create(principal=owner, operation=operation, arguments=arguments,
+                               now=now)
+    base = _row(specimen)
+    rows = [{**base, "id": new_id("prp"), "execution_id": new_id("exe")}
+            for _ in range(count - 1)]
+    insert_rows(Proposal, rows)
+    return [Dispatchable(row["id"], specimen.tenant_id, specimen.principal_id,
+                         row["execution_id"], specimen.operation,
+                         specimen.contract_fingerprint, specimen.digest)
+            for row in [base, *rows]][:count]
+
+
 def analyze() -> None:
     """Refresh the planner's statistics after a bulk load (autovacuum would, later)."""
     from django.db import connection

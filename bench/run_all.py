@@ -42,11 +42,14 @@ from bench.common import Progress as BenchProgress  # noqa: E402
 
 BENCHES = {
     "claims": "bench.claims",
+    "actions": "bench.actions",
     "api": "bench.api_intake",
     "latency": "bench.approval_latency",
     "growth": "bench.growth",
     "memory": "bench.memory",
 }
+# Columns of words, not figures: aligned left.
+TEXT_COLUMNS = ("backend", "stage", "side", "kind", "function", "statement")
 # Targets whose miss is a correctness failure, not a performance one.
 CORRECTNESS = ("double claims",)
 
@@ -77,8 +80,7 @@ def print_result(out: Console, module: Any, result: Result, seconds: float) -> N
         rich = RichTable(box=box.SIMPLE_HEAVY, caption=escape(table.note) or None,
                          caption_justify="left")
         for column in table.columns:
-            rich.add_column(column, justify="right" if column not in ("backend", "stage")
-                            else "left")
+            rich.add_column(column, justify="left" if column in TEXT_COLUMNS else "right")
         for row in table.rows:
             rich.add_row(*(escape(str(cell)) for cell in row))
         out.print(rich)
@@ -123,7 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", default=[], choices=sorted(BENCHES),
                         help="run only this benchmark (repeatable)")
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
+    parser.add_argument("--profile", action="store_true",
+                        help="also profile ours at P=1 in the actions bench (BENCH_PROFILE=1)")
     args = parser.parse_args(argv)
+    if args.profile:
+        os.environ["BENCH_PROFILE"] = "1"
     names = args.only or list(BENCHES)
 
     out = Console(width=None if sys.stdout.isatty() else 140, soft_wrap=False)

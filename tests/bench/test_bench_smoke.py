@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # The title of the first table each benchmark prints.
 TABLES = {
     "claims": "[claims] Claims per second",
+    "actions": "[actions] Actions per second",
     "api": "[api] Requests per second",
     "latency": "[latency] Latency,",
     "growth": "[growth] Median latency at each size",
@@ -33,3 +34,9 @@ def test_quick_run_prints_every_table() -> None:
     for name, title in TABLES.items():
         assert title in done.stdout, f"{name} printed no table\n{report}"
     assert "targets:" in done.stdout, report
+    # Errors are a performance target in the summary (they do not change the exit status), but
+    # an action that fails in the smoke run is a bug: every side of `actions` must have none.
+    lines = [line for line in done.stdout.splitlines()
+             if line.strip().startswith("actions") and "errors, every side" in line]
+    assert lines, report
+    assert all(line.rstrip().endswith("met") for line in lines), report

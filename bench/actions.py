@@ -1,0 +1,1003 @@
+"""Bench: whole actions per second (dispatch + claim + no-op handler + outcome), three sides.
+
+The same harness as `claims`: one driver process per backend makes the data, then forks P
+worker processes (P = 1, 4, 16) that take tickets from a shared counter, round after round.
+Every side runs in the same workers against the same database server, with DEBUG off and, on
+SQLite, WAL with `synchronous=FULL` on every connection (the product's setting; checked and
+printed). Rounds of the sides alternate inside each repeat (raw, ours, peer; then reversed), so
+every ratio is taken from neighbouring rounds; the median of the per-repeat ratios is judged.
+
+One action, per side:
+
+- `ours`: `proposal_dispatch(enqueue=False)` of a proposal of `bench.noop` (a `crm.lookup`-shaped
+  contract whose handler does no I/O: `Effect.READ`, idempotent, no approval; `bench/noop.py`),
+  then `operation_execute`: every re-check, the claim (proposal lock, operation, audit, budget),
+  the attempt start, the handler, the outcome. 3 write transactions.
+- `raw`: exactly the writes of those 3 transactions, the same statements in the same order
+  through sqlite3 / psycopg, no ORM and none of the reads (the statement lists are compared
+  with the product's at run time: see "raw mirrors ours").
+- `peer`: agentbarrier's `store.claim()` -> the no-op handler -> `store.complete()` on an
+  action its policy allowed (2 write transactions), on its own SQLite file beside ours or its
+  own schema in the same PostgreSQL database (`bench/peers.py`; skipped when not installed).
+
+And the full lifecycle: `ours_life` is `proposal_create` -> `approval_decide` (an operator's
+grant) -> `proposal_dispatch` -> `operation_execute` of `bench.noop_gated`; `peer_life` is
+agentbarrier's `submit` -> `decide` -> `RuntimeBarrier.execute`.
+
+Afterwards the tables are checked: every action has exactly one operation, one attempt, one
+outcome and one of each audit event (agentbarrier: one `execution_started` and one
+`execution_succeeded` receipt, and its receipt chain verifies); none was claimed twice.
+
+`BENCH_PROFILE=1` (or `run_all.py --profile`) also profiles ours in one process at P=1 with
+cProfile and prints the top 25 functions by cumulative and by total time, and the statements
+of one action.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import json
+import multiprocessing
+import os
+import pstats
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.common import (
+    ROOT,
+    Context,
+    Result,
+    Table,
+    Target,
+    django_env,
+    fmt,
+    in_child,
+    median,
+    ms,
+    percentile,
+)
+
+NAME = "actions"
+TITLE = "Actions per second: ours vs the raw write set vs agentbarrier"
+RAW_TARGET = 0.60
+PEER_TARGET = 1.0
+PEER_TARGET_PG_CONCURRENT = 1.5  # PostgreSQL at P >= 4
+LIFE_TARGET = 1.0
+
+ACTION_SIDES = ("raw", "ours", "peer")  # ours in the middle: next to both of its baselines
+LIFE_SIDES = ("ours_life", "peer_life")
+PEER_SIDES = ("peer", "peer_life")
+LABELS = {"ours": "ours", "raw": "raw", "peer": "agentbarrier", "ours_life": "ours lifecycle",
+          "peer_life": "agentbarrier lifecycle"}
+SECRET = "bench-only-secret-key-not-for-any-deployment"  # DEBUG off needs one
+
+
+def plan(quick: bool) -> dict[str, Any]:
+    """Sizes; `BENCH_ACTIONS_ITEMS`, `BENCH_ACTIONS_LIFE_ITEMS`, `BENCH_ACTIONS_REPEATS`,
+    `BENCH_ACTIONS_LEVELS` (e.g. `1,4,16`), `BENCH_ACTIONS_CLAIMANTS` (2: every item raced by
+    two workers), `BENCH_PROFILE` and `BENCH_PROFILE_ACTIONS` override them."""
+    found: dict[str, Any] = (
+        {"levels": [1, 4], "items": 16, "life_items": 8, "repeats": 1, "warm": 1,
+         "profile_actions": 30}
+        if quick else
+        {"levels": [1, 4, 16], "items": 200, "life_items": 60, "repeats": 3, "warm": 2,
+         "profile_actions": 300})
+    found["claimants"] = 1
+    for key in ("items", "life_items", "repeats", "claimants", "profile_actions"):
+        env = os.environ.get(f"BENCH_ACTIONS_{key.upper()}") or (
+            os.environ.get("BENCH_PROFILE_ACTIONS") if key == "profile_actions" else None)
+        if env:
+            found[key] = int(env)
+    if os.environ.get("BENCH_ACTIONS_LEVELS"):
+        found["levels"] = [int(n) for n in os.environ["BENCH_ACTIONS_LEVELS"].split(",")]
+    found["profile"] = os.environ.get("BENCH_PROFILE", "") not in ("", "0")
+    return found
+
+
+def steps(quick: bool, backends: list[str]) -> int:
+    p = plan(quick)
+    sides = len(ACTION_SIDES) + len(LIFE_SIDES)
+    return len(backends) * (3 + p["profile"] + len(p["levels"]) * (1 + p["repeats"]) * sides)
+
+
+# --- the raw side: the product's write set, statement for statement ----------------------------
+
+# Copied from the statements Django sends (`bench/actions.py --profile` lists them); {p} is a
+# placeholder, {j} a JSON one. `_skeleton` of these must equal that of the captured statements.
+RAW_CLAIM = (
+    'UPDATE "dispatch_proposal" SET "cancelled_at" = NULL WHERE '
+    '("dispatch_proposal"."cancelled_at" IS NULL AND "dispatch_proposal"."id" = {p})',
+    'INSERT INTO "dispatch_operation" ("id", "tenant_id", "proposal_id", "permit_id", '
+    '"principal_id", "execution_id", "operation", "contract_fingerprint", "state", '
+    '"attempts_made", "next_attempt_at", "result", "evidence", "claimed_at", "updated_at") '
+    "VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {j}, {p}, {p}, {p})",
+    'INSERT INTO "dispatch_auditevent" ("tenant_id", "at", "kind", "actor", "operation_id", '
+    '"proposal_id", "digest", "details") VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {j}) '
+    'RETURNING "dispatch_auditevent"."id"',
+    'INSERT INTO "dispatch_budgetcounter" ("key", "used", "limit") VALUES ({p}, {p}, {p}), '
+    '({p}, {p}, {p}) ON CONFLICT ("key") DO UPDATE SET "used" = "dispatch_budgetcounter"."used" '
+    '+ excluded."used" WHERE "dispatch_budgetcounter"."used" + excluded."used" <= '
+    '"dispatch_budgetcounter"."limit" RETURNING "key"',
+)
+RAW_START = (
+    'UPDATE "dispatch_operation" SET "attempts_made" = {p}, "updated_at" = {p}, '
+    '"next_attempt_at" = NULL WHERE ("dispatch_operation"."attempts_made" = {p} AND '
+    '"dispatch_operation"."id" = {p} AND "dispatch_operation"."state" = {p})',
+    'INSERT INTO "dispatch_attempt" ("operation_id", "number", "started_at", "ended_at", '
+    '"outcome", "error") VALUES ({p}, {p}, {p}, {p}, {p}, {p}) RETURNING "dispatch_attempt"."id"',
+    RAW_CLAIM[2],
+)
+RAW_OUTCOME = (
+    'UPDATE "dispatch_operation" SET "state" = {p}, "updated_at" = {p}, "result" = {j} WHERE '
+    '("dispatch_operation"."attempts_made" = {p} AND "dispatch_operation"."id" = {p} AND '
+    '"dispatch_operation"."state" = {p})',
+    'UPDATE "dispatch_attempt" SET "ended_at" = {p}, "outcome" = {p}, "error" = {p} WHERE '
+    '("dispatch_attempt"."ended_at" IS NULL AND "dispatch_attempt"."number" = {p} AND '
+    '"dispatch_attempt"."operation_id" = {p})',
+    RAW_CLAIM[2],
+)
+RAW_TRANSACTIONS = (RAW_CLAIM, RAW_START, RAW_OUTCOME)
+
+
+def _skeleton(sql: str) -> tuple[str, ...]:
+    """What must not drift in a write statement: its verb, table, the columns it writes, the
+    columns its WHERE guards, ON CONFLICT and RETURNING (empty for a read)."""
+    text = " ".join(sql.split())
+    verb = text.split(None, 1)[0].upper() if text else ""
+    tail = tuple(word for word in ("ON CONFLICT", "RETURNING") if word in text)
+    if verb == "INSERT":
+        m = re.match(r'INSERT INTO "(\w+)" \(([^)]*)\)', text)
+        if m:
+            return ("INSERT", m.group(1), *re.findall(r'"(\w+)"', m.group(2)), *tail)
+    if verb == "UPDATE":
+        m = re.match(r'UPDATE "(\w+)" SET (.*?) WHERE (.*)', text)
+        if m:
+            return ("UPDATE", m.group(1), *re.findall(r'"(\w+)" =', m.group(2)), "WHERE",
+                    *re.findall(r'"\w+"\."(\w+)"', m.group(3)), *tail)
+    if verb in ("INSERT", "UPDATE", "DELETE"):
+        return (verb, text)
+    return ()
+
+
+def raw_skeleton() -> list[list[tuple[str, ...]]]:
+    return [[_skeleton(s.format(p="%s", j="%s")) for s in tx] for tx in RAW_TRANSACTIONS]
+
+
+def noop_handler() -> dict[str, Any]:
+    return {"ok": True}
+
+
+class RawActions:
+    """One action's three write transactions with the database driver alone."""
+
+    def __init__(self, url: str) -> None:
+        from django.conf import settings
+
+        self.sqlite = url.startswith("sqlite")
+        self.counts: Counter[str] = Counter()
+        # The budget counters' limits, as the product's upsert writes them (LOAD_ENV).
+        self.per_principal = settings.BUDGET_TOOL_CALLS_PER_PRINCIPAL
+        self.per_execution = settings.BUDGET_TOOL_CALLS_PER_EXECUTION
+        if self.sqlite:
+            import sqlite3
+
+            self.integrity: Any = sqlite3.IntegrityError
+            # Autocommit mode, explicit BEGIN IMMEDIATE; the product's pragmas (Django turns
+            # foreign keys on; the settings add WAL and synchronous=FULL).
+            self.conn: Any = sqlite3.connect(url.removeprefix("sqlite:///"), timeout=30,
+                                             isolation_level=None)
+            for pragma in ("journal_mode=WAL", "synchronous=FULL", "foreign_keys=ON"):
+                self.conn.execute(f"PRAGMA {pragma}")
+            mark, jmark = "?", "?"
+        else:
+            import psycopg
+
+            self.integrity = psycopg.errors.IntegrityError
+            # psycopg's defaults (server-side binding, a statement prepared after 5 uses),
+            # or with BENCH_RAW_PSYCOPG=django the way Django drives it (client-side binding,
+            # nothing prepared).
+            like_django = os.environ.get("BENCH_RAW_PSYCOPG", "") == "django"
+            self.conn = psycopg.connect(url, autocommit=False, **(
+                {"cursor_factory": psycopg.ClientCursor, "prepare_threshold": None}
+                if like_django else {}))
+            mark, jmark = "%s", "%s::jsonb"
+        self.claim_sql, self.start_sql, self.outcome_sql = (
+            [s.format(p=mark, j=jmark) for s in tx] for tx in RAW_TRANSACTIONS)
+
+    def _when(self, moment: datetime) -> Any:
+        # Django's SQLite format: naive UTC text; PostgreSQL takes the aware datetime.
+        return str(moment.astimezone(UTC).replace(tzinfo=None)) if self.sqlite else moment
+
+    def _run(self, statements: list[tuple[str, tuple[Any, ...], int | None]]) -> bool:
+        """One transaction: each statement with the row count it must have (None: any)."""
+        cur = self.conn.cursor()
+        try:
+            if self.sqlite:
+                cur.execute("BEGIN IMMEDIATE")
+            for sql, params, rows in statements:
+                cur.execute(sql, params)
+                self.counts["statements"] += 1
+                if "RETURNING" in sql:
+                    found = cur.fetchall()
+                    count = len(found)
+                else:
+                    count = cur.rowcount
+                if rows is not None and count != rows:
+                    self._rollback(cur)
+                    return False
+            if self.sqlite:
+                cur.execute("COMMIT")
+            else:
+                self.conn.commit()
+            self.counts["transactions"] += 1
+            return True
+        except self.integrity:
+            self._rollback(cur)  # one operation per proposal: another claimant won
+            return False
+        except BaseException:
+            self._rollback(cur)
+            raise
+
+    def _rollback(self, cur: Any) -> None:
+        if self.sqlite:
+            if self.conn.in_transaction:
+                cur.execute("ROLLBACK")
+        else:
+            self.conn.rollback()
+
+    def action(self, item: Any, actor: str) -> bool:
+        from dispatch.ids import new_id
+
+        op = new_id("op")
+        moment = datetime.now(UTC)
+        now = self._when(moment)
+        keys = sorted([(f"execution:{item.principal_id}:{item.execution_id}", self.per_execution),
+                       (f"principal:{item.principal_id}:{moment:%Y%m%d%H}", self.per_principal)])
+        proposal, operation, audit, budget = self.claim_sql
+        if not self._run([
+            (proposal, (item.proposal_id,), 1),
+            (operation, (op, item.tenant_id, item.proposal_id, None, item.principal_id,
+                         item.execution_id, item.operation, item.fingerprint, "claimed", 0,
+                         None, None, "", now, now), None),
+            (audit, (item.tenant_id, now, "permit.claimed", actor, op, item.proposal_id,
+                     item.digest, json.dumps({"permit_id": None})), 1),
+            (budget, tuple(v for key, cap in keys for v in (key, 1, cap)), 2),
+        ]):
+            return False
+        now = self._when(datetime.now(UTC))
+        started, attempt, audit = self.start_sql
+        if not self._run([
+            (started, (1, now, 0, op, "claimed"), 1),
+            (attempt, (op, 1, now, None, "", ""), 1),
+            (audit, (item.tenant_id, now, "attempt.started", "dispatcher", op, item.proposal_id,
+                     "", json.dumps({"attempt": 1})), 1),
+        ]):
+            raise RuntimeError(f"raw: attempt start of {op} refused")
+        result = json.dumps(noop_handler())
+        now = self._when(datetime.now(UTC))
+        settled, ended, audit = self.outcome_sql
+        if not self._run([
+            (settled, ("completed", now, result, 1, op, "claimed"), 1),
+            (ended, (now, "completed", "", 1, op), 1),
+            (audit, (item.tenant_id, now, "operation.completed", "dispatcher", op,
+                     item.proposal_id, "", json.dumps({"attempt": 1, "outcome": "completed"})),
+             1),
+        ]):
+            raise RuntimeError(f"raw: outcome of {op} refused")
+        return True
+
+    def settings(self) -> dict[str, str]:
+        cur = self.conn.cursor()
+        if self.sqlite:
+            sync = cur.execute("PRAGMA synchronous").fetchone()[0]
+            mode = cur.execute("PRAGMA journal_mode").fetchone()[0]
+            return {"synchronous": _SYNC.get(sync, str(sync)), "journal_mode": str(mode)}
+        cur.execute("SHOW synchronous_commit")
+        value = cur.fetchone()[0]
+        self.conn.rollback()
+        return {"synchronous_commit": str(value), **_driver(self.conn)}
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+_SYNC = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+
+
+def _driver(conn: Any) -> dict[str, str]:
+    """How a psycopg connection binds parameters and whether it prepares statements."""
+    import psycopg
+
+    client = issubclass(conn.cursor_factory, psycopg.ClientCursor)
+    threshold = conn.prepare_threshold
+    return {"binding": "client" if client else "server",
+            "prepared": "never" if threshold is None else f"from use {threshold + 1}"}
+
+
+# --- our sides ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Ours:
+    """Our two kinds of action, as a worker runs them."""
+
+    agent: Any
+    operator: Any
+
+    def action(self, item: Any) -> str:
+        from django.utils import timezone
+
+        from dispatch.services.dispatcher import proposal_dispatch
+        from dispatch.services.execution import operation_execute
+
+        operation = proposal_dispatch(principal=self.agent, proposal_id=item.proposal_id,
+                                      now=timezone.now(), enqueue=False)
+        done = operation_execute(operation_id=operation.id)
+        if done.state != "completed":
+            raise RuntimeError(f"operation {operation.id} ended {done.state}")
+        return str(item.proposal_id)
+
+    def lifecycle(self) -> str:
+        from django.utils import timezone
+
+        from bench.noop import ARGUMENTS, NOOP_GATED
+        from dispatch.services.approvals import approval_decide
+        from dispatch.services.dispatcher import proposal_dispatch
+        from dispatch.services.execution import operation_execute
+        from dispatch.services.proposals import proposal_create
+
+        proposal = proposal_create(principal=self.agent, operation=NOOP_GATED,
+                                   arguments=ARGUMENTS, now=timezone.now())
+        approval_decide(approver=self.operator, approval_id=proposal.approval.id,
+                        decision="grant", digest=proposal.digest, now=timezone.now())
+        operation = proposal_dispatch(principal=self.agent, proposal_id=proposal.id,
+                                      now=timezone.now(), enqueue=False)
+        done = operation_execute(operation_id=operation.id)
+        if done.state != "completed":
+            raise RuntimeError(f"operation {operation.id} ended {done.state}")
+        return str(proposal.id)
+
+
+def _peer_open(peer_args: dict[str, Any] | None, migrate: bool = False) -> Any:
+    if peer_args is None:
+        return None
+    from bench.peers import Peer
+
+    return Peer(**peer_args, migrate=migrate)
+
+
+# --- workers (forked from the driver) -----------------------------------------------------------
+
+
+def _worker(index: int, url: str, owner_id: str, operator_id: str,
+            peer_args: dict[str, Any] | None, commands: Any, results: Any, barrier: Any,
+            counter: Any, claimants: int) -> None:
+    from django.db import connection
+
+    from bench.noop import ARGUMENTS, NOOP_GATED
+    from dispatch.models import Principal
+    from protocols.denials import Denial, DenialCode
+
+    agent = Principal.objects.get(id=owner_id)
+    ours = Ours(agent, Principal.objects.get(id=operator_id))
+    raw = RawActions(url)
+    peer = _peer_open(peer_args)
+
+    def run(mode: str, item: Any) -> str | None:
+        if mode == "ours":
+            return ours.action(item)
+        if mode == "raw":
+            return item.proposal_id if raw.action(item, agent.name) else None
+        if mode == "peer":
+            return item[0] if peer.claim_complete(item, noop_handler) else None
+        if mode == "ours_life":
+            return ours.lifecycle()
+        if mode == "peer_life":
+            return peer.lifecycle(NOOP_GATED, ARGUMENTS, noop_handler)
+        raise ValueError(mode)
+
+    while True:
+        command = commands.get(timeout=1800)
+        if command is None:
+            break
+        mode, items = command
+        per_item = 1 if mode in LIFE_SIDES else claimants  # a lifecycle is made, not raced
+        total = per_item * len(items)
+        done: list[str] = []
+        lost = 0
+        errors: list[str] = []
+        latencies: list[float] = []
+        barrier.wait(timeout=300)
+        started = time.monotonic()
+        while True:
+            with counter.get_lock():
+                ticket = counter.value
+                counter.value = ticket + 1
+            if ticket >= total:
+                break
+            item = items[ticket // per_item]
+            t0 = time.perf_counter()
+            try:
+                found = run(mode, item)
+            except Denial as denial:
+                found = None
+                if denial.code is not DenialCode.PERMIT_CLAIMED or per_item == 1:
+                    errors.append(f"{denial.code.value}: {denial}")
+            except Exception as exc:
+                found = None
+                if per_item == 1 or "InProgress" not in type(exc).__name__:
+                    errors.append(f"{type(exc).__name__}: {exc}")
+            latencies.append(time.perf_counter() - t0)
+            if found is not None:
+                done.append(found)
+            else:
+                lost += 1
+        ended = time.monotonic()
+        results.put((index, started, ended, done, lost, errors[:5], len(errors), latencies))
+    raw.close()
+    if peer is not None:
+        peer.close()
+    connection.close()
+
+
+# --- counts, settings, profile (in the driver) -------------------------------------------------
+
+
+def _capture(run: Any, times: int) -> dict[str, Any]:
+    """Run `run()` `times` times under a statement wrapper; per action: statements, round
+    trips, write transactions, and the statements (and transactions) of the last one."""
+    from django.db import connection
+
+    log: list[tuple[str, str]] = []
+    state: dict[str, Any] = {"tx": None}
+    transactions: list[list[str]] = []
+
+    def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if sql.lstrip()[:5].upper() == "BEGIN":  # SQLite's BEGIN IMMEDIATE: a statement
+            state["tx"] = []
+            log.append(("begin", sql.strip()))
+        else:
+            if connection.in_atomic_block and state["tx"] is None:
+                state["tx"] = []  # psycopg sends BEGIN before the transaction's first statement
+                log.append(("begin", "BEGIN (sent by psycopg)"))
+            if state["tx"] is not None:
+                state["tx"].append(sql)
+            log.append(("tx" if state["tx"] is not None else "read", sql.strip()))
+        return execute(sql, params, many, context)
+
+    real_commit = connection.commit
+
+    def commit() -> None:
+        log.append(("commit", "COMMIT"))
+        if state["tx"] is not None:
+            transactions.append(state["tx"])
+        state["tx"] = None
+        real_commit()
+
+    per_action: list[dict[str, Any]] = []
+    connection.commit = commit  # type: ignore[method-assign]
+    try:
+        with connection.execute_wrapper(wrapper):
+            for _ in range(times):
+                log.clear()
+                transactions.clear()
+                run()
+                per_action.append({"log": list(log), "transactions": list(transactions)})
+    finally:
+        connection.commit = real_commit  # type: ignore[method-assign]
+    last = per_action[-1]
+    statements = [sum(1 for kind, _ in a["log"] if kind in ("tx", "read")) for a in per_action]
+    begins = [sum(1 for kind, _ in a["log"] if kind == "begin") for a in per_action]
+    commits = [sum(1 for kind, _ in a["log"] if kind == "commit") for a in per_action]
+    claim = next((tx for tx in last["transactions"]
+                  if any('"dispatch_operation" ("id"' in s for s in tx)), [])
+    return {
+        "statements": Counter(statements).most_common(1)[0][0],
+        "round_trips": Counter(s + b + c for s, b, c in zip(statements, begins, commits,
+                                                           strict=True)).most_common(1)[0][0],
+        "write_transactions": Counter(commits).most_common(1)[0][0],
+        "claim_round_trips": len(claim) + 2,
+        "log": last["log"],
+        "skeleton": [[k for k in (_skeleton(s) for s in tx) if k]
+                     for tx in last["transactions"]],
+    }
+
+
+def _settings_of(raw: RawActions, peer: Any) -> dict[str, dict[str, str]]:
+    from django.conf import settings
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("PRAGMA synchronous")
+            sync = cursor.fetchone()[0]
+            cursor.execute("PRAGMA journal_mode")
+            ours = {"synchronous": _SYNC.get(sync, str(sync)), "journal_mode": cursor.fetchone()[0]}
+        else:
+            cursor.execute("SHOW synchronous_commit")
+            ours = {"synchronous_commit": cursor.fetchone()[0], **_driver(connection.connection)}
+    found = {"ours": {"DEBUG": str(settings.DEBUG), **ours},
+             "raw": {"DEBUG": "-", **raw.settings()}}
+    if peer is not None:
+        found["peer"] = {"DEBUG": "-", **peer.settings()}
+    return found
+
+
+def _where(func: tuple[str, int, str]) -> str:
+    filename, line, name = func
+    if filename == "~":
+        return name
+    path = filename
+    if "site-packages/" in path:
+        path = path.split("site-packages/", 1)[1]
+    elif path.startswith(str(ROOT)):
+        path = str(Path(path).relative_to(ROOT))
+    elif "/lib/python" in path:
+        path = "stdlib/" + path.split("/lib/python", 1)[1].split("/", 1)[1]
+    return f"{path}:{line}({name})"
+
+
+def _profile(report: Any, world: Any, n: int) -> dict[str, Any]:
+    """cProfile of ours in this one process (P=1): the top 25 by cumulative and total time."""
+    from django.utils import timezone
+
+    from bench.fixtures import cloned_proposals
+    from bench.noop import ARGUMENTS, NOOP
+    from dispatch.models import Principal
+
+    ours = Ours(Principal.objects.get(id=world.owner_id),
+                Principal.objects.get(id=world.operator_id))
+    warm = 20
+    items = cloned_proposals(world, NOOP, ARGUMENTS, warm + 2 * n, timezone.now())
+    for item in items[:warm]:
+        ours.action(item)
+    t0 = time.perf_counter()
+    for item in items[warm:warm + n]:
+        ours.action(item)
+    plain = (time.perf_counter() - t0) / n
+    profiler = cProfile.Profile()
+    t0 = time.perf_counter()
+    profiler.enable()
+    for item in items[warm + n:]:
+        ours.action(item)
+    profiler.disable()
+    profiled = (time.perf_counter() - t0) / n
+    stats = pstats.Stats(profiler)
+    tops = {}
+    for key in ("cumulative", "tottime"):
+        stats.sort_stats(key)
+        rows = []
+        for func in stats.fcn_list[:25]:  # type: ignore[attr-defined]
+            _cc, calls, total, cumulative, _ = stats.stats[func]  # type: ignore[attr-defined]
+            rows.append([_where(func), f"{calls / n:.1f}", f"{total * 1000 / n:.3f}",
+                         f"{cumulative * 1000 / n:.3f}"])
+        tops[key] = rows
+    report(1, "profiled")
+    return {"actions": n, "ms_per_action": plain * 1000,
+            "ms_per_action_profiled": profiled * 1000, "top": tops}
+
+
+# --- the driver (one spawned child per backend) -------------------------------------------------
+
+
+def drive(report: Any, url: str, plan_: dict[str, Any],
+          peer_args: dict[str, Any] | None) -> dict[str, Any]:
+    from django.conf import settings
+    from django.db import connection
+    from django.utils import timezone
+
+    from bench.fixtures import cloned_proposals, make_noop_world
+    from bench.noop import ARGUMENTS, NOOP, NOOP_GATED
+    from dispatch.models import Principal
+
+    if settings.DEBUG:
+        raise RuntimeError("DEBUG is on: the debug cursor would be measured too")
+    now = timezone.now()
+    world = make_noop_world(now)
+    levels, size, repeats = plan_["levels"], plan_["items"], plan_["repeats"]
+    life_size, claimants = plan_["life_items"], plan_["claimants"]
+    warm = {level: plan_["warm"] * level for level in levels}  # per worker, before measuring
+    needed = sum(repeats * size + warm[level] for level in levels)
+    made = time.monotonic()
+    counted = 10
+    batches = {side: cloned_proposals(world, NOOP, ARGUMENTS, needed + counted, now)
+               for side in ("ours", "raw")}
+    peer = _peer_open(peer_args, migrate=True)
+    if peer is not None:
+        batches["peer"] = peer.approved(needed + counted, NOOP, ARGUMENTS)
+    setup_seconds = time.monotonic() - made
+    report(1, f"{needed} actions per side made")
+
+    # Counts per action, and the settings every side runs with.
+    agent = Principal.objects.get(id=world.owner_id)
+    ours = Ours(agent, Principal.objects.get(id=world.operator_id))
+    raw = RawActions(url)
+    spare = {side: iter(batch[needed:]) for side, batch in batches.items()}
+    ours.action(next(spare["ours"]))  # warm-up: the runtime, the validators
+    ours.lifecycle()
+    counts: dict[str, Any] = {
+        "ours": _capture(lambda: ours.action(next(spare["ours"])), counted // 2),
+        "ours_life": _capture(ours.lifecycle, 3),
+    }
+    raw.counts.clear()
+    raw_runs = counted // 2
+    for _ in range(raw_runs):
+        raw.action(next(spare["raw"]), agent.name)
+    counts["raw"] = {"statements": raw.counts["statements"] // raw_runs,
+                     "write_transactions": raw.counts["transactions"] // raw_runs,
+                     "round_trips": (raw.counts["statements"]
+                                     + 2 * raw.counts["transactions"]) // raw_runs,
+                     "claim_round_trips": len(RAW_CLAIM) + 2, "skeleton": raw_skeleton()}
+    if peer is not None:
+        for side, run in (("peer", lambda: peer.claim_complete(next(spare["peer"]),
+                                                               noop_handler)),
+                          ("peer_life", lambda: peer.lifecycle(NOOP_GATED, ARGUMENTS,
+                                                               noop_handler))):
+            run()
+            with peer.counting() as c:
+                for _ in range(3):
+                    run()
+            counts[side] = {"statements": c["statements"] // 3,
+                            "round_trips": c["round_trips"] // 3,
+                            "write_transactions": c["transactions"] // 3}
+    settings_seen = _settings_of(raw, peer)
+    raw.close()
+    report(1, "counted")
+    profile = _profile(report, world, plan_["profile_actions"]) if plan_["profile"] else None
+    if peer is not None:
+        peer.close()
+    connection.close()  # no connection crosses a fork
+
+    sides = [s for s in (*ACTION_SIDES, *LIFE_SIDES) if peer is not None or s not in PEER_SIDES]
+    ctx = multiprocessing.get_context("fork")
+    rounds: list[dict[str, Any]] = []
+    cursor = dict.fromkeys(batches, 0)
+
+    def take(side: str, n: int) -> list[Any]:
+        if side in LIFE_SIDES:
+            return list(range(n))
+        chunk = batches[side][cursor[side]:cursor[side] + n]
+        cursor[side] += n
+        return chunk
+
+    for level in levels:
+        commands = [ctx.Queue() for _ in range(level)]
+        results = ctx.Queue()
+        barrier = ctx.Barrier(level)
+        counter = ctx.Value("q", 0)
+        procs = [ctx.Process(target=_worker, args=(
+            i, url, world.owner_id, world.operator_id, peer_args, commands[i], results,
+            barrier, counter, claimants)) for i in range(level)]
+        for proc in procs:
+            proc.start()
+
+        def one_round(side: str, rep: int, chunk: list[Any], *, lvl: int = level,
+                      cmds: list[Any] = commands, res: Any = results, ctr: Any = counter
+                      ) -> None:
+            ctr.value = 0
+            for queue in cmds:
+                queue.put((side, chunk))
+            answers = [res.get(timeout=1800) for _ in range(lvl)]
+            rounds.append(_tally(lvl, rep, side, chunk, answers,
+                                 1 if side in LIFE_SIDES else claimants))
+            label = "warm-up" if rep < 0 else f"rep {rep + 1}"
+            report(1, f"P={lvl} {LABELS[side]} {label}: {rounds[-1]['per_s']:.0f}/s")
+
+        try:
+            for side in sides:  # warm-up: connections, caches; checked, not reported
+                one_round(side, -1, take(side, warm[level]))
+            for rep in range(repeats):
+                for group in (ACTION_SIDES, LIFE_SIDES):
+                    order = group if rep % 2 == 0 else tuple(reversed(group))
+                    for side in order:
+                        if side in sides:
+                            one_round(side, rep, take(side, size if side not in LIFE_SIDES
+                                                      else life_size))
+                        else:
+                            report(1)
+        finally:
+            for queue in commands:
+                queue.put(None)
+            for proc in procs:
+                proc.join(60)
+                if proc.is_alive():
+                    proc.kill()
+        if peer is None:
+            report(len(PEER_SIDES))  # the skipped warm-up rounds
+    _verify(rounds, _peer_open(peer_args))
+    return {"rounds": rounds, "counts": counts, "settings": settings_seen, "profile": profile,
+            "setup_seconds": setup_seconds, "claimants": claimants}
+
+
+def _tally(level: int, rep: int, side: str, chunk: list[Any],
+           answers: list[tuple[Any, ...]], claimants: int) -> dict[str, Any]:
+    started = min(a[1] for a in answers)
+    ended = max(a[2] for a in answers)
+    done = Counter(x for a in answers for x in a[3])
+    latencies = [x for a in answers for x in a[7]]
+    elapsed = max(ended - started, 1e-9)
+    ids = [item.proposal_id for item in chunk] if side in ("ours", "raw") else (
+        [item[0] for item in chunk] if side == "peer" else list(done))
+    lost = sum(a[4] for a in answers)
+    errors = sum(a[6] for a in answers)
+    samples = [e for a in answers for e in a[5]][:5]
+    if claimants == 1 and lost > errors:  # nobody else could have taken it: unexplained
+        samples.append(f"{lost - errors} actions refused without an error")
+        errors = lost
+    return {
+        "level": level, "rep": rep, "side": side, "items": len(chunk), "ids": ids,
+        "done": sum(done.values()), "done_items": len(done),
+        "reported_double": sum(1 for c in done.values() if c > 1),
+        "lost": lost, "errors": errors, "error_samples": samples,
+        "elapsed": elapsed, "per_s": sum(done.values()) / elapsed,
+        "p50": percentile(latencies, 50), "p99": percentile(latencies, 99),
+    }
+
+
+def _verify(rounds: list[dict[str, Any]], peer: Any) -> None:
+    """From the tables: for every action done, exactly one of each row it must leave."""
+    from django.db.models import Count
+
+    from dispatch.models import ApprovalRequest, Attempt, AuditEvent, Operation
+
+    tally = peer.tally() if peer is not None else None
+    if peer is not None:
+        peer.close()
+    for r in rounds:
+        ids = r.pop("ids")
+        if r["side"] in PEER_SIDES:
+            assert tally is not None
+            succeeded = sum(1 for i in ids if tally["status"].get(i) == "succeeded")
+            started = [tally["events"][(i, "execution_started")] for i in ids]
+            finished = [tally["events"][(i, "execution_succeeded")] for i in ids]
+            r["db"] = {"succeeded": succeeded, "started": sum(started),
+                       "finished": sum(finished), "chain_ok": tally["chain_ok"]}
+            twice = sum(1 for n in started if n > 1)
+            r["double_claims"] = r["reported_double"] + twice
+            r["consistent"] = (succeeded == sum(started) == sum(finished) == r["done"]
+                               == r["done_items"] and tally["chain_ok"])
+            continue
+        operations = Operation.objects.filter(proposal_id__in=ids)
+        ops = operations.count()
+        completed = operations.filter(state="completed").count()
+        attempts = Attempt.objects.filter(operation__proposal_id__in=ids)
+        attempts_done = attempts.filter(number=1, outcome="completed",
+                                        ended_at__isnull=False).count()
+        events = AuditEvent.objects.filter(proposal_id__in=ids)
+        kinds = Counter(dict(events.values_list("kind").annotate(n=Count("id"))))
+        twice = (events.filter(kind__in=("permit.claimed", "attempt.started"))
+                 .values("proposal_id", "kind").annotate(n=Count("id")).filter(n__gt=1).count())
+        r["db"] = {"operations": ops, "completed": completed, "attempts": attempts.count(),
+                   "attempts_completed": attempts_done, **{k: kinds[k] for k in (
+                       "permit.claimed", "attempt.started", "operation.completed")}}
+        expected = [ops, completed, r["db"]["attempts"], attempts_done, kinds["permit.claimed"],
+                    kinds["attempt.started"], kinds["operation.completed"], r["done"],
+                    r["done_items"]]
+        if r["side"] == "ours_life":
+            granted = ApprovalRequest.objects.filter(proposal_id__in=ids,
+                                                     state="granted").count()
+            r["db"]["granted"] = granted
+            expected.append(granted)
+        r["double_claims"] = (r["reported_double"] + twice + max(0, ops - r["done_items"])
+                              + max(0, r["db"]["attempts"] - ops))
+        r["consistent"] = len(set(expected)) == 1
+
+
+# --- the report ---------------------------------------------------------------------------------
+
+
+def _pairs(rounds: list[dict[str, Any]], level: int, a: str, b: str) -> list[float]:
+    """a/b of the two sides' rounds in the same repeat (neighbouring rounds)."""
+    mine = {r["rep"]: r for r in rounds if r["level"] == level and r["side"] == a
+            and r["rep"] >= 0}
+    base = {r["rep"]: r for r in rounds if r["level"] == level and r["side"] == b
+            and r["rep"] >= 0}
+    return [mine[k]["per_s"] / base[k]["per_s"] for k in sorted(mine)
+            if k in base and base[k]["per_s"] > 0]
+
+
+def _rate(rounds: list[dict[str, Any]], level: int, side: str) -> float:
+    return median([r["per_s"] for r in rounds if r["level"] == level and r["side"] == side
+                   and r["rep"] >= 0])
+
+
+def _lat(rounds: list[dict[str, Any]], level: int, side: str) -> str:
+    mine = [r for r in rounds if r["level"] == level and r["side"] == side and r["rep"] >= 0]
+    if not mine:
+        return "-"
+    return f"{ms(median([r['p50'] for r in mine]))}/{ms(median([r['p99'] for r in mine]))}"
+
+
+def _ratio(values: list[float]) -> str:
+    return f"{median(values):.2f}" if values else "-"
+
+
+def run(ctx: Context) -> Result:
+    from bench.peers import PEER, PEER_VERSION, missing
+
+    p = plan(ctx.quick)
+    result = Result(NAME)
+    absent = missing()
+    if absent:
+        result.notes.append(f"agentbarrier: {absent}; measuring ours vs raw only")
+    per_backend: dict[str, Any] = {}
+    for backend in ctx.dbs.backends():
+        url = ctx.dbs.url(backend, "actions")
+        peer_file = ""
+        peer_args: dict[str, Any] | None = None
+        if not absent:
+            if backend == "sqlite":
+                peer_file = url.removeprefix("sqlite:///") + "-agentbarrier.sqlite3"
+                peer_args = {"sqlite_path": peer_file}
+            else:
+                peer_args = {"postgres_url": url}
+        ctx.progress.say(f"{backend}: making data")
+        env = django_env(url, ctx.dbs.var, DJANGO_DEBUG="0", SECRET_KEY=SECRET,
+                         DISPATCH_EXTENSIONS="bench.noop")
+        try:
+            per_backend[backend] = in_child(env, drive, url, p, peer_args,
+                                            progress=ctx.progress, timeout=3600)
+        finally:
+            ctx.dbs.drop(url)
+            if peer_file:
+                ctx.dbs.drop(f"sqlite:///{peer_file}")
+        ctx.progress.step(1)
+    if ctx.dbs.pg_missing:
+        result.notes.append(f"PostgreSQL skipped: {ctx.dbs.pg_missing}")
+    peer_name = "agentbarrier" if absent else f"{PEER} {PEER_VERSION}"
+
+    actions = Table("Actions per second (dispatch + claim + no-op handler + outcome; "
+                    f"ours and raw: 3 write transactions, {peer_name}: claim + complete)",
+                    ["backend", "procs", "ours/s", "raw/s", "ours/raw", "agentbarrier/s",
+                     "ours/agentbarrier", "errors", "double claims"])
+    life = Table("Full lifecycle per second (ours: propose -> grant -> dispatch -> execute; "
+                 "agentbarrier: submit -> decide -> execute)",
+                 ["backend", "procs", "ours/s", "agentbarrier/s", "ours/agentbarrier",
+                  "errors", "double claims"])
+    latency = Table("Latency per action, p50/p99 ms (medians over the repeats)",
+                    ["backend", "procs", "ours", "raw", "agentbarrier", "ours lifecycle",
+                     "agentbarrier lifecycle"])
+    counts = Table("Per action: statements, round trips and write transactions (BEGIN and "
+                   "COMMIT are round trips; a read outside a transaction is one)",
+                   ["backend", "side", "statements", "round trips", "write txns",
+                    "claim round trips"])
+    seen = Table("Settings each side ran with", ["backend", "side", "DEBUG", "durability, driver"])
+    for backend, data in per_backend.items():
+        rounds = data["rounds"]
+        for level in p["levels"]:
+            cell = [r for r in rounds if r["level"] == level]
+            act = [r for r in cell if r["side"] in ACTION_SIDES]
+            lif = [r for r in cell if r["side"] in LIFE_SIDES]
+            raw_pairs = _pairs(rounds, level, "ours", "raw")
+            peer_pairs = _pairs(rounds, level, "ours", "peer")
+            life_pairs = _pairs(rounds, level, "ours_life", "peer_life")
+            has_peer = any(r["side"] == "peer" for r in cell)
+            actions.rows.append([
+                backend, level, fmt(_rate(rounds, level, "ours"), 0),
+                fmt(_rate(rounds, level, "raw"), 0), _ratio(raw_pairs),
+                fmt(_rate(rounds, level, "peer"), 0) if has_peer else "-",
+                _ratio(peer_pairs) if has_peer else "-",
+                sum(r["errors"] for r in act), _doubles(act)])
+            life.rows.append([
+                backend, level, fmt(_rate(rounds, level, "ours_life"), 0),
+                fmt(_rate(rounds, level, "peer_life"), 0) if has_peer else "-",
+                _ratio(life_pairs) if has_peer else "-",
+                sum(r["errors"] for r in lif), _doubles(lif)])
+            latency.rows.append([backend, level, *(_lat(rounds, level, s) for s in (
+                "ours", "raw", "peer", "ours_life", "peer_life"))])
+            where = f"{backend} P={level}"
+            result.targets.append(Target(f"{where}: ours vs raw", median(raw_pairs),
+                                         RAW_TARGET, at_least=True, unit="x raw",
+                                         detail=f"{len(raw_pairs)} pairs"))
+            if has_peer:
+                limit = (PEER_TARGET_PG_CONCURRENT if backend == "postgres" and level >= 4
+                         else PEER_TARGET)
+                result.targets.append(Target(f"{where}: ours vs agentbarrier",
+                                             median(peer_pairs), limit, at_least=True,
+                                             unit="x peer", detail=f"{len(peer_pairs)} pairs"))
+                result.targets.append(Target(f"{where}: lifecycle ours vs agentbarrier",
+                                             median(life_pairs), LIFE_TARGET, at_least=True,
+                                             unit="x peer", detail=f"{len(life_pairs)} pairs"))
+            samples = [e for r in cell for e in r["error_samples"]]
+            if samples:
+                result.notes.append(f"{where} errors: {samples[:3]}")
+        every = rounds  # warm-up rounds included: their rows are checked too
+        errors = sum(r["errors"] for r in every)
+        doubles = sum(r["double_claims"] for r in every)
+        bad = sum(1 for r in every if not r["consistent"])
+        result.targets.append(Target(f"{backend}: errors, every side and round", errors, 0,
+                                     at_least=False))
+        result.targets.append(Target(f"{backend}: double claims (from the tables)", doubles, 0,
+                                     at_least=False, met=doubles == 0 and bad == 0,
+                                     detail=f"{bad} rounds inconsistent" if bad else ""))
+        if backend == "postgres" and {1, 4} <= set(p["levels"]):
+            rise = _rate(rounds, 4, "ours") / max(_rate(rounds, 1, "ours"), 1e-9)
+            result.targets.append(Target("postgres: ours P=4 vs P=1 (rises)", rise, 1.0,
+                                         at_least=True, unit="x", met=rise > 1.0))
+        if backend == "postgres" and {4, 16} <= set(p["levels"]):
+            hold = _rate(rounds, 16, "ours") / max(_rate(rounds, 4, "ours"), 1e-9)
+            result.targets.append(Target("postgres: ours P=16 vs P=4 (does not fall)", hold,
+                                         1.0, at_least=True, unit="x"))
+        c = data["counts"]
+        for side in ("ours", "raw", "peer", "ours_life", "peer_life"):
+            if side in c:
+                counts.rows.append([backend, LABELS[side], c[side]["statements"],
+                                    c[side]["round_trips"], c[side]["write_transactions"],
+                                    c[side].get("claim_round_trips", "-")])
+        result.targets.append(Target(f"{backend}: ours write transactions per action",
+                                     c["ours"]["write_transactions"], 3, at_least=False))
+        result.targets.append(Target(f"{backend}: ours claim round trips",
+                                     c["ours"]["claim_round_trips"], 7, at_least=False))
+        mirrored = c["ours"]["skeleton"] == c["raw"]["skeleton"]
+        result.targets.append(Target(f"{backend}: raw mirrors ours' write statements",
+                                     int(mirrored), 1, at_least=True, met=mirrored))
+        if not mirrored:
+            drift = _drift(c["ours"]["skeleton"], c["raw"]["skeleton"])
+            result.notes.append(f"{backend}: raw no longer mirrors ours, update RAW_* in "
+                                f"bench/actions.py: {drift}")
+        durable = True
+        for side, values in data["settings"].items():
+            durability = ", ".join(f"{k}={v}" for k, v in values.items() if k != "DEBUG")
+            seen.rows.append([backend, LABELS[side], values["DEBUG"], durability])
+            durable &= values.get("synchronous", "FULL") == "FULL" and values.get(
+                "synchronous_commit", "on") == "on"
+        result.targets.append(Target(f"{backend}: every side commits durably "
+                                     "(synchronous=FULL / synchronous_commit=on)",
+                                     int(durable), 1, at_least=True, met=durable))
+        if data["profile"]:
+            prof = data["profile"]
+            for key, label in (("cumulative", "cumulative"), ("tottime", "total")):
+                result.tables.append(Table(
+                    f"cProfile of ours, one process (P=1), {backend}: top 25 by {label} time "
+                    f"({prof['actions']} actions; {prof['ms_per_action']:.2f} ms per action "
+                    f"unprofiled, {prof['ms_per_action_profiled']:.2f} ms profiled)",
+                    ["function", "calls/action", "tottime ms/action", "cumtime ms/action"],
+                    prof["top"][key]))
+            result.tables.append(Table(
+                f"Statements of one action of ours, {backend} ({c['ours']['statements']} "
+                f"statements, {c['ours']['round_trips']} round trips)",
+                ["#", "kind", "statement"],
+                [[i + 1, kind, _short(sql)] for i, (kind, sql) in enumerate(
+                    c["ours"]["log"])]))
+    actions.note = (f"{p['items']} actions per round, {p['repeats']} repeats per cell, "
+                    f"{p['claimants']} claimant(s) per action; ratios = median over the "
+                    "repeats of the ratio of neighbouring rounds. Noisy on a shared machine.")
+    life.note = f"{p['life_items']} lifecycles per round, {p['repeats']} repeats per cell."
+    result.tables[:0] = [actions, life, latency, counts, seen]
+    # The statement lists are for the profile's table, not the JSON file.
+    result.figures = {b: {**d, "counts": {side: {k: v for k, v in c.items() if k != "log"}
+                                          for side, c in d["counts"].items()}}
+                      for b, d in per_backend.items()}
+    return result
+
+
+def _drift(ours: list[list[tuple[str, ...]]], raw: list[list[tuple[str, ...]]]) -> str:
+    """Where two write sets differ, transaction by transaction, statement by statement."""
+    if len(ours) != len(raw):
+        return f"ours writes in {len(ours)} transactions, raw in {len(raw)}"
+    found = []
+    for number, (mine, theirs) in enumerate(zip(ours, raw, strict=True), 1):
+        for index in range(max(len(mine), len(theirs))):
+            a = mine[index] if index < len(mine) else ()
+            b = theirs[index] if index < len(theirs) else ()
+            if a != b:
+                found.append(f"transaction {number} statement {index + 1}: ours {' '.join(a)}"
+                             f" / raw {' '.join(b)}")
+    return "; ".join(found)
+
+
+def _doubles(rounds: list[dict[str, Any]]) -> str | int:
+    doubles = sum(r["double_claims"] for r in rounds)
+    bad = sum(1 for r in rounds if not r["consistent"])
+    return doubles if not bad else f"{doubles} ({bad} bad)"
+
+
+def _short(sql: str, width: int = 110) -> str:
+    text = " ".join(sql.split())
+    text = re.sub(r'SELECT ("\w+"\."\w+", )+("\w+"\."\w+")', "SELECT …", text)
+    return text if len(text) <= width else text[:width - 1] + "…"
