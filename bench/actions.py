@@ -117,8 +117,7 @@ RAW_CLAIM = (
     '"attempts_made", "next_attempt_at", "result", "evidence", "claimed_at", "updated_at") '
     "VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {j}, {p}, {p}, {p})",
     'INSERT INTO "dispatch_auditevent" ("tenant_id", "at", "kind", "actor", "operation_id", '
-    '"proposal_id", "digest", "details") VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {j}) '
-    'RETURNING "dispatch_auditevent"."id"',
+    '"proposal_id", "digest", "details") VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {j})',
     'INSERT INTO "dispatch_budgetcounter" ("key", "used", "limit") VALUES ({p}, {p}, {p}), '
     '({p}, {p}, {p}) ON CONFLICT ("key") DO UPDATE SET "used" = "dispatch_budgetcounter"."used" '
     '+ excluded."used" WHERE "dispatch_budgetcounter"."used" + excluded."used" <= '
