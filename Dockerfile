@@ -3,6 +3,7 @@ WORKDIR /app
 COPY pyproject.toml constraints.txt README.md ./
 COPY config config
 COPY console console
+COPY demo demo
 COPY dispatch dispatch
 COPY protocols protocols
 COPY templates templates

@@ -59,7 +59,7 @@ def start_destinations(directory: Path) -> tuple[subprocess.Popen[str], dict[str
     smtp, bank = free_port(), free_port()
     directory.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dispatch.destinations", "--dir", str(directory),
+        [sys.executable, "-m", "demo.destinations", "--dir", str(directory),
          "--smtp-port", str(smtp), "--bank-port", str(bank), "--hang-seconds", "5"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}, start_new_session=True)

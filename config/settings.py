@@ -60,6 +60,11 @@ CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=not DEBUG)
 SECURE_PROXY_SSL_HEADER = _proxy_ssl_header(env.str("SECURE_PROXY_SSL_HEADER", default=""))
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
+# Modules with a `register(runtime)` function adding trusted contracts, their handlers and
+# resource kinds (dispatch.runtime). The default is the demo of DESIGN §8; set it empty (or to
+# other modules) to run without the demo. The demo's app (its commands) comes with it.
+DISPATCH_EXTENSIONS = env.list("DISPATCH_EXTENSIONS", default=["demo.extension"])
+
 INSTALLED_APPS = [
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -71,6 +76,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # Swagger UI assets served locally, no CDN
     "dispatch",
     "console",
+    *(["demo"] if "demo.extension" in DISPATCH_EXTENSIONS else []),
 ]
 
 MIDDLEWARE = [
@@ -226,7 +232,7 @@ CELERY_BEAT_SCHEDULE = {
     "approvals-expire-stale": {"task": "dispatch.tasks.approvals_expire_stale", "schedule": 10.0},
 }
 
-# --- Destinations (DESIGN §8): loopback services outside the dispatcher's database -------------
+# --- The demo's destinations (DESIGN §8): loopback services outside the dispatcher's database ---
 DESTINATIONS = {
     "dir": str(Path(env.str("DESTINATIONS_DIR", default=str(VAR_DIR / "destinations")))),
     "smtp_host": "127.0.0.1",
@@ -294,8 +300,6 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="WARNING")},
 }
 
-# Modules with a `register(runtime)` function adding trusted contracts and their handlers.
-DISPATCH_EXTENSIONS = env.list("DISPATCH_EXTENSIONS", default=[])
 # Upper bound on one destination call, below the contract timeout (tests shorten it).
 HANDLER_TIMEOUT_CAP = env.float("HANDLER_TIMEOUT_CAP", default=15.0)
 # Pause between same-key retries of a receiver_dedup operation, doubled per attempt.

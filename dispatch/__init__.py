@@ -1,1 +1,1 @@
-"""The enforcing runtime: operation store, dispatcher, handlers, destinations and tasks."""
+"""The enforcing runtime: operation store, dispatcher, the handler port, extensions and tasks."""

@@ -1,5 +1,10 @@
-"""The handler port and the context only the dispatcher gives a handler (spec §7), with the
-demo contracts' handlers.
+"""The handler port and the context only the dispatcher gives a handler (spec §7).
+
+Handlers are registered by extensions (`settings.DISPATCH_EXTENSIONS`, each a module with a
+`register(runtime)` function); the runtime itself ships none. A handler and the destination
+clients it uses report a failure as exactly one of `DefiniteFailure` (certainly no effect) or
+`UncertainOutcome` (maybe an effect); a read-only lookup that gets no usable answer raises
+`LookupFailedError`.
 
 A protected handler runs only through the dispatcher's invoke path
 (`dispatch.services.execution.handler_invoke`), which first checks in the store that its
@@ -17,19 +22,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
-from django.conf import settings
-
-from dispatch.destinations.bank_client import bank_lookup, bank_transfer
-from dispatch.destinations.errors import DefiniteFailure, LookupFailedError, UncertainOutcome
-from dispatch.destinations.smtp_client import send_email
-from dispatch.destinations.smtp_sink import lookup_message
-
 __all__ = [
-    "HANDLERS",
     "Cancellation",
     "DefiniteFailure",
+    "DestinationError",
     "Handler",
     "HandlerContext",
+    "LookupFailedError",
     "LookupResult",
     "UncertainOutcome",
     "UnclaimedInvocationError",
@@ -37,6 +36,31 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+
+class DestinationError(Exception):
+    """Root of what a handler or destination client reports instead of a result; ``reason``
+    is a human-readable explanation.
+
+    The dispatcher's safety rests on one distinction: whether the destination *certainly* did
+    not perform the effect, or *may* have. Every failure is exactly one of the two subclasses.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class DefiniteFailure(DestinationError):
+    """The destination certainly did not perform the effect; nothing needs reconciling."""
+
+
+class UncertainOutcome(DestinationError):
+    """The destination may have performed the effect; only a lookup can settle it."""
+
+
+class LookupFailedError(DestinationError):
+    """A read-only lookup got no usable answer; it proves nothing either way."""
 
 
 class UnclaimedInvocationError(RuntimeError):
@@ -168,95 +192,3 @@ class Handler(Protocol):
     def lookup(self, operation_id: str, snapshot: dict[str, Any]) -> LookupResult:
         """Reconciliation: ask the destination whether this operation's effect happened."""
         return LookupResult("unknown", "this destination offers no lookup")
-
-
-def _timeout(ctx: HandlerContext) -> float:
-    """One socket wait: never past the call's deadline, nor the deployment's cap."""
-    return float(max(0.01, min(ctx.remaining(), ctx.timeout, settings.HANDLER_TIMEOUT_CAP)))
-
-
-def _before_effect(ctx: HandlerContext) -> None:
-    if ctx.cancelled.is_set():
-        raise DefiniteFailure("cancelled before the effect; nothing was sent")
-
-
-class EmailSendHandler(Handler):
-    name = "email.send"
-    implementation_fingerprint = "email.send/smtp-sink@1"
-
-    def destination(self) -> dict[str, Any]:
-        cfg = settings.DESTINATIONS
-        return {"name": "smtp_sink", "address": f"{cfg['smtp_host']}:{cfg['smtp_port']}"}
-
-    def perform(self, ctx: HandlerContext) -> dict[str, Any]:
-        draft = ctx.arguments["draft"]["payload"]
-        host, _, port = str(ctx.destination["address"]).rpartition(":")
-        message_id = f"{ctx.operation_id}@console.invalid"
-        _before_effect(ctx)
-        within_deadline(ctx, lambda: send_email(
-            host, int(port), message_id=message_id,
-            sender=draft["from"], to=list(draft["to"]), cc=list(draft["cc"]),
-            subject=draft["subject"], body=draft["body"], timeout=_timeout(ctx),
-        ))
-        return {"message_id": message_id}
-
-    def lookup(self, operation_id: str, snapshot: dict[str, Any]) -> LookupResult:
-        message_id = f"{operation_id}@console.invalid"
-        found = lookup_message(settings.DESTINATIONS["dir"], message_id)
-        if found is not None:
-            return LookupResult("present", f"SMTP sink holds message {message_id}")
-        # Absence in a mail system is not proof that nothing was sent: a human decides.
-        return LookupResult("unknown", f"SMTP sink holds no message {message_id}")
-
-
-class PaymentsTransferHandler(Handler):
-    name = "payments.transfer"
-    implementation_fingerprint = "payments.transfer/fake-bank@1"
-
-    def destination(self) -> dict[str, Any]:
-        return {"name": "bank", "address": settings.DESTINATIONS["bank_url"]}
-
-    def perform(self, ctx: HandlerContext) -> dict[str, Any]:
-        a = ctx.arguments
-        _before_effect(ctx)
-        return within_deadline(ctx, lambda: bank_transfer(
-            str(ctx.destination["address"]), key=ctx.operation_id,
-            from_account=a["from_account"], to_account=a["to_account"], amount=a["amount"],
-            currency=a["currency"], memo=a["memo"], timeout=_timeout(ctx),
-        ))
-
-    def lookup(self, operation_id: str, snapshot: dict[str, Any]) -> LookupResult:
-        try:
-            found = bank_lookup(str(snapshot["destination"]["address"]), operation_id,
-                                timeout=5.0)
-        except LookupFailedError as exc:
-            return LookupResult("unknown", f"bank lookup failed: {exc.reason}")
-        if found is None:
-            # The bank deduplicates on the key, so a retry with the same key is safe.
-            return LookupResult("absent", f"bank has no transfer with key {operation_id}")
-        return LookupResult("present", f"bank holds transfer {operation_id}")
-
-
-CUSTOMERS = {
-    "cus-001": {"name": "Ada Lovelace", "tier": "gold"},
-    "cus-002": {"name": "Grace Hopper", "tier": "silver"},
-}
-
-
-class CrmLookupHandler(Handler):
-    name = "crm.lookup"
-    implementation_fingerprint = "crm.lookup/in-memory@1"
-
-    def destination(self) -> dict[str, Any]:
-        return {"name": "crm", "address": "in-process"}
-
-    def perform(self, ctx: HandlerContext) -> dict[str, Any]:
-        customer = ctx.arguments["customer_id"]
-        if customer not in CUSTOMERS:
-            raise DefiniteFailure(f"no customer {customer}")
-        return {"customer_id": customer, **CUSTOMERS[customer]}
-
-
-HANDLERS: dict[str, Handler] = {
-    h.name: h for h in (EmailSendHandler(), PaymentsTransferHandler(), CrmLookupHandler())
-}

@@ -1,24 +1,28 @@
-"""The process-wide runtime: contract registry, handlers and deployment policy.
+"""The process-wide runtime: contract registry, handlers, resource kinds and deployment policy.
 
-Contracts are registered together with their handlers, whose implementation fingerprints are
-part of each contract's fingerprint (spec §4.2). Built once per process, lazily.
+The runtime ships no contract, handler or resource kind of its own: extensions add them. Each
+module named in `settings.DISPATCH_EXTENSIONS` has a `register(runtime)` function that calls
+`runtime.register(contract, handler)` and `runtime.register_resource_kind(kind)`; every process
+(web and worker) builds the runtime the same way, once, lazily. A contract is registered
+together with its handler, whose implementation fingerprint is part of the contract's
+fingerprint (spec §4.2).
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 
-from dispatch.contracts import build_registry
-from dispatch.handlers import HANDLERS, Handler
+from dispatch.handlers import Handler
 from protocols.canonical import digest
-from protocols.contracts import ContractRegistry, OperationContract
+from protocols.contracts import ContractRegistry, OperationContract, ResourceKind
 from protocols.denials import Denial, DenialCode
 from protocols.grants import Policy
+from protocols.lifecycle import RESOURCE_PROTOCOLS
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,7 @@ class Runtime:
     registry: ContractRegistry
     handlers: dict[str, Handler]
     policy: Policy
+    resource_kinds: dict[str, ResourceKind] = field(default_factory=dict)
 
     def register(self, contract: OperationContract, handler: Handler) -> OperationContract:
         """Register a trusted contract with its handler (embedding API, spec §10).
@@ -41,6 +46,21 @@ class Runtime:
         registered = self.registry.register(contract)
         self.handlers[contract.qualified_name] = handler
         return registered
+
+    def register_resource_kind(self, kind: ResourceKind) -> ResourceKind:
+        """Register a kind of resource that agents may create and operations may act on.
+
+        Its protocol must be the one `protocols.lifecycle.RESOURCE_PROTOCOLS` declares under
+        its name: state moves and the workflow checker read that table. A second registration
+        of a name with another kind is refused.
+        """
+        if RESOURCE_PROTOCOLS.get(kind.name) is not kind.protocol:
+            raise ValueError(f"resource kind {kind.name!r}: its protocol is not the one "
+                             "protocols.lifecycle.RESOURCE_PROTOCOLS declares for it")
+        existing = self.resource_kinds.setdefault(kind.name, kind)
+        if existing != kind:
+            raise ValueError(f"resource kind {kind.name!r} is already registered otherwise")
+        return existing
 
     def contract(self, name: object) -> OperationContract:
         if not isinstance(name, str):
@@ -71,11 +91,9 @@ class Runtime:
 
 @functools.cache
 def get_runtime() -> Runtime:
-    handlers = dict(HANDLERS)
-    registry = build_registry({name: h.implementation_fingerprint for name, h in handlers.items()})
     policy = Policy(allowed_effects=frozenset(settings.DEPLOYMENT_ALLOWED_EFFECTS))
-    runtime = Runtime(registry=registry, handlers=handlers, policy=policy)
-    # Extensions register their contracts and handlers in every process (web and worker).
+    runtime = Runtime(registry=ContractRegistry(), handlers={}, policy=policy)
+    # Extensions register their contracts, handlers and resource kinds in every process.
     for dotted in settings.DISPATCH_EXTENSIONS:
         importlib.import_module(dotted).register(runtime)
     return runtime

@@ -38,7 +38,6 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from dispatch.contracts import RESOURCE_KINDS
 from dispatch.models import (
     ApprovalRequest,
     Attempt,
@@ -659,7 +658,8 @@ class _Interpreter:
         if made is None:
             return None
         try:
-            full = materialize_defaults(RESOURCE_KINDS[handle.kind].payload_schema, payload)
+            full = materialize_defaults(get_runtime().resource_kinds[handle.kind].payload_schema,
+                                        payload)
             same = digest(full) == made.digest
         except (CanonicalizationError, KeyError, TypeError, ValueError):
             same = False

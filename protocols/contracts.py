@@ -24,6 +24,7 @@ from jsonschema.exceptions import FormatError, SchemaError, ValidationError
 from protocols.addresses import AddressError, is_mailbox
 from protocols.canonical import digest
 from protocols.denials import Denial, DenialCode
+from protocols.lifecycle import Protocol, ResourceEvent, ResourceState
 from protocols.patterns import PatternError, compile_pattern
 
 
@@ -65,6 +66,17 @@ class SchedulingContract:
     timeout: float = 15.0  # seconds a claimed attempt may run before it is presumed lost
     max_attempts: int = 1
     budget_cost: int = 1
+
+
+@dataclass(frozen=True)
+class ResourceKind:
+    """A kind of resource operations act on (DESIGN §4): its name, the finite protocol its
+    revisions move through (declared in `protocols.lifecycle.RESOURCE_PROTOCOLS` under the same
+    name) and the JSON schema of a revision's payload."""
+
+    name: str
+    protocol: Protocol[ResourceState, ResourceEvent]
+    payload_schema: Mapping[str, Any]
 
 
 @dataclass(frozen=True)

@@ -118,8 +118,9 @@ def live(destinations: Destinations, world: World) -> World:
 
 @pytest.fixture
 def changed_handler() -> Iterator[Callable[[], None]]:
-    """Call to re-register `email.send` with another handler, hence another fingerprint."""
-    from dispatch import handlers
+    """Call to re-register `email.send` with another handler, hence another fingerprint: the
+    demo extension registers what `demo.handlers.HANDLERS` holds when the runtime is built."""
+    from demo import handlers
     from dispatch.runtime import get_runtime
     from tests.support.runtime import ChangedEmailSendHandler
 

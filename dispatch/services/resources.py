@@ -10,8 +10,8 @@ from typing import Any
 from django.db import models, transaction
 from django.db.models import Case, Q, Value, When
 
-from dispatch.contracts import RESOURCE_KINDS, ResourceKind
 from dispatch.models import ApprovalRequest, Principal, Proposal, Resource, Revision
+from dispatch.runtime import get_runtime
 from dispatch.services.access import (
     access_resource_for_revision,
     resource_kinds_of,
@@ -19,7 +19,7 @@ from dispatch.services.access import (
 )
 from dispatch.services.audit import audit_record
 from protocols.canonical import CanonicalizationError, digest, materialize_defaults
-from protocols.contracts import compile_schema, schema_errors
+from protocols.contracts import ResourceKind, compile_schema, schema_errors
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import (
     RESOURCE_PROTOCOLS,
@@ -32,15 +32,16 @@ from protocols.lifecycle import (
 
 
 def resource_kind(name: object) -> ResourceKind:
-    if not isinstance(name, str) or name not in RESOURCE_KINDS:
+    kinds = get_runtime().resource_kinds
+    if not isinstance(name, str) or name not in kinds:
         raise Denial(DenialCode.SCHEMA_INVALID, errors=[
-            {"pointer": "/kind", "message": f"must be one of {sorted(RESOURCE_KINDS)}"}])
-    return RESOURCE_KINDS[name]
+            {"pointer": "/kind", "message": f"must be one of {sorted(kinds)}"}])
+    return kinds[name]
 
 
 @functools.cache
 def _validator(kind_name: str) -> Any:
-    return compile_schema(RESOURCE_KINDS[kind_name].payload_schema)
+    return compile_schema(get_runtime().resource_kinds[kind_name].payload_schema)
 
 
 def _validated_payload(kind: ResourceKind, payload: Any) -> tuple[dict[str, Any], str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dispatch.destinations.runner import list_all
+from demo.destinations.runner import list_all
 from dispatch.models import Execution, Operation, Proposal
 from tests.conftest import MAILBOX, World
 from tests.support.destinations import Destinations

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from demo.destinations.runner import list_all
 from dispatch.agent import ScriptedAdapter, advertised_tools, execution_open, execution_run
-from dispatch.destinations.runner import list_all
 from dispatch.models import Operation, Proposal, Resource, TranscriptEntry
 from dispatch.services.authority import grant_issue
 from dispatch.services.principals import agent_create

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from dispatch.destinations.runner import list_all
+from demo.destinations.runner import list_all
 from dispatch.models import Operation, Proposal
 from dispatch.services.authority import grant_issue
 from dispatch.services.principals import agent_create

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from demo.destinations.runner import list_all
 from dispatch.client import ApiClient, ApiError
-from dispatch.destinations.runner import list_all
 from dispatch.services.principals import token_issue
 from tests.api.conftest import draft_payload
 from tests.conftest import World

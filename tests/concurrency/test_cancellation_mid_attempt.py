@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from dispatch.destinations.runner import list_all
+from demo.destinations.runner import list_all
 from dispatch.models import Attempt, Operation, Permit
 from dispatch.services.cancellation import proposal_cancel
 from dispatch.services.dispatcher import proposal_dispatch

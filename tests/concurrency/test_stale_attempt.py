@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from dispatch.destinations.runner import list_all
+from demo.destinations.runner import list_all
 from dispatch.models import Attempt, AuditEvent, Operation
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.reconciliation import reconcile_operations

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from dispatch.destinations.runner import list_all
+from demo.destinations.runner import list_all
 from dispatch.models import Attempt, Operation, Permit, Proposal, Resource
 from dispatch.services.cancellation import proposal_cancel
 from dispatch.services.dispatcher import proposal_dispatch

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from dispatch.destinations.runner import list_all
+from demo.destinations.runner import list_all
 from dispatch.models import (
     ApprovalRequest,
     AuditEvent,

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from dispatch.destinations.runner import list_all
+from demo.destinations.runner import list_all
 from dispatch.models import AuditEvent, Operation, Resource
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.execution import operation_execute

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dispatch.destinations.runner import list_all
+from demo.destinations.runner import list_all
 from dispatch.models import Attempt, AuditEvent, Grant, Operation, Permit, Principal
 from dispatch.services import reconciliation
 from dispatch.services.approvals import approval_decide
@@ -248,7 +248,7 @@ def test_a_lookup_that_raises_is_inconclusive_for_its_operation_only(
             raise RuntimeError("the bank's lookup API fell over")
         return {"key": key}
 
-    monkeypatch.setattr("dispatch.handlers.bank_lookup", bank_lookup)
+    monkeypatch.setattr("demo.handlers.bank_lookup", bank_lookup)
     counts = reconcile_operations(now=world.now + LATER, enqueue=False)
     assert (counts["reconciled"], counts["inconclusive"]) == (1, 1)
     broken.refresh_from_db()
@@ -275,7 +275,7 @@ def test_a_lookup_that_hangs_is_bounded(
         time.sleep(5)
         return None
 
-    monkeypatch.setattr("dispatch.handlers.bank_lookup", bank_lookup)
+    monkeypatch.setattr("demo.handlers.bank_lookup", bank_lookup)
     started = time.monotonic()
     assert operation_reconcile(operation_id=operation.id, now=world.now + LATER,
                                enqueue=False) == "inconclusive"
@@ -287,7 +287,7 @@ def test_a_lookup_that_hangs_is_bounded(
 
 def test_one_reconciliation_pass_at_a_time(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     (operation,) = unknown_transfers(world, 1)
-    monkeypatch.setattr("dispatch.handlers.bank_lookup",
+    monkeypatch.setattr("demo.handlers.bank_lookup",
                         lambda base_url, key, timeout: {"key": key})
     with lease("reconcile-pass", ttl=60) as held:
         assert held
@@ -308,7 +308,7 @@ def test_an_absence_that_allows_no_retry_is_shown_to_the_admin(
     (operation,) = unknown_transfers(world, 1)
     Operation.objects.filter(id=operation.id).update(attempts_made=3)  # every attempt used
     Attempt.objects.filter(operation=operation).update(number=3)
-    monkeypatch.setattr("dispatch.handlers.bank_lookup", lambda base_url, key, timeout: None)
+    monkeypatch.setattr("demo.handlers.bank_lookup", lambda base_url, key, timeout: None)
     assert reconciliation.operation_reconcile(operation_id=operation.id, now=world.now + LATER,
                                               enqueue=False) == "inconclusive"
     operation.refresh_from_db()

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from dispatch.destinations import (
+from demo.destinations import (
     DefiniteFailure,
     Fault,
     UncertainOutcome,
@@ -28,7 +28,7 @@ from dispatch.destinations import (
     lookup_message,
     send_email,
 )
-from dispatch.destinations.faults import fault_for_addresses, fault_for_memo
+from demo.destinations.faults import fault_for_addresses, fault_for_memo
 from tests.support.destinations import Destinations, free_port, read_line
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +48,7 @@ def _read_ready_line(process: subprocess.Popen[str], deadline: float) -> str:
 
 @pytest.fixture(scope="module")
 def destinations(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Destinations]:
-    """Run ``python -m dispatch.destinations`` for the module; stop it with SIGTERM after."""
+    """Run ``python -m demo.destinations`` for the module; stop it with SIGTERM after."""
     directory = tmp_path_factory.mktemp("destinations")
     smtp_port, bank_port = free_port(), free_port()
     stderr_path = directory / "stderr.log"
@@ -57,7 +57,7 @@ def destinations(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Destinati
             [
                 sys.executable,
                 "-m",
-                "dispatch.destinations",
+                "demo.destinations",
                 "--dir",
                 str(directory),
                 "--smtp-port",

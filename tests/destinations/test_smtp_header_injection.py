@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from dispatch.destinations import DefiniteFailure, send_email
+from demo.destinations import DefiniteFailure, send_email
 
 
 @pytest.fixture

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from dispatch.destinations.bank_client import bank_transfer
-from dispatch.destinations.errors import DefiniteFailure, UncertainOutcome
+from demo.destinations.bank_client import bank_transfer
+from demo.handlers import EmailSendHandler, PaymentsTransferHandler
 from dispatch.handlers import (
     Cancellation,
-    EmailSendHandler,
+    DefiniteFailure,
     HandlerContext,
-    PaymentsTransferHandler,
+    UncertainOutcome,
     within_deadline,
 )
 

@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from dispatch.destinations.runner import list_all
+from demo.destinations.runner import list_all
 from dispatch.models import Attempt, Operation, Permit, Resource
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.execution import operation_execute

@@ -64,7 +64,7 @@ def running_destinations(
     directory.mkdir(parents=True, exist_ok=True)
     log = (directory / "server.log").open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dispatch.destinations", "--dir", str(directory),
+        [sys.executable, "-m", "demo.destinations", "--dir", str(directory),
          "--smtp-port", str(found.smtp_port), "--bank-port", str(found.bank_port),
          "--hang-seconds", str(hang_seconds)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True,

@@ -6,8 +6,8 @@ in tests/conftest.py.
 
 from __future__ import annotations
 
-from dispatch import handlers
+from demo.handlers import EmailSendHandler
 
 
-class ChangedEmailSendHandler(handlers.EmailSendHandler):
+class ChangedEmailSendHandler(EmailSendHandler):
     implementation_fingerprint = "email.send/smtp-sink@2"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from dispatch.destinations.runner import list_all
+from demo.destinations.runner import list_all
 from dispatch.models import Attempt, Operation
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.reconciliation import reconcile_operations

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from dispatch.contracts import email_send
+from demo.contracts import email_send
 from protocols.contracts import Effect
 
 pytestmark = pytest.mark.slow  # each case starts Django in a subprocess (several seconds)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dispatch.contracts import build_registry
+from demo.contracts import build_registry
 from protocols.workflow import CheckedWorkflow, Diagnostics, check_source
 
 HERE = Path(__file__).parent

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dispatch.contracts import crm_lookup, email_send, payments_transfer
+from demo.contracts import crm_lookup, email_send, payments_transfer
 from protocols.canonical import digest
 from protocols.contracts import (
     ApprovalRequirement,

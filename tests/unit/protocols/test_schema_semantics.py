@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from jsonschema.exceptions import SchemaError
 
-from dispatch.contracts import EMAIL_DRAFT_KIND, payments_transfer
+from demo.contracts import EMAIL_DRAFT_KIND, payments_transfer
 from protocols.contracts import compile_schema, schema_errors
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dispatch.contracts import build_registry
+from demo.contracts import build_registry
 from protocols.denials import DiagnosticCode
 from protocols.grants import Grant, parse_scope
 from protocols.workflow import (

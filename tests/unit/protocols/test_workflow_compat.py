@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dispatch.contracts import build_registry, crm_lookup, email_send, payments_transfer
+from demo.contracts import build_registry, crm_lookup, email_send, payments_transfer
 from protocols.contracts import (
     ApprovalRequirement,
     AuthorityRequirement,

@@ -182,7 +182,7 @@ def test_workflow_package_imports_only_pure_modules(path: Path) -> None:
 
 
 def test_importing_the_package_loads_no_django() -> None:
-    code = ("import sys, protocols.workflow, dispatch.contracts; "
+    code = ("import sys, protocols.workflow, demo.contracts; "
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
             "{'django', 'rest_framework', 'celery'}); print(bad); sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,

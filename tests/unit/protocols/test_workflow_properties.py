@@ -12,7 +12,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dispatch.contracts import build_registry
+from demo.contracts import build_registry
 from protocols.denials import DiagnosticCode
 from protocols.workflow import (
     CheckedWorkflow,

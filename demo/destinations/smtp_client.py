@@ -10,9 +10,8 @@ from email.policy import SMTP as SMTP_POLICY
 from email.policy import SMTPUTF8 as SMTPUTF8_POLICY
 from email.utils import formatdate
 
+from dispatch.handlers import DefiniteFailure, UncertainOutcome
 from protocols.addresses import AddressError, parse_mailbox
-
-from .errors import DefiniteFailure, UncertainOutcome
 
 __all__ = ["send_email"]
 

@@ -8,7 +8,7 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from .errors import DefiniteFailure, LookupFailedError, UncertainOutcome
+from dispatch.handlers import DefiniteFailure, LookupFailedError, UncertainOutcome
 
 __all__ = ["bank_lookup", "bank_transfer"]
 

@@ -2,7 +2,9 @@
 
 A real loopback SMTP sink and a fake bank, each recording into its own SQLite file in a
 directory of its own, with faults chosen by the data; the clients the dispatcher uses to reach
-them; and readers that count their effects from the outside. Django-free by design.
+them; and readers that count their effects from the outside. Django-free by design: the
+servers need only the standard library and aiosmtpd, so ``python -m demo.destinations`` runs
+without settings.
 
 Public API::
 
@@ -16,15 +18,22 @@ Public API::
     list_all(directory) -> {"email": [...], "bank": [...]}
     serve(directory, *, smtp_port, bank_port, hang_seconds=120.0, ready=None, stop=None)
 
-Clients raise :class:`DefiniteFailure` (certainly no effect) or :class:`UncertainOutcome` (maybe
-an effect); bank lookups raise :class:`LookupFailedError`.
+Clients raise the handler port's errors (``dispatch.handlers``, re-exported here):
+:class:`DefiniteFailure` (certainly no effect) or :class:`UncertainOutcome` (maybe an effect);
+bank lookups raise :class:`LookupFailedError`.
 """
 
 from __future__ import annotations
 
+from dispatch.handlers import (
+    DefiniteFailure,
+    DestinationError,
+    LookupFailedError,
+    UncertainOutcome,
+)
+
 from .bank import list_transfers, lookup_transfer
 from .bank_client import bank_lookup, bank_transfer
-from .errors import DefiniteFailure, DestinationError, LookupFailedError, UncertainOutcome
 from .faults import Fault
 from .runner import list_all, serve
 from .smtp_client import send_email

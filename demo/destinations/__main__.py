@@ -1,4 +1,4 @@
-"""``python -m dispatch.destinations --dir D --smtp-port P --bank-port Q [--hang-seconds S]``."""
+"""``python -m demo.destinations --dir D --smtp-port P --bank-port Q [--hang-seconds S]``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from .runner import serve
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the command line and run both destinations until SIGTERM or SIGINT."""
     parser = argparse.ArgumentParser(
-        prog="python -m dispatch.destinations",
+        prog="python -m demo.destinations",
         description="Run the demo destinations: a loopback SMTP sink and a fake bank.",
     )
     parser.add_argument("--dir", required=True, help="directory for email/bank.sqlite3")

@@ -6,7 +6,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from dispatch.destinations.runner import list_all
+from demo.destinations.runner import list_all
 
 
 class Command(BaseCommand):

@@ -6,7 +6,7 @@ from urllib.parse import urlparse
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from dispatch.destinations.runner import serve
+from demo.destinations.runner import serve
 
 
 class Command(BaseCommand):

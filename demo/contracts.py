@@ -1,13 +1,13 @@
-"""The demo contracts of DESIGN §8 and the resource kinds they act on.
+"""The demo contracts of DESIGN §8 and the resource kind they act on (`email_draft`).
 
 Contracts are trusted declarations; each names its handler's implementation fingerprint, so a
 changed handler changes the contract fingerprint and old proposals refuse to dispatch.
+Django-free: the workflow tools and tests build registries from these factories.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from protocols.contracts import (
@@ -17,9 +17,10 @@ from protocols.contracts import (
     Effect,
     Idempotency,
     OperationContract,
+    ResourceKind,
     SchedulingContract,
 )
-from protocols.lifecycle import EMAIL_DRAFT, Protocol, ResourceEvent, ResourceState
+from protocols.lifecycle import EMAIL_DRAFT
 
 # One plain address per field (protocols.addresses): no display name, no line break, no
 # invisible character; an internationalized domain is shown to the operator in both forms.
@@ -30,13 +31,6 @@ HEADER_TEXT: Mapping[str, Any] = {
     "type": "string", "maxLength": 998,
     "pattern": "^[^\\u0000-\\u0008\\u000A-\\u001F\\u007F-\\u009F]*$",
 }
-
-
-@dataclass(frozen=True)
-class ResourceKind:
-    name: str
-    protocol: Protocol[ResourceState, ResourceEvent]
-    payload_schema: Mapping[str, Any]
 
 
 EMAIL_DRAFT_KIND = ResourceKind(
@@ -55,8 +49,6 @@ EMAIL_DRAFT_KIND = ResourceKind(
         },
     },
 )
-
-RESOURCE_KINDS: Mapping[str, ResourceKind] = {EMAIL_DRAFT_KIND.name: EMAIL_DRAFT_KIND}
 
 RESOURCE_REF: Mapping[str, Any] = {
     "type": "object",
@@ -144,9 +136,17 @@ def crm_lookup(implementation_fingerprint: str) -> OperationContract:
     )
 
 
+# Each demo contract by name: a factory taking its handler's implementation fingerprint.
+CONTRACTS: Mapping[str, Callable[[str], OperationContract]] = {
+    "email.send": email_send,
+    "payments.transfer": payments_transfer,
+    "crm.lookup": crm_lookup,
+}
+
+
 def build_registry(fingerprints: Mapping[str, str]) -> ContractRegistry:
+    """A registry of the demo contracts under the given implementation fingerprints."""
     registry = ContractRegistry()
-    for factory in (email_send, payments_transfer, crm_lookup):
-        contract = factory("")
-        registry.register(factory(fingerprints[contract.qualified_name]))
+    for name, factory in CONTRACTS.items():
+        registry.register(factory(fingerprints[name]))
     return registry

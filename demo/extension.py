@@ -1,0 +1,19 @@
+"""The demo as a runtime extension: `settings.DISPATCH_EXTENSIONS` names this module by default.
+
+`register(runtime)` adds the `email_draft` resource kind and the three demo contracts, each with
+its handler from `demo.handlers.HANDLERS` (read at registration, so a test that swaps a handler
+there and rebuilds the runtime registers the contract under the new fingerprint).
+"""
+
+from __future__ import annotations
+
+from demo.contracts import CONTRACTS, EMAIL_DRAFT_KIND
+from demo.handlers import HANDLERS
+from dispatch.runtime import Runtime
+
+
+def register(runtime: Runtime) -> None:
+    runtime.register_resource_kind(EMAIL_DRAFT_KIND)
+    for name, contract in CONTRACTS.items():
+        handler = HANDLERS[name]
+        runtime.register(contract(handler.implementation_fingerprint), handler)
