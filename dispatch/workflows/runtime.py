@@ -29,6 +29,7 @@ from dispatch.workflows.interpreter import Interpreter
 from dispatch.workflows.journal import HEADER, Journal, run_from
 from dispatch.workflows.shape import shape_digest, walk
 from dispatch.workflows.values import Mode, WorkflowRefused, WorkflowRun
+from protocols.canonical import CanonicalizationError
 from protocols.contracts import ContractRegistry
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import RESOURCE_PROTOCOLS
@@ -67,7 +68,7 @@ def run_workflow(
     _refuse_moved_contracts(checked, runtime.registry)
     _refuse_outside_policy(checked, runtime)
     _refuse_unsupported(workflow.steps)
-    header = {"workflow": workflow.name, "shape": shape_digest(workflow),
+    header = {"workflow": workflow.name, "shape": _shape_of(workflow),
               "contracts": dict(sorted(checked.contracts.items()))}
     execution: Execution | None
     if execution_id is None:
@@ -143,6 +144,16 @@ def _refuse_unsupported(block: Block) -> None:
             raise WorkflowRefused("unsupported_step",
                                   f"step kind {kind} is not supported by the runtime yet "
                                   f"(at {step.span.where()})", path=step.span.path)
+
+
+def _shape_of(workflow: Workflow) -> str:
+    try:
+        return shape_digest(workflow)
+    except CanonicalizationError as exc:
+        raise WorkflowRefused(
+            DenialCode.MALFORMED_REQUEST.value,
+            f"the workflow holds a value canon/1 cannot encode (at {exc.pointer or '/'} of its "
+            f"shape: {exc.reason}); write it as JSON") from None
 
 
 # --- inputs --------------------------------------------------------------------------------------
