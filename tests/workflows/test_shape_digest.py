@@ -60,3 +60,22 @@ def test_a_run_of_a_workflow_it_cannot_digest_is_refused_before_any_step(world: 
         run_workflow(checked, principal=world.owner, now=world.now)
     assert refused.value.code == "malformed_request"
     assert "/steps/0/value/value" in refused.value.message
+
+
+@pytest.mark.django_db
+def test_an_execution_journaled_under_another_shape_digest_is_not_resumed(world: World) -> None:
+    from dispatch.models import TranscriptEntry
+    from tests.workflows.test_workflow_runtime import checked
+
+    workflow = checked(REFUND)
+    first = run_workflow(workflow, principal=world.owner, inputs={"draft": world.draft().id},
+                         now=world.now)
+    assert first.state == "waiting"
+    header = TranscriptEntry.objects.get(execution_id=first.execution_id, call_id="workflow")
+    # What the journal of a run started before the digest was canon/1 holds.
+    header.payload = {**header.payload, "shape": "sha256:" + "0" * 64}
+    header.save(update_fields=["payload"])
+    with pytest.raises(WorkflowRefused) as refused:
+        run_workflow(workflow, principal=world.owner, execution_id=first.execution_id,
+                     now=world.now)
+    assert refused.value.code == "execution_mismatch"
