@@ -183,6 +183,36 @@ OPERATION_LIFECYCLE: Final = Protocol[OperationState, OperationEvent](
     },
 )
 
+
+class Outcome(StrEnum):
+    """What an operation came to, as the caller that drives it hears it (spec §8).
+
+    The one vocabulary of "settled" for the embedded runtimes: the lifecycle's words, with a
+    reconciled state counted as what reconciliation established. `unknown` is settled for the
+    caller too: nothing retries it blindly; an admin reconciles it (or the dispatcher retries a
+    retry-safe contract itself, before the caller hears it).
+    """
+
+    COMPLETED = "completed"
+    FAILED_NO_EFFECT = "failed_no_effect"
+    UNKNOWN = "unknown"
+
+
+#: The outcome each settled operation state means; `pending` and `claimed` are not settled.
+OUTCOMES: Final[Mapping[OperationState, Outcome]] = {
+    Op.COMPLETED: Outcome.COMPLETED,
+    Op.RECONCILED_COMPLETED: Outcome.COMPLETED,
+    Op.FAILED_NO_EFFECT: Outcome.FAILED_NO_EFFECT,
+    Op.RECONCILED_NO_EFFECT: Outcome.FAILED_NO_EFFECT,
+    Op.UNKNOWN: Outcome.UNKNOWN,
+}
+
+
+def settled_outcome(state: OperationState | str) -> Outcome | None:
+    """The outcome an operation in `state` has come to, or None while it is not settled."""
+    return OUTCOMES.get(OperationState(state))
+
+
 A, AE = ApprovalState, ApprovalEvent
 APPROVAL_LIFECYCLE: Final = Protocol[ApprovalState, ApprovalEvent](
     name="approval",

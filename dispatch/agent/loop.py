@@ -9,36 +9,37 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from django.db import transaction
-from django.db.models import Max
 from django.utils import timezone
 
 from dispatch.agent.adapters import FinalAnswer, ModelAdapter, ToolCall, ToolSpec
 from dispatch.failpoints import failpoint
 from dispatch.handlers import HandlerContext
-from dispatch.models import (
-    ApprovalRequest,
-    Execution,
-    Operation,
-    Principal,
-    Resource,
-    TranscriptEntry,
-)
+from dispatch.models import Execution, Principal, Resource, TranscriptEntry
 from dispatch.runtime import get_runtime
 from dispatch.services.access import resource_kinds_of
 from dispatch.services.cancellation import proposal_cancel
-from dispatch.services.dispatcher import proposal_dispatch
-from dispatch.services.execution import operation_execute
+from dispatch.services.executions import (
+    Settled,
+    execution_create,
+    execution_set_state,
+    journal_append,
+    journal_read,
+    proposal_drive,
+)
 from dispatch.services.proposals import proposal_create
 from dispatch.services.resources import resource_create
 from protocols.denials import Denial
-from protocols.lifecycle import RESOURCE_PROTOCOLS, ResourceEvent, ResourceState
+from protocols.lifecycle import RESOURCE_PROTOCOLS, Outcome, ResourceEvent, ResourceState
 
 RESOURCE_TOOL = "resources.create"
 Status = Literal["completed", "no_effect", "unknown", "denied"]
-_SETTLED: dict[str, Status] = {
-    "completed": "completed", "reconciled_completed": "completed",
-    "failed_no_effect": "no_effect", "reconciled_no_effect": "no_effect", "unknown": "unknown",
+#: The agent's word for each outcome. `ToolOutcome.status` is documented (docs/agent-runtime.md),
+#: persisted in transcripts and read back by the model on resume, so it keeps `no_effect` where
+#: the operation lifecycle says `failed_no_effect`: this is the one place that maps them.
+_STATUS: dict[Outcome, Status] = {
+    Outcome.COMPLETED: "completed",
+    Outcome.FAILED_NO_EFFECT: "no_effect",
+    Outcome.UNKNOWN: "unknown",
 }
 
 
@@ -63,10 +64,7 @@ class RunResult:
 
 
 def execution_open(*, principal: Principal, adapter: ModelAdapter, now: datetime) -> Execution:
-    return Execution.objects.create(
-        tenant_id=principal.tenant_id, principal=principal, adapter=adapter.name,
-        state=Execution.State.RUNNING, created_at=now, updated_at=now,
-    )
+    return execution_create(principal=principal, adapter=adapter.name, now=now)
 
 
 def advertised_tools(principal: Principal) -> list[ToolSpec]:
@@ -105,27 +103,30 @@ def execution_run(
     execution = Execution.objects.select_related("principal").get(id=execution_id)
     principal = execution.principal
     for _ in range(max_turns):
-        entries = _transcript(execution)
+        entries = journal_read(execution_id=execution.id)
         if entries and entries[-1]["kind"] == TranscriptEntry.Kind.FINAL:
             return _result(execution, "finished", entries)
         pending = _pending_call(entries)
         if pending is not None:
             outcome = _advance(execution, principal, pending, mode, clock())
             if outcome is None:
-                _set_state(execution, Execution.State.WAITING, clock())
+                execution_set_state(execution_id=execution.id, state=Execution.State.WAITING,
+                                    now=clock())
                 return _result(execution, "waiting", entries)
-            _append(execution, TranscriptEntry.Kind.TOOL_RESULT, pending["call_id"],
-                    asdict(outcome), clock())
+            journal_append(execution_id=execution.id, kind=TranscriptEntry.Kind.TOOL_RESULT,
+                           call_id=pending["call_id"], payload=asdict(outcome), now=clock())
             continue
         # Only now, with nothing pending, is the model asked for its next action.
         action = adapter.next_action(entries, advertised_tools(principal))
         if isinstance(action, FinalAnswer):
-            _append(execution, TranscriptEntry.Kind.FINAL, "", {"text": action.text}, clock())
-            _set_state(execution, Execution.State.FINISHED, clock(), final=action.text)
+            journal_append(execution_id=execution.id, kind=TranscriptEntry.Kind.FINAL,
+                           call_id="", payload={"text": action.text}, now=clock())
+            execution_set_state(execution_id=execution.id, state=Execution.State.FINISHED,
+                                now=clock(), final=action.text)
             continue
         call_id = f"call-{len([e for e in entries if e['kind'] == 'tool_call']) + 1}"
-        _append(execution, TranscriptEntry.Kind.TOOL_CALL, call_id, _call_payload(action),
-                clock())
+        journal_append(execution_id=execution.id, kind=TranscriptEntry.Kind.TOOL_CALL,
+                       call_id=call_id, payload=_call_payload(action), now=clock())
     raise RuntimeError(f"execution {execution_id} exceeded {max_turns} turns")
 
 
@@ -148,21 +149,10 @@ def _advance(
                                    call_id=call["call_id"], now=now)
         failpoint("agent.after_proposal")
         if payload["claims"]:
-            return _refuse_model_claims(principal, proposal, payload["claims"], now)
-        operation = Operation.objects.filter(proposal_id=proposal.id).first()
-        if operation is None:
-            approval = ApprovalRequest.objects.filter(proposal_id=proposal.id).first()
-            if approval is not None and approval.state == "pending" and now < approval.expires_at:
-                return None
-            operation = proposal_dispatch(principal=principal, proposal_id=proposal.id, now=now,
-                                          enqueue=mode == "worker")
-        if operation.state == "claimed" and mode == "inline":
-            operation = operation_execute(operation_id=operation.id)
-        if operation.state == "claimed":
-            return None
-        return ToolOutcome(status=_SETTLED[operation.state], result=operation.result,
-                           proposal_id=proposal.id, operation_id=operation.id,
-                           message=operation.evidence)
+            return _refuse_model_claims(principal, proposal, payload["claims"], mode, now)
+        driven = proposal_drive(principal=principal, proposal_id=proposal.id, now=now,
+                                execute=mode == "inline")
+        return _settled(driven) if isinstance(driven, Settled) else None
     except Denial as denial:
         return ToolOutcome(status="denied", code=denial.code.value, message=denial.message)
 
@@ -176,20 +166,28 @@ def _create_resource(principal: Principal, arguments: Any, now: datetime) -> Too
 
 
 def _refuse_model_claims(
-    principal: Principal, proposal: Any, claims: dict[str, Any], now: datetime
-) -> ToolOutcome:
+    principal: Principal, proposal: Any, claims: dict[str, Any],
+    mode: Literal["inline", "worker"], now: datetime,
+) -> ToolOutcome | None:
     """A model cannot authorize: its permit or 'Granted' goes to the dispatcher as a claim,
     which refuses it; the proposal is then withdrawn so no human is asked about it."""
     try:
-        operation = proposal_dispatch(principal=principal, proposal_id=proposal.id,
-                                      permit_id=claims.get("permit"), now=now, enqueue=False)
+        driven = proposal_drive(principal=principal, proposal_id=proposal.id,
+                                permit_id=claims.get("permit"), now=now,
+                                execute=mode == "inline", await_approval=False)
     except Denial as denial:
         proposal_cancel(actor=principal, proposal_id=proposal.id, now=now)
         return ToolOutcome(status="denied", code=denial.code.value, message=denial.message,
                            proposal_id=proposal.id)
-    # Only possible for a contract that needs no approval and was given no permit.
-    return ToolOutcome(status=_SETTLED.get(operation.state, "unknown"),
-                       proposal_id=proposal.id, operation_id=operation.id)
+    # Reached only by a contract that needs no approval, given no permit: it runs as any call.
+    return _settled(driven) if isinstance(driven, Settled) else None
+
+
+def _settled(driven: Settled) -> ToolOutcome:
+    operation = driven.operation
+    return ToolOutcome(status=_STATUS[driven.outcome], result=operation.result,
+                       proposal_id=operation.proposal_id, operation_id=operation.id,
+                       message=operation.evidence)
 
 
 def nested_call(ctx: HandlerContext, operation: str, arguments: Any, *,
@@ -203,20 +201,16 @@ def nested_call(ctx: HandlerContext, operation: str, arguments: Any, *,
                                    execution_id=ctx.execution_id,
                                    call_id=f"{ctx.operation_id}/{next(ctx.nested_calls)}",
                                    now=when)
-        found = Operation.objects.filter(proposal_id=proposal.id).first()
-        if found is None:
-            found = proposal_dispatch(principal=principal, proposal_id=proposal.id, now=when,
-                                      enqueue=False)
-        if found.state == "claimed":
-            found = operation_execute(operation_id=found.id)
+        # A handler cannot wait for a human: a pending approval is the dispatcher's refusal.
+        driven = proposal_drive(principal=principal, proposal_id=proposal.id, now=when,
+                                execute=True, await_approval=False)
     except Denial as denial:
         return ToolOutcome(status="denied", code=denial.code.value, message=denial.message)
-    return ToolOutcome(status=_SETTLED.get(found.state, "unknown"), result=found.result,
-                       proposal_id=proposal.id, operation_id=found.id)
-
-
-def _transcript(execution: Execution) -> list[dict[str, Any]]:
-    return list(execution.entries.order_by("seq").values("seq", "kind", "call_id", "payload"))
+    if isinstance(driven, Settled):
+        return _settled(driven)
+    # Claimed, yet its attempt is another process's: this call cannot know what it did.
+    return ToolOutcome(status=_STATUS[Outcome.UNKNOWN], result=driven.operation.result,
+                       proposal_id=proposal.id, operation_id=driven.operation.id)
 
 
 def _pending_call(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -225,20 +219,6 @@ def _pending_call(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
         if entry["kind"] == TranscriptEntry.Kind.TOOL_CALL and entry["call_id"] not in answered:
             return entry
     return None
-
-
-def _append(execution: Execution, kind: str, call_id: str, payload: dict[str, Any],
-            now: datetime) -> None:
-    with transaction.atomic():
-        last = execution.entries.aggregate(m=Max("seq"))["m"] or 0
-        TranscriptEntry.objects.create(execution=execution, seq=last + 1, kind=kind,
-                                       call_id=call_id, payload=payload, at=now)
-        Execution.objects.filter(id=execution.id).update(updated_at=now)
-
-
-def _set_state(execution: Execution, state: str, now: datetime, final: str = "") -> None:
-    Execution.objects.filter(id=execution.id).update(state=state, updated_at=now,
-                                                     **({"final": final} if final else {}))
 
 
 def _result(execution: Execution, state: Literal["waiting", "finished"],

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from protocols.contracts import Effect, OperationContract
 from protocols.denials import DiagnosticCode
-from protocols.lifecycle import RESOURCE_PROTOCOLS, ResourceEvent, sources
+from protocols.lifecycle import RESOURCE_PROTOCOLS, Outcome, ResourceEvent, sources
 from protocols.workflow.authority import UNKNOWN, check_authority
 from protocols.workflow.context import APPROVAL_HELP, WRITES, Ctx, bind, repeatable
 from protocols.workflow.diagnostics import Note, short
@@ -31,9 +31,9 @@ from protocols.workflow.ir import Approve, Dispatch, Expr, Literal, Propose, Req
 from protocols.workflow.resources import check_state, plain_state, schema_problems
 
 D = DiagnosticCode
-OUTCOME_EVENTS = (("completed", ResourceEvent.COMPLETE),
-                  ("failed_no_effect", ResourceEvent.FAIL_NO_EFFECT),
-                  ("unknown", ResourceEvent.UNCERTAIN))
+OUTCOME_EVENTS = ((Outcome.COMPLETED.value, ResourceEvent.COMPLETE),
+                  (Outcome.FAILED_NO_EFFECT.value, ResourceEvent.FAIL_NO_EFFECT),
+                  (Outcome.UNKNOWN.value, ResourceEvent.UNCERTAIN))
 
 
 def propose(ctx: Ctx, env: Env, step: Propose) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from protocols.denials import DiagnosticCode
+from protocols.lifecycle import Outcome
 from protocols.workflow.context import Ctx, repeatable
 from protocols.workflow.diagnostics import Note, short
 from protocols.workflow.env import (
@@ -69,9 +70,9 @@ def _arm_fields(value_type: VType) -> dict[str, dict[str, VType]] | None:
         return {"granted": {"permit": PermitT(value_type.proposal, value_type.op)},
                 "denied": {"reason": DataT("json")}}
     if isinstance(value_type, OutcomeT):
-        return {"completed": {"result": DataT("json")},
-                "failed_no_effect": {"error": DataT("json")},
-                "unknown": {"error": DataT("json")}}
+        return {Outcome.COMPLETED.value: {"result": DataT("json")},
+                Outcome.FAILED_NO_EFFECT.value: {"error": DataT("json")},
+                Outcome.UNKNOWN.value: {"error": DataT("json")}}
     return None
 
 

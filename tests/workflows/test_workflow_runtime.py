@@ -26,7 +26,7 @@ from dispatch.runtime import get_runtime
 from dispatch.services.approvals import approval_decide
 from dispatch.services.authority import grant_issue, grant_revoke
 from dispatch.services.resources import revision_create
-from dispatch.workflow_runtime import WorkflowRefused, WorkflowRun, run_workflow
+from dispatch.workflows import WorkflowRefused, WorkflowRun, run_workflow
 from protocols.workflow import CheckedWorkflow, check_source
 from tests.conftest import World
 from tests.support.destinations import Destinations
@@ -337,10 +337,10 @@ def test_inputs_are_checked_and_pinned(world: World) -> None:
 def test_crash_between_proposal_and_journal_never_proposes_twice(
     world: World, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from dispatch import workflow_runtime
+    from dispatch.workflows import journal
 
     workflow = checked(OK / "refund_email.yaml")
-    real_put = workflow_runtime._Journal.put
+    real_put = journal.Journal.put
 
     def crash_after_proposal(self: Any, key: str, payload: dict[str, Any], now: Any,
                              **kw: Any) -> Any:
@@ -348,10 +348,10 @@ def test_crash_between_proposal_and_journal_never_proposes_twice(
             raise KeyboardInterrupt("crash: the proposal committed, its journal entry not")
         return real_put(self, key, payload, now, **kw)
 
-    monkeypatch.setattr(workflow_runtime._Journal, "put", crash_after_proposal)
+    monkeypatch.setattr(journal.Journal, "put", crash_after_proposal)
     with pytest.raises(KeyboardInterrupt):
         run(world, workflow, draft=world.draft().id)
-    monkeypatch.setattr(workflow_runtime._Journal, "put", real_put)
+    monkeypatch.setattr(journal.Journal, "put", real_put)
     [execution] = Execution.objects.all()
     [proposal] = Proposal.objects.filter(execution_id=execution.id)
 
@@ -365,11 +365,11 @@ def test_crash_between_proposal_and_journal_never_proposes_twice(
 def test_crash_between_edit_and_journal_adopts_the_revision_it_made(
     world: World, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from dispatch import workflow_runtime
+    from dispatch.workflows import journal
 
     workflow = checked(OK / "edit_then_propose.yaml")
     draft = world.draft()
-    real_put = workflow_runtime._Journal.put
+    real_put = journal.Journal.put
 
     def crash_after_edit(self: Any, key: str, payload: dict[str, Any], now: Any,
                          **kw: Any) -> Any:
@@ -377,10 +377,10 @@ def test_crash_between_edit_and_journal_adopts_the_revision_it_made(
             raise KeyboardInterrupt("crash: the revision committed, its journal entry not")
         return real_put(self, key, payload, now, **kw)
 
-    monkeypatch.setattr(workflow_runtime._Journal, "put", crash_after_edit)
+    monkeypatch.setattr(journal.Journal, "put", crash_after_edit)
     with pytest.raises(KeyboardInterrupt):
         run(world, workflow, draft=draft.id)
-    monkeypatch.setattr(workflow_runtime._Journal, "put", real_put)
+    monkeypatch.setattr(journal.Journal, "put", real_put)
     [execution] = Execution.objects.all()
 
     # The edit's intent was journaled first: the re-run recognises its own revision 2 instead

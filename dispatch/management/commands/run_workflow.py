@@ -1,5 +1,5 @@
 """`manage.py run_workflow FILE --agent NAME [--execution ID]`: check a workflow file, then run
-it on the embedded runtime (`dispatch.workflow_runtime`) as that agent.
+it on the embedded runtime (`dispatch.workflows`) as that agent.
 
 Checking comes first and prints diagnostics like `check_workflow` (exit 1). A clean workflow
 then runs through the dispatcher: the command prints the execution id, one line per step
@@ -19,7 +19,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from dispatch.models import Principal
 from dispatch.runtime import get_runtime
-from dispatch.workflow_runtime import StepOutcome, WorkflowRefused, run_workflow
+from dispatch.workflows import StepOutcome, WorkflowRefused, run_workflow
 from protocols.workflow import CheckedWorkflow, check_source
 from protocols.workflow.report import render_text, unreadable
 

@@ -1,0 +1,74 @@
+"""What every step of one run shares: who runs it, its journal, and how a step settles or is
+refused (recorded as a typed outcome, journaled so that a re-run replays it)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any, NoReturn
+
+from dispatch.models import Principal
+from dispatch.workflows.journal import Journal
+from dispatch.workflows.values import Denied, Mode, StepOutcome
+from protocols.denials import Denial
+from protocols.workflow.ir import Workflow
+
+
+@dataclass
+class RunContext:
+    workflow: Workflow
+    principal: Principal
+    execution_id: str
+    journal: Journal
+    now: datetime
+    mode: Mode
+    #: `expires:` of each proposal's `request_approval`, by the proposal's binding.
+    expires: dict[str, int] = field(default_factory=dict)
+    outcomes: list[StepOutcome] = field(default_factory=list)
+
+    def record(self, key: str, step: str, status: str, *, code: str | None = None,
+               message: str = "", detail: dict[str, Any] | None = None) -> None:
+        """An outcome of this run that is not journaled (control flow, a wait)."""
+        self.outcomes.append(StepOutcome(key, step, status, code, message, detail or {}))
+
+    def settle(self, key: str, outcome: StepOutcome) -> dict[str, Any]:
+        """Journal a settled step; a re-run replays it without calling anything."""
+        stored = self.journal.put(key, {"outcome": asdict(outcome)}, self.now)
+        return self._replayed(stored)
+
+    def replay(self, key: str) -> dict[str, Any] | None:
+        """The journaled step's detail (with `_status`), or None if it has not settled."""
+        stored = self.journal.results.get(key)
+        return None if stored is None else self._replayed(stored)
+
+    def _replayed(self, stored: dict[str, Any]) -> dict[str, Any]:
+        outcome = StepOutcome(**stored["outcome"])
+        self.outcomes.append(outcome)
+        if outcome.status == "denied":
+            raise Denied(outcome)
+        return {**outcome.detail, "_status": outcome.status}
+
+    def deny(self, key: str, step: str, denial: Denial, *, journal: bool = True) -> NoReturn:
+        """Record a refusal as a typed outcome and stop (up to the nearest `try`)."""
+        outcome = StepOutcome(key, step, "denied", denial.code.value, denial.message,
+                              _jsonable(denial.details))
+        if journal:
+            self.settle(key, outcome)  # raises Denied, unless another run recorded first
+            raise RuntimeError(f"{key}: another run of execution {self.execution_id} recorded "
+                               "this step first; run the execution again to replay it")
+        self.outcomes.append(outcome)
+        raise Denied(outcome)
+
+    def guard(self, key: str, step: str, thunk: Callable[[], Any]) -> Any:
+        """Evaluate values of a step; a value the runtime refuses is that step's denial."""
+        try:
+            return thunk()
+        except Denial as denial:
+            self.deny(key, step, denial, journal=False)
+
+
+def _jsonable(value: Any) -> Any:
+    """A denial's details as the JSON the journal stores (not hashed: plain JSON is right)."""
+    return json.loads(json.dumps(value, default=str))

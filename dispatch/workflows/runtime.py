@@ -1,0 +1,210 @@
+"""`run_workflow`: the refusals before any step, the inputs, and starting or resuming a run.
+
+A certificate is not authorization (spec §10). `run_workflow` takes only a `CheckedWorkflow`
+(the type is the gate) and refuses to start unless the contracts it was checked against are
+still the registered ones (`checked.binds(registry)`), deployment policy still allows the
+operations and effects it uses, and the runtime supports every step kind. After that, every step
+is a service call and the services decide at run time (`interpreter.py`, `steps.py`).
+
+A run is an `Execution` whose journal opens with a header: the workflow's shape digest, its
+contract fingerprints and the pinned inputs (a handle at its revision when the run started). A
+resumed run must match the header, or it is refused before any step.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+from dispatch.models import Execution, Principal, Resource, TranscriptEntry
+from dispatch.runtime import get_runtime
+from dispatch.services.access import access_resource_by_id
+from dispatch.services.executions import execution_create
+from dispatch.workflows.context import RunContext
+from dispatch.workflows.interpreter import Interpreter
+from dispatch.workflows.journal import HEADER, Journal, run_from
+from dispatch.workflows.shape import shape_digest, walk
+from dispatch.workflows.values import Mode, WorkflowRefused, WorkflowRun
+from protocols.canonical import CanonicalizationError
+from protocols.contracts import ContractRegistry
+from protocols.denials import Denial, DenialCode
+from protocols.lifecycle import RESOURCE_PROTOCOLS
+from protocols.workflow import CheckedWorkflow
+from protocols.workflow.ir import AgentCall, Approve, Block, Loop, Parallel, Race, Receive, Workflow
+
+ADAPTER_PREFIX = "workflow:"
+_UNSUPPORTED: dict[type, str] = {Receive: "receive", Approve: "approve", AgentCall: "agent",
+                                 Parallel: "parallel", Race: "race"}
+
+
+def run_workflow(
+    checked: CheckedWorkflow,
+    *,
+    principal: Principal,
+    execution_id: str | None = None,
+    inputs: Mapping[str, Any] | None = None,
+    now: datetime | None = None,
+    mode: Mode = "inline",
+) -> WorkflowRun:
+    """Run (or resume) `checked` as `principal` until it finishes, waits or is denied.
+
+    `inputs` maps each declared input to its value: a resource id (or a `Resource`) for a
+    handle, a bool, or JSON. They are pinned on the first run (a handle at its current revision);
+    resuming needs only `execution_id`. `mode="inline"` runs handlers in this process;
+    `"worker"` enqueues them and waits like for a human.
+    """
+    if not isinstance(checked, CheckedWorkflow):
+        raise TypeError("run_workflow runs only a CheckedWorkflow: check the workflow first "
+                        "(protocols.workflow.check_workflow)")
+    if mode not in ("inline", "worker"):
+        raise ValueError(f"mode must be 'inline' or 'worker', not {mode!r}")
+    now = now or timezone.now()
+    workflow = checked.workflow
+    runtime = get_runtime()
+    _refuse_moved_contracts(checked, runtime.registry)
+    _refuse_outside_policy(checked, runtime)
+    _refuse_unsupported(workflow.steps)
+    header = {"workflow": workflow.name, "shape": _shape_of(workflow),
+              "contracts": dict(sorted(checked.contracts.items()))}
+    execution: Execution | None
+    if execution_id is None:
+        pinned = _pin_inputs(workflow, principal, inputs)
+        execution = execution_create(principal=principal,
+                                     adapter=(ADAPTER_PREFIX + workflow.name)[:100], now=now)
+        journal = Journal(execution.id)
+        journal.put(HEADER, {**header, "inputs": pinned}, now, kind=TranscriptEntry.Kind.TOOL_CALL)
+    else:
+        execution = Execution.objects.filter(id=execution_id, principal=principal).first()
+        if execution is None:
+            raise WorkflowRefused("not_found", f"no execution {execution_id} of this principal")
+        journal = Journal(execution.id)
+        recorded = journal.calls.get(HEADER)
+        if recorded is None or {k: recorded.get(k) for k in header} != header:
+            raise WorkflowRefused(
+                "execution_mismatch", f"execution {execution_id} did not run this workflow "
+                "against these contracts; start a new execution (a changed contract needs a "
+                "new proposal and approval)")
+        pinned = recorded["inputs"]
+        if inputs is not None and _raw_inputs(inputs) != {k: v["raw"] for k, v in pinned.items()}:
+            raise WorkflowRefused("execution_mismatch",
+                                  f"execution {execution_id} was started with other inputs")
+        final = journal.finals.get(HEADER)
+        if final is not None:
+            return run_from(final, execution.id, workflow.name)
+    ctx = RunContext(workflow=workflow, principal=principal, execution_id=execution.id,
+                     journal=journal, now=now, mode=mode)
+    return Interpreter(ctx).run(pinned)
+
+
+# --- refusals before any step --------------------------------------------------------------------
+
+
+def _refuse_moved_contracts(checked: CheckedWorkflow, registry: ContractRegistry) -> None:
+    if checked.binds(registry):
+        return
+    moved = sorted(name for name, fp in checked.contracts.items()
+                   if registry.by_fingerprint(fp) is None or _resolves_to(registry, name) != fp)
+    raise WorkflowRefused(
+        DenialCode.CONTRACT_MISMATCH.value,
+        f"the registered contract(s) {', '.join(moved)} changed since the workflow was "
+        "checked; check it again against the current contracts")
+
+
+def _resolves_to(registry: ContractRegistry, name: str) -> str | None:
+    try:
+        return str(registry.resolve(name).fingerprint)
+    except Denial:
+        return None
+
+
+def _refuse_outside_policy(checked: CheckedWorkflow, runtime: Any) -> None:
+    """The deployment binding: operations switched off here, or effects this deployment does
+    not allow, refuse the run up front instead of half-way (spec §7 steps 3-4, §10)."""
+    for name, fingerprint in sorted(checked.contracts.items()):
+        contract = runtime.registry.by_fingerprint(fingerprint)  # bound: checked.binds() held
+        effects = {e.value for e in contract.possible_effects}
+        forbidden = sorted(effects - runtime.policy.allowed_effects)
+        if name in runtime.policy.denied_operations or forbidden:
+            what = (f"the effects {', '.join(forbidden)} of {name}" if forbidden
+                    else f"the operation {name}")
+            raise WorkflowRefused(DenialCode.EFFECT_NOT_PERMITTED.value,
+                                  f"deployment policy does not allow {what} here")
+
+
+def _refuse_unsupported(block: Block) -> None:
+    for step in walk(block):
+        kind = _UNSUPPORTED.get(type(step))
+        if kind is None and isinstance(step, Loop) and step.parallel:
+            kind = "loop (parallel: true)"
+        if kind is not None:
+            raise WorkflowRefused("unsupported_step",
+                                  f"step kind {kind} is not supported by the runtime yet "
+                                  f"(at {step.span.where()})", path=step.span.path)
+
+
+def _shape_of(workflow: Workflow) -> str:
+    try:
+        return shape_digest(workflow)
+    except CanonicalizationError as exc:
+        raise WorkflowRefused(
+            DenialCode.MALFORMED_REQUEST.value,
+            f"the workflow holds a value canon/1 cannot encode (at {exc.pointer or '/'} of its "
+            f"shape: {exc.reason}); write it as JSON") from None
+
+
+# --- inputs --------------------------------------------------------------------------------------
+
+
+def _raw_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: value.id if isinstance(value, Resource) else value
+            for name, value in inputs.items()}
+
+
+def _pin_inputs(workflow: Workflow, principal: Principal,
+                inputs: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Validate the inputs against their declarations; pin handles at their current revision."""
+    raw = _raw_inputs(inputs or {})
+    declared = {i.name: i for i in workflow.inputs}
+    undeclared = sorted(set(raw) - set(declared))
+    if undeclared:
+        raise WorkflowRefused("input_invalid", "undeclared inputs: " + ", ".join(undeclared))
+    pinned: dict[str, dict[str, Any]] = {}
+    for name, spec in declared.items():
+        if name not in raw:
+            raise WorkflowRefused("input_invalid", f"input `{name}` is required")
+        value = raw[name]
+        if spec.kind == "handle":
+            pinned[name] = _pin_handle(name, spec.resource or "", spec.state, principal, value)
+            continue
+        if spec.kind == "bool" and not isinstance(value, bool):
+            raise WorkflowRefused("input_invalid", f"input `{name}` must be a bool")
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            raise WorkflowRefused("input_invalid", f"input `{name}` must be JSON") from None
+        pinned[name] = {"raw": value, "data": value}
+    return pinned
+
+
+def _pin_handle(name: str, kind: str, state: str | None, principal: Principal,
+                value: Any) -> dict[str, Any]:
+    """A handle comes from the trusted store, never from the caller's fields (spec §5.1)."""
+    try:
+        resource = access_resource_by_id(principal, value)
+    except Denial:
+        raise WorkflowRefused("input_invalid",
+                              f"input `{name}`: no resource {value!r} is visible") from None
+    if resource.kind != kind:
+        raise WorkflowRefused("input_invalid", f"input `{name}` must be a {kind}, "
+                              f"{resource.id} is a {resource.kind}")
+    expected = state or RESOURCE_PROTOCOLS[kind].initial.value
+    if resource.state != expected:
+        # The certificate was issued for a handle in the declared state.
+        raise WorkflowRefused("input_invalid", f"input `{name}` must be in state {expected!r} "
+                              f"as declared; {resource.id} is {resource.state!r}")
+    return {"raw": resource.id, "handle": {"id": resource.id,
+                                           "revision": resource.current_revision, "kind": kind}}
