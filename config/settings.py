@@ -21,11 +21,11 @@ from django.core.exceptions import ImproperlyConfigured
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
 
-DEBUG = env.bool("DJANGO_DEBUG", default=False)
+DEBUG: bool = env.bool("DJANGO_DEBUG", default=False)
 VAR_DIR = Path(env.str("APP_VAR_DIR", default=str(BASE_DIR / "var"))).resolve()
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
-SECRET_KEY = env.str("SECRET_KEY", default="")
+SECRET_KEY: str = env.str("SECRET_KEY", default="")
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured(
@@ -33,7 +33,7 @@ if not SECRET_KEY:
         )
     SECRET_KEY = "dev-only-insecure-key-never-use-in-production"  # noqa: S105 - DEBUG only
 
-ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+ALLOWED_HOSTS: list[str] = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 
 
 # --- HTTPS: secure by default unless DEBUG (`manage.py check --deploy` passes) ------------------
@@ -50,20 +50,20 @@ def _proxy_ssl_header(raw: str) -> tuple[str, str] | None:
     return (name if name.startswith("HTTP_") else f"HTTP_{name}"), value
 
 
-SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=not DEBUG)
-SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0 if DEBUG else 365 * 24 * 3600)
-SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=not DEBUG)
-SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=not DEBUG)
-SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=not DEBUG)
-CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=not DEBUG)
+SECURE_SSL_REDIRECT: bool = env.bool("SECURE_SSL_REDIRECT", default=not DEBUG)
+SECURE_HSTS_SECONDS: int = env.int("SECURE_HSTS_SECONDS", default=0 if DEBUG else 365 * 24 * 3600)
+SECURE_HSTS_INCLUDE_SUBDOMAINS: bool = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=not DEBUG)
+SECURE_HSTS_PRELOAD: bool = env.bool("SECURE_HSTS_PRELOAD", default=not DEBUG)
+SESSION_COOKIE_SECURE: bool = env.bool("SESSION_COOKIE_SECURE", default=not DEBUG)
+CSRF_COOKIE_SECURE: bool = env.bool("CSRF_COOKIE_SECURE", default=not DEBUG)
 # Trust the proxy's word that the request came over HTTPS only when told which header says so.
 SECURE_PROXY_SSL_HEADER = _proxy_ssl_header(env.str("SECURE_PROXY_SSL_HEADER", default=""))
-CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+CSRF_TRUSTED_ORIGINS: list[str] = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 # Modules with a `register(runtime)` function adding trusted contracts, their handlers and
 # resource kinds (dispatch.runtime). The default is the demo of DESIGN §8; set it empty (or to
 # other modules) to run without the demo. The demo's app (its commands) comes with it.
-DISPATCH_EXTENSIONS = env.list("DISPATCH_EXTENSIONS", default=["demo.extension"])
+DISPATCH_EXTENSIONS: list[str] = env.list("DISPATCH_EXTENSIONS", default=["demo.extension"])
 
 INSTALLED_APPS = [
     "django.contrib.auth",
@@ -188,16 +188,16 @@ CACHES = {
 }
 
 # Failed logins remembered per account and per client address for a window (console.login).
-LOGIN_FAILURES_PER_ACCOUNT = env.int("LOGIN_FAILURES_PER_ACCOUNT", default=5)
-LOGIN_FAILURES_PER_ADDRESS = env.int("LOGIN_FAILURES_PER_ADDRESS", default=20)
-LOGIN_FAILURE_WINDOW = env.int("LOGIN_FAILURE_WINDOW", default=15 * 60)  # seconds
+LOGIN_FAILURES_PER_ACCOUNT: int = env.int("LOGIN_FAILURES_PER_ACCOUNT", default=5)
+LOGIN_FAILURES_PER_ADDRESS: int = env.int("LOGIN_FAILURES_PER_ADDRESS", default=20)
+LOGIN_FAILURE_WINDOW: int = env.int("LOGIN_FAILURE_WINDOW", default=15 * 60)  # seconds
 # Behind a reverse proxy, the header it puts the client's address in (its last entry counts);
 # empty: the connection's own address (REMOTE_ADDR).
-LOGIN_ADDRESS_HEADER = env.str("LOGIN_ADDRESS_HEADER", default="")
+LOGIN_ADDRESS_HEADER: str = env.str("LOGIN_ADDRESS_HEADER", default="")
 
 # --- Celery: the handler runs on a worker after the claim commits (DESIGN §5) -----------------
 BROKER_DIR = VAR_DIR / "broker"
-CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
+CELERY_BROKER_URL: str = env.str("CELERY_BROKER_URL", default="filesystem://")
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {}
 if CELERY_BROKER_URL.startswith("filesystem://"):
     for sub in ("queue", "processed"):
@@ -219,14 +219,14 @@ elif CELERY_BROKER_URL.startswith("redis"):
         "socket_timeout": 10,
         "health_check_interval": 10,
     }
-CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_QUEUE", default="dispatch")
+CELERY_TASK_DEFAULT_QUEUE: str = env.str("CELERY_QUEUE", default="dispatch")
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
-CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
+CELERY_TASK_ALWAYS_EAGER: bool = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BEAT_SCHEDULE = {
     "reconcile-operations": {"task": "dispatch.tasks.reconcile_operations", "schedule": 5.0},
     "approvals-expire-stale": {"task": "dispatch.tasks.approvals_expire_stale", "schedule": 10.0},
@@ -242,16 +242,16 @@ DESTINATIONS = {
 
 # --- Policy ---------------------------------------------------------------------------------------
 # Deployment policy: effects this deployment allows at all (DESIGN §5 step 3/4).
-DEPLOYMENT_ALLOWED_EFFECTS = env.list(
+DEPLOYMENT_ALLOWED_EFFECTS: list[str] = env.list(
     "DEPLOYMENT_ALLOWED_EFFECTS", default=["read", "external_write", "financial_write", "human"]
 )
 # Argument and payload fields redacted before anything reaches the audit (spec §12).
-AUDIT_REDACT_FIELDS = env.list(
+AUDIT_REDACT_FIELDS: list[str] = env.list(
     "AUDIT_REDACT_FIELDS", default=["password", "secret", "token", "api_key", "authorization"]
 )
 # Budgets reserved before a claim (spec §9): tool calls per principal per hour and per execution.
-BUDGET_TOOL_CALLS_PER_PRINCIPAL = env.int("BUDGET_TOOL_CALLS_PER_PRINCIPAL", default=1000)
-BUDGET_TOOL_CALLS_PER_EXECUTION = env.int("BUDGET_TOOL_CALLS_PER_EXECUTION", default=100)
+BUDGET_TOOL_CALLS_PER_PRINCIPAL: int = env.int("BUDGET_TOOL_CALLS_PER_PRINCIPAL", default=1000)
+BUDGET_TOOL_CALLS_PER_EXECUTION: int = env.int("BUDGET_TOOL_CALLS_PER_EXECUTION", default=100)
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "dispatch.api.schema.ApiAutoSchema",
@@ -301,11 +301,12 @@ LOGGING = {
 }
 
 # Upper bound on one destination call, below the contract timeout (tests shorten it).
-HANDLER_TIMEOUT_CAP = env.float("HANDLER_TIMEOUT_CAP", default=15.0)
+HANDLER_TIMEOUT_CAP: float = env.float("HANDLER_TIMEOUT_CAP", default=15.0)
 # Pause between same-key retries of a receiver_dedup operation, doubled per attempt.
-RETRY_BACKOFF_SECONDS = env.float("RETRY_BACKOFF_SECONDS", default=0.5)
+RETRY_BACKOFF_SECONDS: float = env.float("RETRY_BACKOFF_SECONDS", default=0.5)
 
 # --- Reconciliation (spec §8): bounded, one pass at a time -------------------------------------
-RECONCILE_BATCH = env.int("RECONCILE_BATCH", default=500)  # operations of each state per pass
-RECONCILE_LOOKUP_TIMEOUT = env.float("RECONCILE_LOOKUP_TIMEOUT", default=10.0)  # seconds
-RECONCILE_LEASE_SECONDS = env.float("RECONCILE_LEASE_SECONDS", default=300.0)  # a dead pass's lock
+RECONCILE_BATCH: int = env.int("RECONCILE_BATCH", default=500)  # operations of each state per pass
+RECONCILE_LOOKUP_TIMEOUT: float = env.float("RECONCILE_LOOKUP_TIMEOUT", default=10.0)  # seconds
+# Seconds a reconciliation lease lasts: how long a dead pass's lock holds.
+RECONCILE_LEASE_SECONDS: float = env.float("RECONCILE_LEASE_SECONDS", default=300.0)
