@@ -27,6 +27,13 @@ _AGE_BOUNDS: Mapping[str, tuple[str, timedelta]] = {
 }
 
 
+def _choice_field(form: forms.Form, name: str) -> forms.ChoiceField:
+    """The form's own copy of a declared choice field, whose choices are set per request."""
+    field = form.fields[name]
+    assert isinstance(field, forms.ChoiceField)  # declared so on the form class
+    return field
+
+
 class QueueFilterForm(forms.Form):
     operation = forms.ChoiceField(required=False, label="Operation")
     principal = forms.ChoiceField(required=False, label="Requested by")
@@ -36,9 +43,9 @@ class QueueFilterForm(forms.Form):
         self, data: Any, *, operations: Iterable[str], principals: Iterable[tuple[str, str]],
     ) -> None:
         super().__init__(data)
-        self.fields["operation"].choices = [("", "All operations"),
-                                            *((name, name) for name in operations)]
-        self.fields["principal"].choices = [("", "Anyone"), *principals]
+        _choice_field(self, "operation").choices = [("", "All operations"),
+                                                    *((name, name) for name in operations)]
+        _choice_field(self, "principal").choices = [("", "Anyone"), *principals]
 
     def filters(self, now: datetime) -> QueueFilter:
         if not self.is_valid():
@@ -90,7 +97,8 @@ class ResolveForm(forms.Form):
     )
 
     def clean_evidence(self) -> str:
-        note = self.cleaned_data["evidence"].strip()
+        evidence: str = self.cleaned_data["evidence"]
+        note = evidence.strip()
         if not note:
             raise forms.ValidationError("Write a note of the evidence before resolving.")
         return note
@@ -116,8 +124,9 @@ class GrantIssueForm(forms.Form):
         super().__init__(data)
         self.authority_keys = authority_keys
         self.now = now  # the service issues the grant at this same instant
-        self.fields["subject"].choices = [("", "Choose a principal"), *principals]
-        self.fields["operations"].choices = [(name, name) for name in sorted(authority_keys)]
+        _choice_field(self, "subject").choices = [("", "Choose a principal"), *principals]
+        _choice_field(self, "operations").choices = [(name, name)
+                                                     for name in sorted(authority_keys)]
 
     def clean_expires_in(self) -> int | None:
         seconds: int | None = self.cleaned_data["expires_in"]
@@ -168,7 +177,7 @@ class AuditFilterForm(forms.Form):
 
     def __init__(self, data: Any, *, kinds: Iterable[str]) -> None:
         super().__init__(data)
-        self.fields["kind"].choices = [("", "All kinds"), *((k, k) for k in kinds)]
+        _choice_field(self, "kind").choices = [("", "All kinds"), *((k, k) for k in kinds)]
 
     def filters(self) -> AuditFilter:
         if not self.is_valid():

@@ -51,7 +51,7 @@ def client_address(request: HttpRequest) -> str:
     header = settings.LOGIN_ADDRESS_HEADER
     if header:
         # The entry the nearest proxy added: the ones before it are the client's to forge.
-        forwarded = request.META.get("HTTP_" + header.upper().replace("-", "_"), "")
+        forwarded: str = request.META.get("HTTP_" + header.upper().replace("-", "_"), "")
         nearest = forwarded.rsplit(",", 1)[-1].strip()
         if nearest:
             return nearest
@@ -98,7 +98,8 @@ class ThrottledLoginView(LoginView):
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         # The name as the form will read it (stripped, NFKC): "approver " is "approver".
-        username = UsernameField().to_python(request.POST.get("username", ""))
+        # Never None: a CharField's empty value is "" (the stubs allow None for any field).
+        username: str = UsernameField().to_python(request.POST.get("username", "")) or ""
         self.attempt = attempt_begin(request, username)
         if self.attempt is None:
             return self.locked_out()
