@@ -18,7 +18,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 __all__ = [
     "SETTLED_STATES",
@@ -168,15 +168,17 @@ class ApiClient:
         return list(self._call("GET", "contracts/")["results"])
 
     def resource_create(self, kind: str, payload: dict[str, Any]) -> Resource:
-        return self._call("POST", "resources/", {"kind": kind, "payload": payload})
+        return cast("Resource", self._call("POST", "resources/",
+                                           {"kind": kind, "payload": payload}))
 
     def resource_get(self, resource_id: str) -> Resource:
-        return self._call("GET", f"resources/{_q(resource_id)}/")
+        return cast("Resource", self._call("GET", f"resources/{_q(resource_id)}/"))
 
     def revision_create(self, resource_id: str, *, base_revision: int,
                         payload: dict[str, Any]) -> Resource:
-        return self._call("POST", f"resources/{_q(resource_id)}/revisions/",
-                          {"base_revision": base_revision, "payload": payload})
+        return cast("Resource", self._call(
+            "POST", f"resources/{_q(resource_id)}/revisions/",
+            {"base_revision": base_revision, "payload": payload}))
 
     def proposal_create(self, operation: str, arguments: dict[str, Any], *,
                         execution_id: str | None = None, approval_expires_in: int | None = None,
@@ -193,51 +195,55 @@ class ApiClient:
             body["approval_expires_in"] = approval_expires_in
         if dispatch_on_approval is not None:
             body["dispatch_on_approval"] = dispatch_on_approval
-        return self._call("POST", "proposals/", body)
+        return cast("Proposal", self._call("POST", "proposals/", body))
 
     def proposal_get(self, proposal_id: str) -> Proposal:
-        return self._call("GET", f"proposals/{_q(proposal_id)}/")
+        return cast("Proposal", self._call("GET", f"proposals/{_q(proposal_id)}/"))
 
     def proposal_dispatch(self, proposal_id: str, *, permit: str | None = None) -> Dispatched:
         body = {} if permit is None else {"permit": permit}
-        return self._call("POST", f"proposals/{_q(proposal_id)}/dispatch/", body)
+        return cast("Dispatched",
+                    self._call("POST", f"proposals/{_q(proposal_id)}/dispatch/", body))
 
     def approval_decide(self, approval_id: str, *, decision: str, digest: str,
                         reason: str | None = None) -> Decision:
         body = {"decision": decision, "digest": digest}
         if reason is not None:
             body["reason"] = reason
-        return self._call("POST", f"approvals/{_q(approval_id)}/decision/", body)
+        return cast("Decision",
+                    self._call("POST", f"approvals/{_q(approval_id)}/decision/", body))
 
     def operation_get(self, operation_id: str) -> Operation:
-        return self._call("GET", f"operations/{_q(operation_id)}/")
+        return cast("Operation", self._call("GET", f"operations/{_q(operation_id)}/"))
 
     def operation_resolve(self, operation_id: str, *, outcome: str, evidence: str) -> Operation:
-        return self._call("POST", f"operations/{_q(operation_id)}/resolve/",
-                          {"outcome": outcome, "evidence": evidence})
+        return cast("Operation", self._call(
+            "POST", f"operations/{_q(operation_id)}/resolve/",
+            {"outcome": outcome, "evidence": evidence}))
 
     def grants(self, *, cursor: str | None = None, page_size: int | None = None) -> Page:
-        return self._call("GET", "grants/" + _query(cursor=cursor, page_size=page_size))
+        return cast("Page", self._call(
+            "GET", "grants/" + _query(cursor=cursor, page_size=page_size)))
 
     def grant_delegate(self, grant_id: str, *, subject: str, operations: list[str],
                        scope: dict[str, Any], expires_at: str | None = None) -> Grant:
         body: dict[str, Any] = {"subject": subject, "operations": operations, "scope": scope}
         if expires_at is not None:
             body["expires_at"] = expires_at
-        return self._call("POST", f"grants/{_q(grant_id)}/delegate/", body)
+        return cast("Grant", self._call("POST", f"grants/{_q(grant_id)}/delegate/", body))
 
     def audit(self, *, operation: str | None = None, proposal: str | None = None,
               kind: str | None = None, cursor: str | None = None,
               page_size: int | None = None) -> Page:
-        return self._call("GET", "audit/" + _query(operation=operation, proposal=proposal,
-                                                   kind=kind, cursor=cursor,
-                                                   page_size=page_size))
+        return cast("Page", self._call(
+            "GET", "audit/" + _query(operation=operation, proposal=proposal, kind=kind,
+                                     cursor=cursor, page_size=page_size)))
 
     def next_page(self, page: Page) -> Page | None:
         """The page after `page` (older entries), or None at the end."""
         if not page["next"]:
             return None
-        return self._call("GET", page["next"])
+        return cast("Page", self._call("GET", page["next"]))
 
     # --- conveniences -------------------------------------------------------------------------
 
@@ -254,6 +260,7 @@ class ApiClient:
     # --- transport ----------------------------------------------------------------------------
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        """The decoded JSON answer; its shape is the API's word (the callers cast it)."""
         url = path if path.startswith(("http://", "https://")) else self.root + path
         if not url.startswith(("http://", "https://")):
             raise TransportError(f"only http(s) URLs are supported: {url!r}")
