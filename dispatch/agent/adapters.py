@@ -80,7 +80,7 @@ class ScriptedAdapter:
         if "final" in step:
             return FinalAnswer(str(step["final"]))
         results = _results_by_label(transcript)
-        claims = {k: step[k] for k in ("permit", "approval") if k in step}
+        claims: dict[str, Any] = {k: step[k] for k in ("permit", "approval") if k in step}
         return ToolCall(name=step["call"], arguments=_substitute(step.get("arguments", {}),
                                                                  results),
                         label=str(step.get("name", "")), claims=claims)

@@ -14,11 +14,12 @@ from django.utils import timezone
 from dispatch.agent.adapters import FinalAnswer, ModelAdapter, ToolCall, ToolSpec
 from dispatch.failpoints import failpoint
 from dispatch.handlers import HandlerContext
-from dispatch.models import Execution, Principal, Resource, TranscriptEntry
+from dispatch.models import Execution, Principal, Proposal, Resource, TranscriptEntry
 from dispatch.runtime import get_runtime
 from dispatch.services.access import resource_kinds_of
 from dispatch.services.cancellation import proposal_cancel
 from dispatch.services.executions import (
+    JournalEntry,
     Settled,
     execution_create,
     execution_set_state,
@@ -136,7 +137,7 @@ def _call_payload(action: ToolCall) -> dict[str, Any]:
 
 
 def _advance(
-    execution: Execution, principal: Principal, call: dict[str, Any],
+    execution: Execution, principal: Principal, call: JournalEntry,
     mode: Literal["inline", "worker"], now: datetime,
 ) -> ToolOutcome | None:
     """Take a persisted call one step further; None while it waits for a human or worker."""
@@ -166,7 +167,7 @@ def _create_resource(principal: Principal, arguments: Any, now: datetime) -> Too
 
 
 def _refuse_model_claims(
-    principal: Principal, proposal: Any, claims: dict[str, Any],
+    principal: Principal, proposal: Proposal, claims: dict[str, Any],
     mode: Literal["inline", "worker"], now: datetime,
 ) -> ToolOutcome | None:
     """A model cannot authorize: its permit or 'Granted' goes to the dispatcher as a claim,
@@ -213,7 +214,7 @@ def nested_call(ctx: HandlerContext, operation: str, arguments: Any, *,
                        proposal_id=proposal.id, operation_id=driven.operation.id)
 
 
-def _pending_call(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _pending_call(entries: list[JournalEntry]) -> JournalEntry | None:
     answered = {e["call_id"] for e in entries if e["kind"] == TranscriptEntry.Kind.TOOL_RESULT}
     for entry in entries:
         if entry["kind"] == TranscriptEntry.Kind.TOOL_CALL and entry["call_id"] not in answered:
@@ -222,7 +223,7 @@ def _pending_call(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def _result(execution: Execution, state: Literal["waiting", "finished"],
-            entries: list[dict[str, Any]]) -> RunResult:
+            entries: list[JournalEntry]) -> RunResult:
     outcomes = [ToolOutcome(**e["payload"]) for e in entries
                 if e["kind"] == TranscriptEntry.Kind.TOOL_RESULT]
     final = next((e["payload"]["text"] for e in entries

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, overload
+from typing import Any, Literal, TypedDict, overload
 
 from django.db import IntegrityError, transaction
 from django.db.models import Max
@@ -55,7 +55,16 @@ def execution_set_state(
     return moved == 1
 
 
-def journal_read(*, execution_id: str) -> list[dict[str, Any]]:
+class JournalEntry(TypedDict):
+    """One entry of an execution's journal, as `journal_read` answers it."""
+
+    seq: int
+    kind: str
+    call_id: str
+    payload: dict[str, Any]
+
+
+def journal_read(*, execution_id: str) -> list[JournalEntry]:
     """The execution's journal in order: `seq`, `kind`, `call_id` and `payload` per entry."""
     return list(TranscriptEntry.objects.filter(execution_id=execution_id).order_by("seq")
                 .values("seq", "kind", "call_id", "payload"))

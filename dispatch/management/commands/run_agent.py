@@ -4,7 +4,7 @@ import json
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
@@ -51,7 +51,7 @@ class Command(BaseCommand):
             execution = execution_open(principal=principal, adapter=adapter, now=timezone.now())
         self.stdout.write(f"execution {execution.id}")
         self.stdout.flush()
-        mode = "inline" if opts["inline"] else "worker"
+        mode: Literal["inline", "worker"] = "inline" if opts["inline"] else "worker"
         deadline = time.monotonic() + opts["timeout"]
         reported = 0
         while True:
