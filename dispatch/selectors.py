@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from django.db.models import Prefetch, Q, QuerySet, prefetch_related_objects
 
@@ -225,7 +225,7 @@ def revision_pairs(*, viewer: Principal, resource_refs: list[dict[str, Any]]) ->
 # --- operations ---------------------------------------------------------------------------------
 
 
-def _attempts_in_order() -> Prefetch:
+def _attempts_in_order() -> Prefetch[Literal["attempts"], QuerySet[Attempt]]:
     return Prefetch("attempts", queryset=Attempt.objects.order_by("number"))
 
 

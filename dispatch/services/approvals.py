@@ -62,7 +62,8 @@ def approval_decide(
     require_role(approver, approval.role)
     if approver.id == approval.proposal.principal_id:
         raise Denial(DenialCode.APPROVER_IS_REQUESTER)  # four eyes: never one's own request
-    if decision not in (Decision.Outcome.GRANT, Decision.Outcome.DENY):
+    if not isinstance(decision, str) or decision not in (Decision.Outcome.GRANT,
+                                                           Decision.Outcome.DENY):
         raise Denial(DenialCode.SCHEMA_INVALID, errors=[
             {"pointer": "/decision", "message": "must be 'grant' or 'deny'"}])
     if not isinstance(reason, str):
