@@ -43,7 +43,9 @@ class ApiUser:
 
 def principal_of(request: Request) -> Principal:
     """The principal of an authenticated request (views run behind `IsAuthenticated`)."""
-    user = request.user
+    # Whatever the authenticator put there: our own ApiUser, not the User | AnonymousUser
+    # of the stubs (which cannot be narrowed to it).
+    user: object = request.user
     if not isinstance(user, ApiUser):  # unreachable behind IsAuthenticated: a backstop
         raise Denial(DenialCode.UNAUTHENTICATED)
     return user.principal

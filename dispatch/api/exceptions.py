@@ -51,7 +51,8 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         errors = sorted(validation_errors(exc.detail), key=lambda e: e["pointer"])
         return _denial_response(Denial(DenialCode.SCHEMA_INVALID, errors=errors))
     if isinstance(exc, exceptions.Throttled):
-        wait = int(exc.wait) if exc.wait is not None else None
+        seconds = exc.wait  # type: ignore[attr-defined]  # set by __init__; the stubs omit it
+        wait = int(seconds) if seconds is not None else None
         response = _denial_response(Denial(
             DenialCode.BUDGET_EXHAUSTED,
             "Too many requests from this principal; wait and try again.",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import MAXYEAR, UTC, datetime
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -20,11 +20,14 @@ from dispatch.services.proposals import EXECUTION_ID, EXECUTION_ID_RULE, EXECUTI
 from protocols.denials import Denial, DenialCode
 from protocols.expiry import TOO_LATE
 
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
+
 NUL = "\x00"
 
 
 class StrictCharField(serializers.CharField):
-    default_error_messages: ClassVar[dict[str, str]] = {"invalid": "must be a string"}
+    default_error_messages: ClassVar[dict[str, StrOrPromise]] = {"invalid": "must be a string"}
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("trim_whitespace", False)
@@ -50,7 +53,7 @@ class IdField(StrictCharField):
 class ExecutionIdField(StrictCharField):
     """Groups the proposals of one run; fully matched (no trailing newline slips through)."""
 
-    default_error_messages: ClassVar[dict[str, str]] = {
+    default_error_messages: ClassVar[dict[str, StrOrPromise]] = {
         "invalid": EXECUTION_ID_RULE.replace("{", "{{").replace("}", "}}")}
 
     def to_internal_value(self, data: Any) -> str:
@@ -60,7 +63,7 @@ class ExecutionIdField(StrictCharField):
 
 
 class StrictIntegerField(serializers.IntegerField):
-    default_error_messages: ClassVar[dict[str, str]] = {"invalid": "must be an integer"}
+    default_error_messages: ClassVar[dict[str, StrOrPromise]] = {"invalid": "must be an integer"}
 
     def to_internal_value(self, data: Any) -> int:
         if isinstance(data, bool) or not isinstance(data, int):
@@ -69,7 +72,7 @@ class StrictIntegerField(serializers.IntegerField):
 
 
 class StrictBooleanField(serializers.BooleanField):
-    default_error_messages: ClassVar[dict[str, str]] = {"invalid": "must be true or false"}
+    default_error_messages: ClassVar[dict[str, StrOrPromise]] = {"invalid": "must be true or false"}
 
     def to_internal_value(self, data: Any) -> bool:
         if data is True or data is False:
@@ -84,7 +87,7 @@ class StrictDateTimeField(serializers.DateTimeField):
 
     #: A year of five digits or more (ISO 8601 expanded years), later than any datetime.
     EXPANDED_YEAR = re.compile(r"\+?[0-9]{5,}-")
-    default_error_messages: ClassVar[dict[str, str]] = {
+    default_error_messages: ClassVar[dict[str, StrOrPromise]] = {
         "invalid": "must be an ISO 8601 date and time with an offset, such as "
                    "2030-01-01T00:00:00Z",
         "too_late": TOO_LATE,
@@ -110,7 +113,7 @@ class StrictDateTimeField(serializers.DateTimeField):
 class JsonObjectField(serializers.JSONField):
     """Any JSON object; checked for U+0000 in keys and strings, refused at its own pointer."""
 
-    default_error_messages: ClassVar[dict[str, str]] = {"invalid": "must be an object"}
+    default_error_messages: ClassVar[dict[str, StrOrPromise]] = {"invalid": "must be an object"}
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         if not isinstance(data, dict):
@@ -145,13 +148,13 @@ def _find_nul(value: Any) -> tuple[list[str | int], str] | None:
     return None
 
 
-class StrictInputSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class StrictInputSerializer(serializers.Serializer[dict[str, Any]]):
     """A request body: an object with exactly the declared members, types never coerced.
 
     Its errors, unknown members included, are raised as one `schema_invalid` denial.
     """
 
-    default_error_messages: ClassVar[dict[str, str]] = {
+    default_error_messages: ClassVar[dict[str, StrOrPromise]] = {
         "invalid": "the body must be a JSON object",
         "null": "the body must be a JSON object",
     }

@@ -28,7 +28,7 @@ class KeysetPagination(CursorPagination):
             raise Denial(DenialCode.MALFORMED_REQUEST, INVALID_CURSOR,
                          parameter=self.cursor_query_param) from None
         if cursor is not None and cursor.position is not None and not self.valid_position(
-                cursor.position):
+                cursor.position):  # type: ignore[arg-type]  # a str from the URL; stubs: int
             raise Denial(DenialCode.MALFORMED_REQUEST, INVALID_CURSOR,
                          parameter=self.cursor_query_param)
         return cursor

@@ -8,7 +8,6 @@ particular call can give (LIBRARIES.md: undocumented 4xx make schemathesis fail 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
@@ -67,7 +66,7 @@ def query(name: str, description: str, schema: dict[str, Any]) -> OpenApiParamet
                             description=description)
 
 
-def page_parameters() -> Iterable[OpenApiParameter]:
+def page_parameters() -> list[OpenApiParameter]:
     return [
         query("cursor", "An opaque cursor from a `next` or `previous` link; one that was not "
                         "handed out is `malformed_request`.", {"type": "string"}),
@@ -76,7 +75,7 @@ def page_parameters() -> Iterable[OpenApiParameter]:
     ]
 
 
-class BearerScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
+class BearerScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]  # its __init_subclass__ is unannotated
     target_class = "dispatch.api.authentication.BearerAuthentication"
     name = "bearerAuth"
 
@@ -85,7 +84,7 @@ class BearerScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-c
                 "description": "An agent's token (`create_agent`) or a human's personal token."}
 
 
-class PrincipalSessionScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
+class PrincipalSessionScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]  # its __init_subclass__ is unannotated
     target_class = "dispatch.api.authentication.PrincipalSessionAuthentication"
     name = "sessionAuth"
 
@@ -104,13 +103,15 @@ class ApiAutoSchema(AutoSchema):
         return "".join(p.removesuffix("Api").removesuffix("Serializer") for p in parts)
 
     def _get_request_body(self, direction: str = "request") -> Any:
-        body = super()._get_request_body(direction)
+        body = super()._get_request_body(  # type: ignore[no-untyped-call]  # unannotated upstream
+            direction)
         if body is not None:
             body["required"] = True  # even `{}`: an empty body is `malformed_request`
         return body
 
     def _map_basic_serializer(self, serializer: Any, direction: str) -> dict[str, Any]:
-        mapped: dict[str, Any] = super()._map_basic_serializer(serializer, direction)
+        mapped: dict[str, Any] = super()._map_basic_serializer(  # type: ignore[no-untyped-call]  # unannotated upstream
+            serializer, direction)
         if isinstance(serializer, StrictInputSerializer):
             mapped.pop("description", None)
             mapped["additionalProperties"] = False  # unknown members are refused

@@ -21,7 +21,7 @@ def enum_field(values: Iterable[str | None], **kwargs: Any) -> serializers.CharF
     """A string limited to `values`, described inline (no shared enum component to clash)."""
     listed = list(values)
     schema: dict[str, Any] = {"type": "string", "enum": listed}
-    field_class = extend_schema_field(schema)(
+    field_class: type[serializers.CharField] = extend_schema_field(schema)(
         type("EnumCharField", (serializers.CharField,), {}))
     return field_class(**kwargs)
 
@@ -35,7 +35,7 @@ class _ObjectField(serializers.JSONField):
     pass
 
 
-class ResourceOutputSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class ResourceOutputSerializer(serializers.Serializer[dict[str, Any]]):
     id = serializers.CharField()
     kind = serializers.CharField()
     revision = serializers.IntegerField()
@@ -44,7 +44,7 @@ class ResourceOutputSerializer(serializers.Serializer):  # type: ignore[type-arg
     payload = object_field()
 
 
-class ApprovalSummarySerializer(serializers.Serializer):  # type: ignore[type-arg]
+class ApprovalSummarySerializer(serializers.Serializer[dict[str, Any]]):
     id = serializers.CharField()
     state = enum_field(ApprovalState)
     role = serializers.CharField()
@@ -52,7 +52,7 @@ class ApprovalSummarySerializer(serializers.Serializer):  # type: ignore[type-ar
     permit_id = serializers.CharField(allow_null=True)
 
 
-class ProposalOutputSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class ProposalOutputSerializer(serializers.Serializer[dict[str, Any]]):
     id = serializers.CharField()
     operation = serializers.CharField(help_text="The contract's qualified name.")
     digest = serializers.CharField(help_text="`sha256:` + hex SHA-256 of `canonical` (UTF-8).")
@@ -65,7 +65,7 @@ class ProposalOutputSerializer(serializers.Serializer):  # type: ignore[type-arg
     operation_state = enum_field([*OperationState, None], allow_null=True)
 
 
-class AttemptOutputSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class AttemptOutputSerializer(serializers.Serializer[dict[str, Any]]):
     number = serializers.IntegerField()
     started_at = serializers.DateTimeField()
     ended_at = serializers.DateTimeField(allow_null=True)
@@ -73,7 +73,7 @@ class AttemptOutputSerializer(serializers.Serializer):  # type: ignore[type-arg]
     error = serializers.CharField(allow_null=True)
 
 
-class OperationOutputSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class OperationOutputSerializer(serializers.Serializer[dict[str, Any]]):
     id = serializers.CharField()
     proposal_id = serializers.CharField()
     state = enum_field(OperationState)
@@ -81,7 +81,7 @@ class OperationOutputSerializer(serializers.Serializer):  # type: ignore[type-ar
     result = serializers.JSONField(allow_null=True, help_text="The handler's result, if any.")
 
 
-class GrantOutputSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class GrantOutputSerializer(serializers.Serializer[dict[str, Any]]):
     id = serializers.CharField()
     issuer = serializers.CharField()
     subject = serializers.CharField(help_text="The subject principal's name.")
@@ -93,7 +93,7 @@ class GrantOutputSerializer(serializers.Serializer):  # type: ignore[type-arg]
     parent_id = serializers.CharField(allow_null=True)
 
 
-class PageLinksSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class PageLinksSerializer(serializers.Serializer[dict[str, Any]]):
     next = serializers.URLField(allow_null=True, help_text="The next (older) page, if any.")
     previous = serializers.URLField(allow_null=True,
                                     help_text="The previous (newer) page, if any.")
@@ -110,7 +110,7 @@ METHOD_NOT_ALLOWED = 405
 
 
 @functools.cache
-def error_serializer(status: int) -> type[serializers.Serializer]:  # type: ignore[type-arg]
+def error_serializer(status: int) -> type[serializers.Serializer[dict[str, Any]]]:
     """The error body for one HTTP status, its `code` limited to the codes of that status."""
     if status == METHOD_NOT_ALLOWED:
         codes = [DenialCode.MALFORMED_REQUEST.value]

@@ -8,8 +8,10 @@ decides everything else and raises `Denial`s that `dispatch.api.exceptions` rend
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from django.http import HttpRequest
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers
@@ -68,6 +70,9 @@ from dispatch.services.resources import resource_create, revision_create
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import ApprovalState, OperationState
 
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
+
 C = DenialCode
 #: What an id can look like (`prefix_` and URL-safe letters); anything else cannot exist.
 ID_SHAPE = re.compile(r"[A-Za-z0-9_]{1,40}")
@@ -81,16 +86,17 @@ class JsonOnlyNegotiation(DefaultContentNegotiation):
     """Always answer JSON, whatever `Accept` says: errors included, never a 406."""
 
     def select_renderer(
-        self, request: Request, renderers: list[BaseRenderer], format_suffix: str | None = None,
+        self, request: Request, renderers: Iterable[BaseRenderer],
+        format_suffix: str | None = None,
     ) -> tuple[BaseRenderer, str]:
-        return renderers[0], renderers[0].media_type
+        first = next(iter(renderers))
+        return first, first.media_type
 
 
 class ApiView(APIView):
     content_negotiation_class = JsonOnlyNegotiation
     # OPTIONS is not part of the API (no metadata): it is neither served nor advertised.
-    http_method_names: ClassVar[list[str]] = ["get", "post", "put", "patch", "delete", "head",
-                                              "trace"]
+    http_method_names = ("get", "post", "put", "patch", "delete", "head", "trace")
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         # Every body, whatever its type or the view, is refused over 1 MiB before it is read.
@@ -106,9 +112,9 @@ def checked_id(value: str, kind: str) -> str:
 
 
 def validated(
-    serializer_class: type[serializers.Serializer],  # type: ignore[type-arg]
+    serializer_class: type[serializers.Serializer[dict[str, Any]]],
     request: Request,
-) -> Any:
+) -> dict[str, Any]:
     """The body, checked by the view's `InputSerializer`; shape errors are `schema_invalid`."""
     if request.stream is None:
         # DRF reads no stream when there is no body (a zero or absent Content-Length) and
@@ -119,16 +125,17 @@ def validated(
             {"pointer": "", "message": "the body must be a JSON object"}])
     serializer = serializer_class(data=request.data)
     serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
+    data: dict[str, Any] = serializer.validated_data
+    return data
 
 
 # --- contracts ------------------------------------------------------------------------------------
 
 
 class ContractListApi(ApiView):
-    class OutputSerializer(serializers.Serializer):  # type: ignore[type-arg]
-        class ContractSerializer(serializers.Serializer):  # type: ignore[type-arg]
-            class ApprovalSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    class OutputSerializer(serializers.Serializer[dict[str, Any]]):
+        class ContractSerializer(serializers.Serializer[dict[str, Any]]):
+            class ApprovalSerializer(serializers.Serializer[dict[str, Any]]):
                 role = serializers.CharField()
                 expires_in = serializers.IntegerField(help_text="Seconds.")
 
@@ -221,7 +228,7 @@ PROPOSAL_CODES = (C.UNKNOWN_OPERATION, C.NOT_FOUND, C.TOOL_NOT_PERMITTED, C.AUTH
 class CallIdField(StrictCharField):
     """A call id: 1 to 200 printable ASCII characters, the rule of `proposal_intake`."""
 
-    default_error_messages: ClassVar[dict[str, str]] = {"invalid": CALL_ID_RULE}
+    default_error_messages: ClassVar[dict[str, StrOrPromise]] = {"invalid": CALL_ID_RULE}
 
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str) or not CALL_ID.fullmatch(data):
@@ -300,7 +307,7 @@ class ProposalDispatchApi(ApiView):
         permit = IdField(required=False, allow_null=True,
                          help_text="This proposal's permit; by default the one minted for it.")
 
-    class OutputSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    class OutputSerializer(serializers.Serializer[dict[str, Any]]):
         operation_id = serializers.CharField()
         state = enum_field(OperationState)
 
@@ -330,8 +337,8 @@ class ApprovalDecideApi(ApiView):
                                  help_text="The proposal digest the human was shown.")
         reason = StrictCharField(required=False, allow_blank=True, max_length=TEXT_MAX)
 
-    class OutputSerializer(serializers.Serializer):  # type: ignore[type-arg]
-        class ApprovalStateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    class OutputSerializer(serializers.Serializer[dict[str, Any]]):
+        class ApprovalStateSerializer(serializers.Serializer[dict[str, Any]]):
             id = serializers.CharField()
             state = enum_field(ApprovalState)
 
@@ -445,13 +452,13 @@ class GrantDelegateApi(ApiView):
 
 
 class AuditListApi(ApiView):
-    class FilterSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    class FilterSerializer(serializers.Serializer[dict[str, Any]]):
         operation = IdField(required=False)
         proposal = IdField(required=False)
         kind = StrictCharField(required=False, allow_blank=True, max_length=50)
 
     class OutputSerializer(PageLinksSerializer):
-        class EventSerializer(serializers.Serializer):  # type: ignore[type-arg]
+        class EventSerializer(serializers.Serializer[dict[str, Any]]):
             id = serializers.IntegerField()
             at = serializers.DateTimeField()
             kind = serializers.CharField(help_text="e.g. `proposal.created`, `permit.claimed`.")
@@ -503,7 +510,9 @@ class AuditListApi(ApiView):
 class NotFoundApi(ApiView):
     """Unknown paths answer the JSON `not_found` body, for every method."""
 
-    def http_method_not_allowed(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+    def http_method_not_allowed(
+        self, request: HttpRequest, *args: Any, **kwargs: Any,
+    ) -> Response:
         raise Denial(C.NOT_FOUND)
 
 
