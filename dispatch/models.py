@@ -7,8 +7,8 @@ transition tables, and the constraints below are the database's backstop.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from functools import partial
-from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -18,7 +18,7 @@ from dispatch.ids import new_id
 from protocols.lifecycle import ApprovalState, OperationState, PermitState, ResourceState
 
 
-def _choices(enum: Any) -> list[tuple[str, str]]:
+def _choices(enum: type[StrEnum]) -> list[tuple[str, str]]:
     return [(member.value, member.value) for member in enum]
 
 

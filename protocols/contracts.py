@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
@@ -362,7 +362,7 @@ class ContractRegistry:
                 return contract
         return None
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[OperationContract]:
         return iter(sorted(self._contracts.values(),
                            key=lambda c: (c.qualified_name, c.contract_version)))
 

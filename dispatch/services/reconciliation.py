@@ -18,6 +18,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connections
+from django.db.models import QuerySet
 
 from dispatch.handlers import Handler, LookupResult
 from dispatch.models import Attempt, Operation, Principal
@@ -73,7 +74,7 @@ def operation_reconcile(*, operation_id: str, now: datetime, enqueue: bool = Tru
         return _reconcile_unknown(operation, now, enqueue=enqueue)
 
 
-def _operations(*states: OperationState) -> Any:
+def _operations(*states: OperationState) -> QuerySet[Operation]:
     return Operation.objects.filter(state__in=states).select_related(
         "proposal", "permit", "principal").order_by("updated_at")
 

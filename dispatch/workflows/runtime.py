@@ -21,7 +21,7 @@ from typing import Any
 from django.utils import timezone
 
 from dispatch.models import Execution, Principal, Resource, TranscriptEntry
-from dispatch.runtime import get_runtime
+from dispatch.runtime import Runtime, get_runtime
 from dispatch.services.access import access_resource_by_id
 from dispatch.services.executions import execution_create
 from dispatch.workflows.context import RunContext
@@ -121,11 +121,12 @@ def _resolves_to(registry: ContractRegistry, name: str) -> str | None:
         return None
 
 
-def _refuse_outside_policy(checked: CheckedWorkflow, runtime: Any) -> None:
+def _refuse_outside_policy(checked: CheckedWorkflow, runtime: Runtime) -> None:
     """The deployment binding: operations switched off here, or effects this deployment does
     not allow, refuse the run up front instead of half-way (spec §7 steps 3-4, §10)."""
     for name, fingerprint in sorted(checked.contracts.items()):
-        contract = runtime.registry.by_fingerprint(fingerprint)  # bound: checked.binds() held
+        contract = runtime.registry.by_fingerprint(fingerprint)
+        assert contract is not None  # bound: checked.binds() held
         effects = {e.value for e in contract.possible_effects}
         forbidden = sorted(effects - runtime.policy.allowed_effects)
         if name in runtime.policy.denied_operations or forbidden:
