@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Install everything into .venv and run the whole suite: ruff, mypy (strict on protocols/),
-# the import contracts, every test on SQLite, then the database tests again on PostgreSQL.
+# Install everything into .venv and run the whole suite: ruff, mypy (strict, with the Django
+# and DRF plugins, over protocols/ dispatch/ console/ demo/ config/), the import contracts,
+# every test on SQLite, then the database tests again on PostgreSQL.
 # With CI=true, PostgreSQL and Redis are required: a missing server fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +13,7 @@ PG_URL="${TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/console}"
 
 echo "== ruff"
 .venv/bin/ruff check .
-echo "== mypy (strict on protocols/)"
+echo "== mypy (strict with the Django/DRF plugins: protocols dispatch console demo config)"
 .venv/bin/mypy
 echo "== import contracts (protocols/ is pure)"
 .venv/bin/lint-imports
