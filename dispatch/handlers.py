@@ -143,13 +143,14 @@ def within_deadline(ctx: HandlerContext, call: Callable[[], T]) -> T:
         raise DefiniteFailure("no time left before the contract timeout; nothing was sent")
     if math.isinf(remaining):
         return call()
-    box: dict[str, Any] = {}
+    answer: list[T] = []
+    error: list[BaseException] = []
 
     def run() -> None:
         try:
-            box["value"] = call()
+            answer.append(call())
         except BaseException as exc:  # handed to the caller's thread below
-            box["error"] = exc
+            error.append(exc)
 
     worker = threading.Thread(target=run, name=f"call-{ctx.operation_id}", daemon=True)
     worker.start()
@@ -157,9 +158,9 @@ def within_deadline(ctx: HandlerContext, call: Callable[[], T]) -> T:
     if worker.is_alive():
         raise UncertainOutcome(f"no answer within the contract timeout of {ctx.timeout:g}s; "
                                "the request may have been received")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]  # type: ignore[no-any-return]
+    if error:
+        raise error[0]
+    return answer[0]
 
 
 @dataclass(frozen=True)
