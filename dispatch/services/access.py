@@ -29,7 +29,7 @@ def _access(model: type[M], principal: Principal, object_id: object, kind: str,
     try:
         return model._default_manager.select_related(*related).get(
             id=object_id, tenant_id=principal.tenant_id)
-    except model.DoesNotExist:  # type: ignore[attr-defined]
+    except model.DoesNotExist:  # type: ignore[attr-defined]  # the plugin gives it to concrete models only
         raise Denial(DenialCode.NOT_FOUND, kind=kind, id=object_id) from None
 
 

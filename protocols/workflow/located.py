@@ -193,7 +193,7 @@ class _JsonReader:
 
     def string(self) -> str:
         try:
-            value, end = json.decoder.scanstring(self.text, self.index + 1)  # type: ignore[attr-defined]
+            value, end = json.decoder.scanstring(self.text, self.index + 1)  # type: ignore[attr-defined]  # not in typeshed
         except json.JSONDecodeError as exc:
             raise SyntaxProblem(f"invalid string: {exc.msg}", self.pos()) from None
         self.index = end
