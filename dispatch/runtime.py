@@ -78,15 +78,40 @@ class Runtime:
         return self.handlers[contract.qualified_name].destination()
 
     def destination_fingerprint(self, contract: OperationContract) -> str:
-        return digest(self.destination(contract))
+        # Computed once per destination (DESIGN §5), keyed by its value: a destination the
+        # deployment changes is a new fingerprint at once.
+        return _fingerprint(_frozen(self.destination(contract)))
 
     def policy_fingerprint(self, contract: OperationContract) -> str:
-        return digest({
+        """Computed once per contract and deployment policy (DESIGN §5)."""
+        return _fingerprint(_frozen({
             "allowed_effects": sorted(self.policy.allowed_effects),
             "denied_operations": sorted(self.policy.denied_operations),
             "approval": contract.declaration()["approval_requirement"],
             "redact": sorted(settings.AUDIT_REDACT_FIELDS),
-        })
+        }))
+
+
+def _frozen(value: Any) -> Any:
+    """A hashable image of a JSON value (dicts as sorted item tuples), to key the cache."""
+    if isinstance(value, dict):
+        return ("{}", tuple(sorted((k, _frozen(v)) for k, v in value.items())))
+    if isinstance(value, list | tuple):
+        return ("[]", tuple(_frozen(v) for v in value))
+    return value
+
+
+def _thawed(value: Any) -> Any:
+    if isinstance(value, tuple) and len(value) == 2 and value[0] in ("{}", "[]"):
+        if value[0] == "{}":
+            return {k: _thawed(v) for k, v in value[1]}
+        return [_thawed(v) for v in value[1]]
+    return value
+
+
+@functools.lru_cache(maxsize=256)
+def _fingerprint(frozen: Any) -> str:
+    return digest(_thawed(frozen))
 
 
 @functools.cache

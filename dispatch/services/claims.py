@@ -16,13 +16,14 @@ from django.db import IntegrityError, transaction
 
 from dispatch.failpoints import failpoint
 from dispatch.models import Operation, Permit, Proposal
-from dispatch.services.audit import audit_record
+from dispatch.services.audit import AUDIT_COLUMNS, AUDIT_INSERT, AUDIT_PLACEHOLDERS, audit_values
 from dispatch.services.budgets import Limits, budget_take
-from dispatch.services.operations import operation_open
-from dispatch.services.permits import permit_move
+from dispatch.services.operations import OPERATION_CLAIMED, OPERATION_INSERT, OPERATION_INSERT_IF
+from dispatch.services.permits import PERMIT_CLAIM
 from dispatch.services.resources import resource_move
+from dispatch.services.statements import is_postgres, rows, run, value
 from protocols.denials import Denial, DenialCode
-from protocols.lifecycle import PermitEvent, PermitState, ResourceEvent
+from protocols.lifecycle import PermitState, ResourceEvent
 
 
 def operation_claim(
@@ -39,39 +40,68 @@ def operation_claim(
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("operation_claim runs inside the dispatch's transaction")
-    if permit is not None:
-        # One-shot: only an issued, unexpired permit bound to this digest moves.
-        won = permit_move(event=PermitEvent.CLAIM, now=now, id=permit.id,
-                          proposal_id=proposal.id, digest=proposal.digest,
-                          expires_at__gt=now)
-        if won != 1:
-            raise _permit_denial(permit, now)
-    else:
-        # No permit to lock: the proposal row is the lock a cancellation contends on.
-        open_ = Proposal.objects.filter(
-            id=proposal.id, cancelled_at__isnull=True).update(cancelled_at=None)
-        if open_ != 1:
-            raise Denial(DenialCode.PROTOCOL_STATE_INVALID, "The proposal was cancelled.")
-    for ref in proposal.resource_refs:
-        # Compare-and-swap on revision and state: two permits naming one revision
-        # cannot both move it to dispatching.
-        resource_move(ref=ref, event=ResourceEvent.CLAIM, now=now)
+    at = value(Permit, "claimed_at", now)
+    # One-shot: only an issued, unexpired permit bound to this digest moves; with no permit,
+    # the proposal row is the lock a cancellation contends on.
+    lock, lock_params = ((PERMIT_CLAIM, [at, permit.id, proposal.id, proposal.digest, at])
+                         if permit is not None else (_LOCK_PROPOSAL, [proposal.id]))
+    operation = Operation(
+        id=operation_id, tenant_id=proposal.tenant_id, proposal_id=proposal.id, permit=permit,
+        principal_id=proposal.principal_id, execution_id=proposal.execution_id,
+        operation=proposal.operation, contract_fingerprint=proposal.contract_fingerprint,
+        state=OPERATION_CLAIMED, attempts_made=0, evidence="", claimed_at=now, updated_at=now)
+    insert = [operation.id, operation.tenant_id, operation.proposal_id,
+              permit.id if permit else None, operation.principal_id, operation.execution_id,
+              operation.operation, operation.contract_fingerprint, OPERATION_CLAIMED.value,
+              at, at]
+    audit = audit_values(tenant_id=proposal.tenant_id, kind="permit.claimed", actor=actor,
+                         at=now, operation_id=operation_id, proposal_id=proposal.id,
+                         digest=proposal.digest,
+                         details={"permit_id": permit.id if permit else None})
     try:
-        operation = operation_open(proposal=proposal, permit=permit,
-                                   operation_id=operation_id, now=now)
+        if is_postgres() and not proposal.resource_refs:
+            # One round trip: the lock, the intent and its audit row, each only if the one
+            # before it happened.
+            ((locked,),) = rows(_PG_CLAIM.format(lock=lock), [*lock_params, *insert, *audit])
+            if locked != 1:
+                raise _lock_denial(permit, now)
+        else:
+            if run(lock, lock_params) != 1:
+                raise _lock_denial(permit, now)
+            for ref in proposal.resource_refs:
+                # Compare-and-swap on revision and state: two permits naming one revision
+                # cannot both move it to dispatching.
+                resource_move(ref=ref, event=ResourceEvent.CLAIM, now=now)
+            run(OPERATION_INSERT, insert)
+            run(AUDIT_INSERT, audit)
     except IntegrityError:
-        # One operation per proposal: a concurrent claim of the same action won. The
-        # denial leaves the block at once, so the whole transaction rolls back.
+        # One operation per proposal: a concurrent claim of the same action won. The denial
+        # leaves the transaction at once, so all of it rolls back.
         raise Denial(DenialCode.PERMIT_CLAIMED, proposal_id=proposal.id) from None
-    audit_record(
-        tenant_id=proposal.tenant_id, kind="permit.claimed", actor=actor, at=now,
-        operation_id=operation_id, proposal_id=proposal.id, digest=proposal.digest,
-        details={"permit_id": permit.id if permit else None},
-    )
+    operation._state.adding = False  # in the store now, as if loaded
     # Last, so that the hot per-principal counter row is locked for the shortest time.
     budget_take(limits=budget, cost=cost)
     failpoint("claim.before_commit")
     return operation
+
+
+_LOCK_PROPOSAL = (
+    'UPDATE "dispatch_proposal" SET "cancelled_at" = NULL '
+    'WHERE "id" = %s AND "cancelled_at" IS NULL'
+)
+_PG_CLAIM = (
+    "WITH lock AS ({lock} RETURNING 1), "
+    f"op AS ({OPERATION_INSERT_IF.format(after='lock')} RETURNING 1), "
+    f'au AS (INSERT INTO "dispatch_auditevent" ({AUDIT_COLUMNS}) SELECT {AUDIT_PLACEHOLDERS} '
+    "WHERE EXISTS (SELECT 1 FROM op) RETURNING 1) "
+    "SELECT count(*) FROM lock"
+)
+
+
+def _lock_denial(permit: Permit | None, now: datetime) -> Denial:
+    if permit is None:
+        return Denial(DenialCode.PROTOCOL_STATE_INVALID, "The proposal was cancelled.")
+    return _permit_denial(permit, now)
 
 
 def _permit_denial(permit: Permit, now: datetime) -> Denial:

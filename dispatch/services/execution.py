@@ -8,6 +8,7 @@ destination and policy of the approved snapshot, or nothing (`contract_mismatch`
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -16,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError
+from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from dispatch.failpoints import failpoint
@@ -28,7 +29,7 @@ from dispatch.handlers import (
     UncertainOutcome,
     UnclaimedInvocationError,
 )
-from dispatch.models import ApprovalRequest, Attempt, Operation, Proposal
+from dispatch.models import ApprovalRequest, Attempt, Operation, Permit, Principal, Proposal
 from dispatch.runtime import Runtime, get_runtime
 from dispatch.services.admission import Stage, admit, deployment_refusal, validate_arguments
 from dispatch.services.operations import (
@@ -39,6 +40,7 @@ from dispatch.services.operations import (
     attempt_start,
     operation_move,
 )
+from dispatch.services.statements import cache_related, columns, instance, rows, width
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import ApprovalState, OperationEvent, OperationState
@@ -56,8 +58,7 @@ def operation_execute(*, operation_id: str, clock: Clock = timezone.now) -> Oper
     for retry-safe contracts, with the same key, while authority and approval stay valid.
     """
     runtime = get_runtime()
-    operation = Operation.objects.select_related("proposal", "permit", "principal").get(
-        id=operation_id)
+    operation = _operation_for_worker(operation_id)
     contract = runtime.registry.by_fingerprint(operation.contract_fingerprint)
     if contract is None:
         _refuse_to_run(operation, "the contract is no longer registered", clock())
@@ -98,6 +99,33 @@ def operation_execute(*, operation_id: str, clock: Clock = timezone.now) -> Oper
                         f"{error}; no retry: {retry_reason}" if retry_reason else error, now)
         break
     return operation
+
+
+@functools.cache
+def _worker_load(vendor: str) -> str:
+    return (f"SELECT {columns(Operation, 'o')}, {columns(Proposal, 'p')}, "
+            f"{columns(Principal, 'r')}, {columns(Permit, 'm')} FROM \"dispatch_operation\" o "
+            'JOIN "dispatch_proposal" p ON p."id" = o."proposal_id" '
+            'JOIN "dispatch_principal" r ON r."id" = o."principal_id" '
+            'LEFT JOIN "dispatch_permit" m ON m."id" = o."permit_id" '
+            'WHERE o."id" = %s')
+
+
+def _operation_for_worker(operation_id: str) -> Operation:
+    """The operation with its proposal, principal and permit, in one fixed query."""
+    found = rows(_worker_load(connection.vendor), [operation_id])
+    if not found:
+        raise Operation.DoesNotExist(operation_id)
+    row, at = found[0], 0
+    parts: list[Any] = []
+    for model in (Operation, Proposal, Principal, Permit):
+        parts.append(instance(model, row[at:at + width(model)]))
+        at += width(model)
+    operation, proposal, principal, permit = parts
+    cache_related(operation, "proposal", proposal)
+    cache_related(operation, "principal", principal)
+    cache_related(operation, "permit", permit)
+    return operation  # type: ignore[no-any-return]
 
 
 def deployment_drift(

@@ -17,8 +17,15 @@ from typing import Any
 from django.db import transaction
 
 from dispatch.models import Attempt, Operation, Permit, Proposal
-from dispatch.services.audit import audit_record
+from dispatch.services.audit import (
+    AUDIT_COLUMNS,
+    AUDIT_INSERT,
+    AUDIT_PLACEHOLDERS,
+    audit_record,
+    audit_values,
+)
 from dispatch.services.resources import resource_move
+from dispatch.services.statements import is_postgres, rows, run, value
 from protocols.lifecycle import (
     OPERATION_LIFECYCLE,
     OperationEvent,
@@ -56,11 +63,69 @@ _AUDIT_KINDS = {
 }
 
 
-_CLAIMED = transition(OPERATION_LIFECYCLE, OPERATION_LIFECYCLE.initial, OperationEvent.CLAIM)
+OPERATION_CLAIMED = transition(OPERATION_LIFECYCLE, OPERATION_LIFECYCLE.initial,
+                               OperationEvent.CLAIM)
 
 
 class _Lost(Exception):
     """A guard did not hold: roll the move back."""
+
+
+# The hot statements, written once (dispatch.services.statements). Identifiers are Django's
+# default names for these models (tests/unit/test_statements.py checks they still are); every
+# value is a bound parameter.
+_MOVE = (
+    'UPDATE "dispatch_operation" SET "state" = %s, "updated_at" = %s, '
+    '"result" = CASE WHEN %s THEN %s ELSE "result" END, '
+    '"evidence" = COALESCE(%s, "evidence") '
+    'WHERE "id" = %s AND "state" = %s AND "attempts_made" = %s AND (%s OR "updated_at" = %s)'
+)
+_END_ATTEMPT = (
+    'UPDATE "dispatch_attempt" SET "ended_at" = %s, "outcome" = %s, "error" = %s '
+    'WHERE "operation_id" = %s AND "number" = %s AND "ended_at" IS NULL'
+)
+# PostgreSQL: the same writes in one round trip. Every writer of an attempt row updates its
+# operation row first, so that row's lock orders them; the attempt moves only where the
+# operation did, and the audit row is written only where both did.
+_PG_MOVE_AND_END = (
+    f"WITH op AS ({_MOVE} RETURNING 1), "
+    f"att AS ({_END_ATTEMPT} AND EXISTS (SELECT 1 FROM op) RETURNING 1), "
+    f'au AS (INSERT INTO "dispatch_auditevent" ({AUDIT_COLUMNS}) SELECT {AUDIT_PLACEHOLDERS} '
+    "WHERE EXISTS (SELECT 1 FROM att) RETURNING 1) "
+    "SELECT (SELECT count(*) FROM op), (SELECT count(*) FROM att)"
+)
+_PG_MOVE = (
+    f"WITH op AS ({_MOVE} RETURNING 1), "
+    f'au AS (INSERT INTO "dispatch_auditevent" ({AUDIT_COLUMNS}) SELECT {AUDIT_PLACEHOLDERS} '
+    "WHERE EXISTS (SELECT 1 FROM op) RETURNING 1) "
+    "SELECT (SELECT count(*) FROM op), 1"
+)
+_START = (
+    'UPDATE "dispatch_operation" SET "attempts_made" = %s, "updated_at" = %s, '
+    '"next_attempt_at" = NULL WHERE "id" = %s AND "state" = %s AND "attempts_made" = %s'
+)
+_INSERT_ATTEMPT = (
+    'INSERT INTO "dispatch_attempt" ("operation_id", "number", "started_at", "ended_at", '
+    "\"outcome\", \"error\") VALUES (%s, %s, %s, NULL, '', '')"
+)
+_PG_START = (
+    f"WITH op AS ({_START} RETURNING 1), "
+    'att AS (INSERT INTO "dispatch_attempt" ("operation_id", "number", "started_at", '
+    "\"ended_at\", \"outcome\", \"error\") SELECT %s, %s, %s, NULL, '', '' "
+    "WHERE EXISTS (SELECT 1 FROM op) RETURNING 1), "
+    f'au AS (INSERT INTO "dispatch_auditevent" ({AUDIT_COLUMNS}) SELECT {AUDIT_PLACEHOLDERS} '
+    "WHERE EXISTS (SELECT 1 FROM op) RETURNING 1) "
+    "SELECT count(*) FROM op"
+)
+OPERATION_INSERT = (
+    'INSERT INTO "dispatch_operation" ("id", "tenant_id", "proposal_id", "permit_id", '
+    '"principal_id", "execution_id", "operation", "contract_fingerprint", "state", '
+    '"attempts_made", "next_attempt_at", "result", "evidence", "claimed_at", "updated_at") '
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 0, NULL, NULL, '', %s, %s)"
+)
+#: The same insert inside a CTE, only where the statement named `after` changed a row.
+OPERATION_INSERT_IF = OPERATION_INSERT.replace(
+    "VALUES (", "SELECT ").removesuffix(")") + " WHERE EXISTS (SELECT 1 FROM {after})"
 
 
 def operation_move(
@@ -87,37 +152,42 @@ def operation_move(
     """
     source = OperationState(operation.state)
     target = transition(OPERATION_LIFECYCLE, source, event)
-    guard: dict[str, Any] = {"id": operation.id, "state": source, "attempts_made": attempt}
-    if updated_at is not None:
-        guard["updated_at"] = updated_at
-    fields: dict[str, Any] = {"state": target, "updated_at": now}
-    if event in _ATTEMPT_EVENTS:  # an attempt's answer replaces the result; others keep it
-        fields["result"] = result
-    if evidence is not None:
-        fields["evidence"] = evidence
+    answers = event in _ATTEMPT_EVENTS  # an attempt's answer replaces the result; others keep it
+    move = [target.value, value(Operation, "updated_at", now),
+            answers, value(Operation, "result", result), evidence,
+            operation.id, source.value, attempt,
+            updated_at is None, value(Operation, "updated_at", updated_at)]
+    end = [value(Attempt, "ended_at", now), end_attempt, error, operation.id, attempt]
+    audit = audit_values(
+        tenant_id=operation.tenant_id, kind=_AUDIT_KINDS[target], actor=actor, at=now,
+        operation_id=operation.id, proposal_id=operation.proposal_id,
+        details={"attempt": attempt, "outcome": target.value,
+                 **({"error": error} if error else {}),
+                 **({"evidence": evidence} if evidence is not None else {}),
+                 **(details or {})})
+    resource_event = _RESOURCE_EVENTS[target]
+    refs = operation.proposal.resource_refs if resource_event is not None else []
     try:
         with transaction.atomic():
-            if Operation.objects.filter(**guard).update(**fields) != 1:
-                raise _Lost
-            if end_attempt is not None and Attempt.objects.filter(
-                    operation_id=operation.id, number=attempt, ended_at__isnull=True,
-            ).update(ended_at=now, outcome=end_attempt, error=error) != 1:
-                raise _Lost
-            resource_event = _RESOURCE_EVENTS[target]
-            if resource_event is not None:
-                for ref in operation.proposal.resource_refs:
+            if is_postgres() and not refs:
+                sql, params = ((_PG_MOVE_AND_END, [*move, *end, *audit]) if end_attempt
+                               else (_PG_MOVE, [*move, *audit]))
+                ((moved, ended),) = rows(sql, params)
+                if moved != 1 or ended != 1:
+                    raise _Lost  # the operation moved but its attempt did not: undo both
+            else:
+                if run(_MOVE, move) != 1:
+                    raise _Lost
+                if end_attempt is not None and run(_END_ATTEMPT, end) != 1:
+                    raise _Lost
+                for ref in refs:
+                    assert resource_event is not None
                     resource_move(ref=ref, event=resource_event, now=now)
-            audit_record(
-                tenant_id=operation.tenant_id, kind=_AUDIT_KINDS[target], actor=actor, at=now,
-                operation_id=operation.id, proposal_id=operation.proposal_id,
-                details={"attempt": attempt, "outcome": target.value,
-                         **({"error": error} if error else {}),
-                         **({"evidence": evidence} if evidence is not None else {}),
-                         **(details or {})})
+                run(AUDIT_INSERT, audit)
     except _Lost:
         return False
     operation.state, operation.updated_at = target, now
-    if "result" in fields:
+    if answers:
         operation.result = result
     if evidence is not None:
         operation.evidence = evidence
@@ -130,13 +200,20 @@ def operation_open(
     """Inside the claim's transaction: insert the operation intent, `pending -> claimed` by
     the table. One operation per proposal is the database's rule: a second insert raises
     IntegrityError, and the caller's transaction must then roll back whole."""
-    return Operation.objects.create(
+    operation = Operation(
         id=operation_id, tenant_id=proposal.tenant_id, proposal_id=proposal.id,
         permit=permit, principal_id=proposal.principal_id,
         execution_id=proposal.execution_id, operation=proposal.operation,
-        contract_fingerprint=proposal.contract_fingerprint, state=_CLAIMED,
-        claimed_at=now, updated_at=now,
+        contract_fingerprint=proposal.contract_fingerprint, state=OPERATION_CLAIMED,
+        attempts_made=0, evidence="", claimed_at=now, updated_at=now,
     )
+    at = value(Operation, "claimed_at", now)
+    run(OPERATION_INSERT, (operation.id, operation.tenant_id, operation.proposal_id,
+                     permit.id if permit else None, operation.principal_id,
+                     operation.execution_id, operation.operation,
+                     operation.contract_fingerprint, OPERATION_CLAIMED.value, at, at))
+    operation._state.adding = False  # it is in the store now, as if loaded
+    return operation
 
 
 _MINT = object()
@@ -161,12 +238,9 @@ def attempt_start(operation: Operation, number: int, now: datetime) -> StartedAt
     """Record attempt `number` before any I/O; None if the store does not allow it (settled,
     or another worker started it)."""
     with transaction.atomic(durable=True):
-        started = Operation.objects.filter(
-            id=operation.id, state=OperationState.CLAIMED, attempts_made=number - 1,
-        ).update(attempts_made=number, updated_at=now, next_attempt_at=None)
-        if started != 1:
+        if not _attempt_open(operation, number, now, previous=number - 1,
+                             details={"attempt": number}):
             return None
-        _attempt_open(operation, number, now, details={"attempt": number})
     operation.attempts_made, operation.updated_at = number, now
     return StartedAttempt(operation.id, number, _MINT)
 
@@ -177,29 +251,38 @@ def attempt_retry(
     """End uncertain attempt `number` and start `number + 1` with the same key, together, so a
     crash in between leaves no gap; None if either guard does not hold."""
     with transaction.atomic(durable=True):
-        ended = Attempt.objects.filter(
-            operation_id=operation.id, number=number, ended_at__isnull=True,
-        ).update(ended_at=now, outcome=Attempt.Outcome.UNCERTAIN, error=error)
-        started = Operation.objects.filter(
-            id=operation.id, state=OperationState.CLAIMED, attempts_made=number,
-        ).update(attempts_made=number + 1, updated_at=now)
-        if ended != 1 or started != 1:
+        ended = run(_END_ATTEMPT, [value(Attempt, "ended_at", now), Attempt.Outcome.UNCERTAIN,
+                                   error, operation.id, number])
+        if ended != 1 or not _attempt_open(
+                operation, number + 1, now, previous=number,
+                details={"attempt": number + 1, "retry_of": number, "error": error}):
             transaction.set_rollback(True)
             return None
-        _attempt_open(operation, number + 1, now,
-                      details={"attempt": number + 1, "retry_of": number, "error": error})
     operation.attempts_made, operation.updated_at = number + 1, now
     return StartedAttempt(operation.id, number + 1, _MINT)
 
 
 def _attempt_open(
-    operation: Operation, number: int, now: datetime, *, details: dict[str, Any]
-) -> None:
-    """Inside the caller's transaction: the attempt row and its audit event, before any I/O."""
-    Attempt.objects.create(operation_id=operation.id, number=number, started_at=now)
-    audit_record(tenant_id=operation.tenant_id, kind="attempt.started", actor="dispatcher",
-                 at=now, operation_id=operation.id, proposal_id=operation.proposal_id,
-                 details=details)
+    operation: Operation, number: int, now: datetime, *, previous: int,
+    details: dict[str, Any],
+) -> bool:
+    """Inside the caller's transaction: move `attempts_made` from `previous` to `number` (the
+    guard), insert the attempt row and its audit event, before any I/O; False if the guard
+    did not hold (nothing written)."""
+    at = value(Operation, "updated_at", now)
+    start = [number, at, operation.id, OperationState.CLAIMED.value, previous]
+    attempt = [operation.id, number, value(Attempt, "started_at", now)]
+    audit = audit_values(tenant_id=operation.tenant_id, kind="attempt.started",
+                         actor="dispatcher", at=now, operation_id=operation.id,
+                         proposal_id=operation.proposal_id, details=details)
+    if is_postgres():
+        ((started,),) = rows(_PG_START, [*start, *attempt, *audit])
+        return bool(started == 1)
+    if run(_START, start) != 1:
+        return False
+    run(_INSERT_ATTEMPT, attempt)
+    run(AUDIT_INSERT, audit)
+    return True
 
 
 def operation_evidence(

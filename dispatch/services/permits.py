@@ -23,6 +23,16 @@ from protocols.lifecycle import (
     transition,
 )
 
+#: The claim of a permit, in the claim's transaction (dispatch.services.claims): one-shot, only
+#: an issued, unexpired permit bound to this proposal's digest moves, and records when.
+_ISSUED = PermitState.ISSUED
+_CLAIMED = transition(PERMIT_LIFECYCLE, _ISSUED, PermitEvent.CLAIM)
+PERMIT_CLAIM = (
+    f"UPDATE \"dispatch_permit\" SET \"state\" = '{_CLAIMED.value}', \"claimed_at\" = %s "
+    'WHERE "id" = %s AND "proposal_id" = %s AND "digest" = %s '
+    f"AND \"state\" = '{_ISSUED.value}' AND \"expires_at\" > %s"
+)
+
 
 def permit_move(*, event: PermitEvent, now: datetime, **match: Any) -> int:
     """Move the permits `match` selects by `event`, from the one state the table allows it
