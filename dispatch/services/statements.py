@@ -72,7 +72,7 @@ def _shape(model: type[Model], vendor: str) -> _Shape:
         found = [*connection.ops.get_db_converters(column),
                  *column.get_db_converters(connection)]
         converters.append((column, tuple(found)))
-    return _Shape(tuple(f.attname for f in fields), tuple(f.column for f in fields),
+    return _Shape(tuple(f.attname for f in fields), tuple(str(f.column) for f in fields),
                   tuple(converters))
 
 
