@@ -107,64 +107,33 @@ def steps(quick: bool, backends: list[str]) -> int:
 
 # --- the raw side: the product's write set, statement for statement ----------------------------
 
-# Copied from the statements Django sends (`bench/actions.py --profile` lists them); {p} is a
-# placeholder, {j} a JSON one. `_skeleton` of these must equal that of the captured statements.
-RAW_CLAIM = (
-    'UPDATE "dispatch_proposal" SET "cancelled_at" = NULL WHERE '
-    '("dispatch_proposal"."cancelled_at" IS NULL AND "dispatch_proposal"."id" = {p})',
-    'INSERT INTO "dispatch_operation" ("id", "tenant_id", "proposal_id", "permit_id", '
-    '"principal_id", "execution_id", "operation", "contract_fingerprint", "state", '
-    '"attempts_made", "next_attempt_at", "result", "evidence", "claimed_at", "updated_at") '
-    "VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {j}, {p}, {p}, {p})",
-    'INSERT INTO "dispatch_auditevent" ("tenant_id", "at", "kind", "actor", "operation_id", '
-    '"proposal_id", "digest", "details") VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {j})',
-    'INSERT INTO "dispatch_budgetcounter" ("key", "used", "limit") VALUES ({p}, {p}, {p}), '
-    '({p}, {p}, {p}) ON CONFLICT ("key") DO UPDATE SET "used" = "dispatch_budgetcounter"."used" '
-    '+ excluded."used" WHERE "dispatch_budgetcounter"."used" + excluded."used" <= '
-    '"dispatch_budgetcounter"."limit" RETURNING "key"',
-)
-RAW_START = (
-    'UPDATE "dispatch_operation" SET "attempts_made" = {p}, "updated_at" = {p}, '
-    '"next_attempt_at" = NULL WHERE ("dispatch_operation"."attempts_made" = {p} AND '
-    '"dispatch_operation"."id" = {p} AND "dispatch_operation"."state" = {p})',
-    'INSERT INTO "dispatch_attempt" ("operation_id", "number", "started_at", "ended_at", '
-    '"outcome", "error") VALUES ({p}, {p}, {p}, {p}, {p}, {p}) RETURNING "dispatch_attempt"."id"',
-    RAW_CLAIM[2],
-)
-RAW_OUTCOME = (
-    'UPDATE "dispatch_operation" SET "state" = {p}, "updated_at" = {p}, "result" = {j} WHERE '
-    '("dispatch_operation"."attempts_made" = {p} AND "dispatch_operation"."id" = {p} AND '
-    '"dispatch_operation"."state" = {p})',
-    'UPDATE "dispatch_attempt" SET "ended_at" = {p}, "outcome" = {p}, "error" = {p} WHERE '
-    '("dispatch_attempt"."ended_at" IS NULL AND "dispatch_attempt"."number" = {p} AND '
-    '"dispatch_attempt"."operation_id" = {p})',
-    RAW_CLAIM[2],
-)
-RAW_TRANSACTIONS = (RAW_CLAIM, RAW_START, RAW_OUTCOME)
+# The product's own statements (dispatch.services.*), run with the driver alone: the same
+# write set, the same commits, none of the reads and none of Django. On PostgreSQL each write
+# transaction is the product's CTE; on SQLite its statements one by one.
+def raw_transactions(vendor: str) -> tuple[tuple[str, ...], ...]:
+    from dispatch.services import audit, budgets, claims, operations
+
+    if vendor == "postgresql":
+        return ((claims._PG_CLAIM.format(lock=claims._LOCK_PROPOSAL), budgets.upsert_sql(2)),
+                (operations._PG_START,), (operations._PG_MOVE_AND_END,))
+    # SQLite: a claim without a permit locks no row (its BEGIN IMMEDIATE holds the database).
+    return ((operations.OPERATION_INSERT, audit.AUDIT_INSERT, budgets.upsert_sql(2)),
+            (operations._START, operations._INSERT_ATTEMPT, audit.AUDIT_INSERT),
+            (operations._MOVE, operations._END_ATTEMPT, audit.AUDIT_INSERT))
 
 
-def _skeleton(sql: str) -> tuple[str, ...]:
-    """What must not drift in a write statement: its verb, table, the columns it writes, the
-    columns its WHERE guards, ON CONFLICT and RETURNING (empty for a read)."""
+_WRITES = re.compile(r'INSERT INTO "|UPDATE "|DELETE FROM "')
+
+
+def _skeleton(sql: str) -> str:
+    """A write statement as text, whitespace normalized; empty for a read (a SELECT, the
+    grants' recursive read FOR SHARE, BEGIN)."""
     text = " ".join(sql.split())
-    verb = text.split(None, 1)[0].upper() if text else ""
-    tail = tuple(word for word in ("ON CONFLICT", "RETURNING") if word in text)
-    if verb == "INSERT":
-        m = re.match(r'INSERT INTO "(\w+)" \(([^)]*)\)', text)
-        if m:
-            return ("INSERT", m.group(1), *re.findall(r'"(\w+)"', m.group(2)), *tail)
-    if verb == "UPDATE":
-        m = re.match(r'UPDATE "(\w+)" SET (.*?) WHERE (.*)', text)
-        if m:
-            return ("UPDATE", m.group(1), *re.findall(r'"(\w+)" =', m.group(2)), "WHERE",
-                    *re.findall(r'"\w+"\."(\w+)"', m.group(3)), *tail)
-    if verb in ("INSERT", "UPDATE", "DELETE"):
-        return (verb, text)
-    return ()
+    return text if _WRITES.search(text) else ""
 
 
-def raw_skeleton() -> list[list[tuple[str, ...]]]:
-    return [[_skeleton(s.format(p="%s", j="%s")) for s in tx] for tx in RAW_TRANSACTIONS]
+def raw_skeleton(vendor: str) -> list[list[str]]:
+    return [[_skeleton(s) for s in tx] for tx in raw_transactions(vendor)]
 
 
 def noop_handler() -> dict[str, Any]:
@@ -192,7 +161,7 @@ class RawActions:
                                              isolation_level=None)
             for pragma in ("journal_mode=WAL", "synchronous=FULL", "foreign_keys=ON"):
                 self.conn.execute(f"PRAGMA {pragma}")
-            mark, jmark = "?", "?"
+            mark = "?"
         else:
             import psycopg
 
@@ -204,16 +173,20 @@ class RawActions:
             self.conn = psycopg.connect(url, autocommit=False, **(
                 {"cursor_factory": psycopg.ClientCursor, "prepare_threshold": None}
                 if like_django else {}))
-            mark, jmark = "%s", "%s::jsonb"
+            mark = "%s"
+        self.vendor = "sqlite" if self.sqlite else "postgresql"
         self.claim_sql, self.start_sql, self.outcome_sql = (
-            [s.format(p=mark, j=jmark) for s in tx] for tx in RAW_TRANSACTIONS)
+            [sql.replace("%s", mark) for sql in tx] for tx in raw_transactions(self.vendor))
+        self.json: Any = json.dumps if self.sqlite else _jsonb
 
     def _when(self, moment: datetime) -> Any:
         # Django's SQLite format: naive UTC text; PostgreSQL takes the aware datetime.
         return str(moment.astimezone(UTC).replace(tzinfo=None)) if self.sqlite else moment
 
-    def _run(self, statements: list[tuple[str, tuple[Any, ...], int | None]]) -> bool:
-        """One transaction: each statement with the row count it must have (None: any)."""
+    def _run(self, statements: list[tuple[str, tuple[Any, ...], int | None]], *,
+             count_rows: bool = False) -> bool:
+        """One transaction: each statement with the row count it must have (None: any). A
+        product CTE answers its count as its one row (`count_rows`), an upsert its rows."""
         cur = self.conn.cursor()
         try:
             if self.sqlite:
@@ -221,9 +194,10 @@ class RawActions:
             for sql, params, rows in statements:
                 cur.execute(sql, params)
                 self.counts["statements"] += 1
-                if "RETURNING" in sql:
-                    found = cur.fetchall()
-                    count = len(found)
+                if sql.startswith("WITH"):
+                    count = int(cur.fetchall()[0][0])
+                elif "RETURNING" in sql:
+                    count = len(cur.fetchall())
                 else:
                     count = cur.rowcount
                 if rows is not None and count != rows:
@@ -257,38 +231,48 @@ class RawActions:
         now = self._when(moment)
         keys = sorted([(f"execution:{item.principal_id}:{item.execution_id}", self.per_execution),
                        (f"principal:{item.principal_id}:{moment:%Y%m%d%H}", self.per_principal)])
-        proposal, operation, audit, budget = self.claim_sql
-        if not self._run([
-            (proposal, (item.proposal_id,), 1),
-            (operation, (op, item.tenant_id, item.proposal_id, None, item.principal_id,
-                         item.execution_id, item.operation, item.fingerprint, "claimed", 0,
-                         None, None, "", now, now), None),
-            (audit, (item.tenant_id, now, "permit.claimed", actor, op, item.proposal_id,
-                     item.digest, json.dumps({"permit_id": None})), 1),
-            (budget, tuple(v for key, cap in keys for v in (key, 1, cap)), 2),
-        ]):
+        budget = tuple(v for key, cap in keys for v in (key, 1, cap))
+        insert = (op, item.tenant_id, item.proposal_id, None, item.principal_id,
+                  item.execution_id, item.operation, item.fingerprint, "claimed", now, now)
+        claimed = self._audit(item, "permit.claimed", actor, op, now, {"permit_id": None},
+                              digest=item.digest)
+        if self.sqlite:
+            operation, audit, upsert = self.claim_sql
+            claim = [(operation, insert, None), (audit, claimed, None), (upsert, budget, 2)]
+        else:
+            cte, upsert = self.claim_sql
+            claim = [(cte, (item.proposal_id, *insert, *claimed), 1), (upsert, budget, 2)]
+        if not self._run(claim, count_rows=not self.sqlite):
             return False
         now = self._when(datetime.now(UTC))
-        started, attempt, audit = self.start_sql
-        if not self._run([
-            (started, (1, now, 0, op, "claimed"), 1),
-            (attempt, (op, 1, now, None, "", ""), 1),
-            (audit, (item.tenant_id, now, "attempt.started", "dispatcher", op, item.proposal_id,
-                     "", json.dumps({"attempt": 1})), 1),
-        ]):
+        started = self._audit(item, "attempt.started", "dispatcher", op, now, {"attempt": 1})
+        start_op, attempt = (1, now, op, "claimed", 0), (op, 1, now)
+        if self.sqlite:
+            moved, inserted, audit = self.start_sql
+            start = [(moved, start_op, 1), (inserted, attempt, None), (audit, started, None)]
+        else:
+            start = [(self.start_sql[0], (*start_op, *attempt, *started), 1)]
+        if not self._run(start, count_rows=not self.sqlite):
             raise RuntimeError(f"raw: attempt start of {op} refused")
-        result = json.dumps(noop_handler())
         now = self._when(datetime.now(UTC))
-        settled, ended, audit = self.outcome_sql
-        if not self._run([
-            (settled, ("completed", now, result, 1, op, "claimed"), 1),
-            (ended, (now, "completed", "", 1, op), 1),
-            (audit, (item.tenant_id, now, "operation.completed", "dispatcher", op,
-                     item.proposal_id, "", json.dumps({"attempt": 1, "outcome": "completed"})),
-             1),
-        ]):
+        move = ("completed", now, True, self.json(noop_handler()), None, op, "claimed", 1,
+                True, None)
+        end = (now, "completed", "", op, 1)
+        settled = self._audit(item, "operation.completed", "dispatcher", op, now,
+                              {"attempt": 1, "outcome": "completed"})
+        if self.sqlite:
+            moved, ended, audit = self.outcome_sql
+            outcome = [(moved, move, 1), (ended, end, 1), (audit, settled, None)]
+        else:
+            outcome = [(self.outcome_sql[0], (*move, *end, *settled), None)]
+        if not self._run(outcome, count_rows=not self.sqlite):
             raise RuntimeError(f"raw: outcome of {op} refused")
         return True
+
+    def _audit(self, item: Any, kind: str, actor: str, op: str, now: Any,
+               details: dict[str, Any], digest: str = "") -> tuple[Any, ...]:
+        return (item.tenant_id, now, kind, actor, op, item.proposal_id, digest,
+                self.json(details))
 
     def settings(self) -> dict[str, str]:
         cur = self.conn.cursor()
@@ -303,6 +287,12 @@ class RawActions:
 
     def close(self) -> None:
         self.conn.close()
+
+
+def _jsonb(value: Any) -> Any:
+    from psycopg.types.json import Jsonb
+
+    return Jsonb(value)
 
 
 _SYNC = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
@@ -631,7 +621,8 @@ def drive(report: Any, url: str, plan_: dict[str, Any],
                      "write_transactions": raw.counts["transactions"] // raw_runs,
                      "round_trips": (raw.counts["statements"]
                                      + 2 * raw.counts["transactions"]) // raw_runs,
-                     "claim_round_trips": len(RAW_CLAIM) + 2, "skeleton": raw_skeleton()}
+                     "claim_round_trips": len(raw.claim_sql) + 2,
+                     "skeleton": raw_skeleton(raw.vendor)}
     if peer is not None:
         for side, run in (("peer", lambda: peer.claim_complete(next(spare["peer"]),
                                                                noop_handler)),
@@ -975,18 +966,17 @@ def run(ctx: Context) -> Result:
     return result
 
 
-def _drift(ours: list[list[tuple[str, ...]]], raw: list[list[tuple[str, ...]]]) -> str:
+def _drift(ours: list[list[str]], raw: list[list[str]]) -> str:
     """Where two write sets differ, transaction by transaction, statement by statement."""
     if len(ours) != len(raw):
         return f"ours writes in {len(ours)} transactions, raw in {len(raw)}"
     found = []
     for number, (mine, theirs) in enumerate(zip(ours, raw, strict=True), 1):
         for index in range(max(len(mine), len(theirs))):
-            a = mine[index] if index < len(mine) else ()
-            b = theirs[index] if index < len(theirs) else ()
+            a = mine[index] if index < len(mine) else ""
+            b = theirs[index] if index < len(theirs) else ""
             if a != b:
-                found.append(f"transaction {number} statement {index + 1}: ours {' '.join(a)}"
-                             f" / raw {' '.join(b)}")
+                found.append(f"transaction {number} statement {index + 1}: ours {a} / raw {b}")
     return "; ".join(found)
 
 

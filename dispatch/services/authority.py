@@ -9,6 +9,7 @@ whole tree and the unclaimed permits that rest on it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,6 +22,7 @@ from dispatch.runtime import Runtime
 from dispatch.services.access import access_grant_by_id
 from dispatch.services.audit import audit_record
 from dispatch.services.permits import permits_revoke_resting_on
+from dispatch.services.statements import columns, instance, rows
 from protocols import grants as core
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
@@ -61,7 +63,14 @@ WITH RECURSIVE chain(id) AS (
     UNION
     SELECT g.parent_id FROM {table} g JOIN chain c ON g.id = c.id WHERE g.parent_id IS NOT NULL
 )
-SELECT * FROM {table} WHERE id IN (SELECT id FROM chain) ORDER BY id{lock}"""
+SELECT {columns} FROM {table} g WHERE g.id IN (SELECT id FROM chain) ORDER BY g.id{lock}"""
+
+
+@functools.cache
+def _chain_sql(vendor: str, start: str, lock: bool) -> str:
+    return _CHAIN_SQL.format(table=connection.ops.quote_name(Grant._meta.db_table),
+                             start=start, columns=columns(Grant, "g"),
+                             lock=" FOR SHARE" if lock and vendor == "postgresql" else "")
 
 
 def _grant_chain(start: str, value: str, *, lock: bool) -> list[Grant]:
@@ -72,10 +81,9 @@ def _grant_chain(start: str, value: str, *, lock: bool) -> list[Grant]:
     before this read and is seen, or waits until this transaction ends. Several claims share
     the lock. SQLite needs none: its transactions begin IMMEDIATE, holding the write lock.
     """
-    locking = lock and connection.vendor == "postgresql"
-    sql = _CHAIN_SQL.format(table=connection.ops.quote_name(Grant._meta.db_table), start=start,
-                            lock=" FOR SHARE" if locking else "")
-    return list(Grant.objects.raw(sql, [value]))
+    found = [instance(Grant, row)
+             for row in rows(_chain_sql(connection.vendor, start, lock), [value])]
+    return [grant for grant in found if grant is not None]
 
 
 def _effective(rows: list[Grant], wanted: Callable[[Grant], bool]) -> list[core.Grant]:

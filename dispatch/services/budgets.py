@@ -8,6 +8,7 @@ CheckConstraint on the table is the backstop. Work already attempted is not refu
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -27,6 +28,21 @@ def budget_keys(*, principal_id: str, execution_id: str, now: datetime) -> list[
     ]
 
 
+@functools.cache
+def upsert_sql(counters: int) -> str:
+    """SQLite >= 3.35 and PostgreSQL: a conflicting row is updated only while it stays within
+    its limit, and RETURNING names exactly the counters that took the cost. Only quoted
+    identifiers and placeholders are formatted in; every value is a bound parameter."""
+    q = connection.ops.quote_name
+    table, key, used, limit = (q(BudgetCounter._meta.db_table), q("key"), q("used"),
+                               q("limit"))
+    values = ", ".join(["(%s, %s, %s)"] * counters)
+    return (
+        f"INSERT INTO {table} ({key}, {used}, {limit}) VALUES {values} "  # noqa: S608
+        f"ON CONFLICT ({key}) DO UPDATE SET {used} = {table}.{used} + excluded.{used} "
+        f"WHERE {table}.{used} + excluded.{used} <= {table}.{limit} RETURNING {key}")
+
+
 def budget_take(*, limits: Limits, cost: int) -> None:
     """Add `cost` to every counter, or raise `budget_exhausted` naming the first full one.
 
@@ -44,20 +60,9 @@ def budget_take(*, limits: Limits, cost: int) -> None:
             raise Denial(DenialCode.BUDGET_EXHAUSTED, budget=name.split(":")[0])
     if not rows:
         return
-    q = connection.ops.quote_name
-    table, key, used, limit = (q(BudgetCounter._meta.db_table), q("key"), q("used"),
-                               q("limit"))
-    values = ", ".join(["(%s, %s, %s)"] * len(rows))
-    # SQLite >= 3.35 and PostgreSQL: a conflicting row is updated only while it stays within
-    # its limit, and RETURNING names exactly the counters that took the cost. Only quoted
-    # identifiers and placeholders are formatted in; every value is a bound parameter.
-    sql = (
-        f"INSERT INTO {table} ({key}, {used}, {limit}) VALUES {values} "  # noqa: S608
-        f"ON CONFLICT ({key}) DO UPDATE SET {used} = {table}.{used} + excluded.{used} "
-        f"WHERE {table}.{used} + excluded.{used} <= {table}.{limit} RETURNING {key}")
     params = [value for name, cap in rows for value in (name, cost, cap)]
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(upsert_sql(len(rows)), params)
         taken = {row[0] for row in cursor.fetchall()}
     for name, _ in rows:
         if name not in taken:

@@ -66,7 +66,10 @@ def operation_claim(
             if locked != 1:
                 raise _lock_denial(permit, now)
         else:
-            if run(lock, lock_params) != 1:
+            # SQLite: the transaction holds the database's write lock since BEGIN IMMEDIATE,
+            # and the proposal was read inside it, open: no cancellation can commit before
+            # this claim does, so there is no row to lock for a proposal without a permit.
+            if (permit is not None or is_postgres()) and run(lock, lock_params) != 1:
                 raise _lock_denial(permit, now)
             for ref in proposal.resource_refs:
                 # Compare-and-swap on revision and state: two permits naming one revision
