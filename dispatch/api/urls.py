@@ -7,34 +7,34 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.negotiation import DefaultContentNegotiation
 
-from dispatch.api import views
+from dispatch.api import base, decisions, intake, records
 
 app_name = "api"
 urlpatterns = [
-    path("contracts/", views.ContractListApi.as_view(), name="contract-list"),
-    path("resources/", views.ResourceCreateApi.as_view(), name="resource-create"),
-    path("resources/<str:resource_id>/", views.ResourceDetailApi.as_view(),
+    path("contracts/", intake.ContractListApi.as_view(), name="contract-list"),
+    path("resources/", intake.ResourceCreateApi.as_view(), name="resource-create"),
+    path("resources/<str:resource_id>/", intake.ResourceDetailApi.as_view(),
          name="resource-detail"),
-    path("resources/<str:resource_id>/revisions/", views.RevisionCreateApi.as_view(),
+    path("resources/<str:resource_id>/revisions/", intake.RevisionCreateApi.as_view(),
          name="revision-create"),
-    path("proposals/", views.ProposalCreateApi.as_view(), name="proposal-create"),
-    path("proposals/<str:proposal_id>/", views.ProposalDetailApi.as_view(),
+    path("proposals/", intake.ProposalCreateApi.as_view(), name="proposal-create"),
+    path("proposals/<str:proposal_id>/", intake.ProposalDetailApi.as_view(),
          name="proposal-detail"),
-    path("proposals/<str:proposal_id>/dispatch/", views.ProposalDispatchApi.as_view(),
+    path("proposals/<str:proposal_id>/dispatch/", intake.ProposalDispatchApi.as_view(),
          name="proposal-dispatch"),
-    path("approvals/<str:approval_id>/decision/", views.ApprovalDecideApi.as_view(),
+    path("approvals/<str:approval_id>/decision/", decisions.ApprovalDecideApi.as_view(),
          name="approval-decide"),
-    path("operations/<str:operation_id>/", views.OperationDetailApi.as_view(),
+    path("operations/<str:operation_id>/", decisions.OperationDetailApi.as_view(),
          name="operation-detail"),
-    path("operations/<str:operation_id>/resolve/", views.OperationResolveApi.as_view(),
+    path("operations/<str:operation_id>/resolve/", decisions.OperationResolveApi.as_view(),
          name="operation-resolve"),
-    path("grants/", views.GrantListApi.as_view(), name="grant-list"),
-    path("grants/<str:grant_id>/delegate/", views.GrantDelegateApi.as_view(),
+    path("grants/", records.GrantListApi.as_view(), name="grant-list"),
+    path("grants/<str:grant_id>/delegate/", records.GrantDelegateApi.as_view(),
          name="grant-delegate"),
-    path("audit/", views.AuditListApi.as_view(), name="audit-list"),
+    path("audit/", records.AuditListApi.as_view(), name="audit-list"),
     # The schema view offers YAML and JSON (`?format=json`), so it keeps DRF's negotiation.
     path("schema/", SpectacularAPIView.as_view(
         content_negotiation_class=DefaultContentNegotiation), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
-    re_path(r"^.*$", views.NotFoundApi.as_view(), name="not-found"),
+    re_path(r"^.*$", base.NotFoundApi.as_view(), name="not-found"),
 ]

@@ -1,0 +1,107 @@
+"""REST calls that decide or settle an action (DESIGN §7): approvals and operations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from dispatch.api.authentication import principal_of
+from dispatch.api.base import DIGEST_MAX, TEXT_MAX, ApiView, C, checked_id, validated
+from dispatch.api.fields import (
+    StrictCharField,
+    StrictInputSerializer,
+)
+from dispatch.api.schema import error_responses, path_id
+from dispatch.api.selectors import (
+    operation_view,
+)
+from dispatch.api.serializers import (
+    OperationOutputSerializer,
+    enum_field,
+)
+from dispatch.services.access import (
+    access_operation_by_id,
+)
+from dispatch.services.approvals import approval_decide
+from dispatch.services.reconciliation import operation_resolve
+from protocols.lifecycle import ApprovalState
+
+# --- approvals ------------------------------------------------------------------------------------
+
+
+class ApprovalDecideApi(ApiView):
+    class InputSerializer(StrictInputSerializer):
+        decision = serializers.ChoiceField(choices=["grant", "deny"])
+        digest = StrictCharField(max_length=DIGEST_MAX,
+                                 help_text="The proposal digest the human was shown.")
+        reason = StrictCharField(required=False, allow_blank=True, max_length=TEXT_MAX)
+
+    class OutputSerializer(serializers.Serializer[dict[str, Any]]):
+        class ApprovalStateSerializer(serializers.Serializer[dict[str, Any]]):
+            id = serializers.CharField()
+            state = enum_field(ApprovalState)
+
+        approval = ApprovalStateSerializer()
+        permit_id = serializers.CharField(allow_null=True)
+
+    @extend_schema(operation_id="approvals_decision", summary="Grant or deny an approval",
+                   description="Humans holding the approval's role only; agents never decide. "
+                               "A grant of a `dispatch_on_approval` proposal also claims its "
+                               "permit and enqueues the dispatch.",
+                   parameters=[path_id("approval_id", "approval")], request=InputSerializer,
+                   responses={200: OutputSerializer, **error_responses(
+                       C.NOT_FOUND, C.ROLE_REQUIRED, C.PROPOSAL_MISMATCH, C.APPROVAL_DECIDED,
+                       C.APPROVAL_EXPIRED, C.TOOL_NOT_PERMITTED, C.AUTHORITY_MISSING,
+                       C.AUTHORITY_EXPIRED, C.AUTHORITY_REVOKED, C.SCOPE_VIOLATION,
+                       C.EFFECT_NOT_PERMITTED, C.STALE_REVISION, C.PROTOCOL_STATE_INVALID,
+                       body=True)})
+    def post(self, request: Request, approval_id: str) -> Response:
+        principal = principal_of(request)
+        checked = checked_id(approval_id, "approval")
+        data = validated(self.InputSerializer, request)
+        approval, permit = approval_decide(
+            approver=principal, approval_id=checked, decision=data["decision"],
+            digest=data["digest"], reason=data.get("reason", ""), now=timezone.now())
+        return Response(self.OutputSerializer({
+            "approval": {"id": approval.id, "state": approval.state},
+            "permit_id": permit.id if permit else None}).data)
+
+
+# --- operations -----------------------------------------------------------------------------------
+
+
+class OperationDetailApi(ApiView):
+    @extend_schema(operation_id="operations_retrieve", summary="Read an operation",
+                   parameters=[path_id("operation_id", "operation")],
+                   responses={200: OperationOutputSerializer, **error_responses(C.NOT_FOUND)})
+    def get(self, request: Request, operation_id: str) -> Response:
+        operation = access_operation_by_id(principal_of(request),
+                                           checked_id(operation_id, "operation"))
+        return Response(OperationOutputSerializer(operation_view(operation)).data)
+
+
+class OperationResolveApi(ApiView):
+    class InputSerializer(StrictInputSerializer):
+        outcome = serializers.ChoiceField(choices=["completed", "no_effect"])
+        evidence = StrictCharField(max_length=TEXT_MAX,
+                                   help_text="A note of the evidence the admin checked.")
+
+    @extend_schema(operation_id="operations_resolve", summary="Resolve an unknown outcome",
+                   description="Admins of the tenant only.",
+                   parameters=[path_id("operation_id", "operation")], request=InputSerializer,
+                   responses={200: OperationOutputSerializer, **error_responses(
+                       C.NOT_FOUND, C.ROLE_REQUIRED, C.PROTOCOL_STATE_INVALID,
+                       C.STALE_REVISION, body=True)})
+    def post(self, request: Request, operation_id: str) -> Response:
+        principal = principal_of(request)
+        checked = checked_id(operation_id, "operation")
+        data = validated(self.InputSerializer, request)
+        operation = operation_resolve(admin=principal, operation_id=checked,
+                                      outcome=data["outcome"], evidence=data["evidence"],
+                                      now=timezone.now())
+        return Response(OperationOutputSerializer(operation_view(operation)).data)

@@ -1,0 +1,136 @@
+"""REST calls over authority and the record (DESIGN §7): grants and the audit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from dispatch.api.authentication import principal_of
+from dispatch.api.base import NAME_MAX, ApiView, C, checked_id, validated
+from dispatch.api.fields import (
+    IdField,
+    JsonObjectField,
+    StrictCharField,
+    StrictDateTimeField,
+    StrictInputSerializer,
+)
+from dispatch.api.pagination import AuditPagination, GrantPagination
+from dispatch.api.schema import error_responses, page_parameters, path_id, query
+from dispatch.api.selectors import (
+    audit_of_tenant,
+    audit_view,
+    grant_view,
+    grants_of_principal,
+)
+from dispatch.api.serializers import (
+    GrantOutputSerializer,
+    GrantPageSerializer,
+    PageLinksSerializer,
+    object_field,
+)
+from dispatch.services.authority import grant_delegate, has_role
+from protocols.denials import Denial
+
+# --- grants ---------------------------------------------------------------------------------------
+
+
+class GrantListApi(ApiView):
+    @extend_schema(operation_id="grants_list", summary="List the caller's grants",
+                   description="Newest first, keyset-paged; revoked and expired ones included.",
+                   parameters=page_parameters(),
+                   responses={200: GrantPageSerializer, **error_responses(C.MALFORMED_REQUEST)})
+    def get(self, request: Request) -> Response:
+        paginator = GrantPagination()
+        page = paginator.paginate_queryset(grants_of_principal(principal_of(request)),
+                                           request, view=self) or []
+        return Response(GrantPageSerializer(paginator.as_page([grant_view(g) for g in page])).data)
+
+
+class GrantDelegateApi(ApiView):
+    class InputSerializer(StrictInputSerializer):
+        subject = IdField(help_text="The name of a principal of the same tenant.")
+        operations = serializers.ListField(child=StrictCharField(max_length=NAME_MAX),
+                                           min_length=1, max_length=100)
+        scope = JsonObjectField(help_text='e.g. `{"mailbox": ["support@acme.example"]}`.')
+        expires_at = StrictDateTimeField(
+            required=False, allow_null=True,
+            help_text="No later than the parent's; omitted or null: the parent's bound.")
+
+    @extend_schema(operation_id="grants_delegate", summary="Delegate a narrower grant",
+                   parameters=[path_id("grant_id", "grant")], request=InputSerializer,
+                   responses={201: GrantOutputSerializer, **error_responses(
+                       C.NOT_FOUND, C.DELEGATION_WIDENS, C.AUTHORITY_EXPIRED,
+                       C.AUTHORITY_REVOKED, body=True)})
+    def post(self, request: Request, grant_id: str) -> Response:
+        principal = principal_of(request)
+        checked = checked_id(grant_id, "grant")
+        data = validated(self.InputSerializer, request)
+        now = timezone.now()
+        expires_at = data.get("expires_at")
+        if expires_at is not None and expires_at <= now:
+            raise Denial(C.SCHEMA_INVALID, errors=[
+                {"pointer": "/expires_at", "message": "must be in the future"}])
+        grant = grant_delegate(actor=principal, grant_id=checked, subject_name=data["subject"],
+                               operations=data["operations"], scope=data["scope"],
+                               expires_at=expires_at, now=now)
+        return Response(GrantOutputSerializer(grant_view(grant)).data, status=201)
+
+
+# --- audit ----------------------------------------------------------------------------------------
+
+
+class AuditListApi(ApiView):
+    class FilterSerializer(serializers.Serializer[dict[str, Any]]):
+        operation = IdField(required=False)
+        proposal = IdField(required=False)
+        kind = StrictCharField(required=False, allow_blank=True, max_length=50)
+
+    class OutputSerializer(PageLinksSerializer):
+        class EventSerializer(serializers.Serializer[dict[str, Any]]):
+            id = serializers.IntegerField()
+            at = serializers.DateTimeField()
+            kind = serializers.CharField(help_text="e.g. `proposal.created`, `permit.claimed`.")
+            actor = serializers.CharField()
+            operation_id = serializers.CharField(allow_null=True)
+            proposal_id = serializers.CharField(allow_null=True)
+            digest = serializers.CharField(allow_null=True)
+            details = object_field()
+
+        results = EventSerializer(many=True)
+
+    @extend_schema(operation_id="audit_list", summary="Read the tenant's audit",
+                   description="Admins of the tenant only; newest first, keyset-paged.",
+                   parameters=[
+                       query("operation", "Only events of this operation id.",
+                             {"type": "string"}),
+                       query("proposal", "Only events of this proposal id.",
+                             {"type": "string"}),
+                       query("kind", "Only events of this kind, e.g. `permit.claimed`.",
+                             {"type": "string", "maxLength": 50}),
+                       *page_parameters(),
+                   ],
+                   responses={200: OutputSerializer,
+                              **error_responses(C.ROLE_REQUIRED, C.MALFORMED_REQUEST)})
+    def get(self, request: Request) -> Response:
+        principal = principal_of(request)
+        if not has_role(principal, "admin"):
+            raise Denial(C.ROLE_REQUIRED, role="admin")
+        filters = self.FilterSerializer(data={
+            name: request.query_params[name] for name in ("operation", "proposal", "kind")
+            if name in request.query_params})
+        if not filters.is_valid():
+            raise Denial(C.MALFORMED_REQUEST, "A query parameter is not valid.", errors=[
+                {"parameter": name, "message": str(messages[0])}
+                for name, messages in filters.errors.items()])
+        paginator = AuditPagination()
+        events = audit_of_tenant(principal, operation=filters.validated_data.get("operation"),
+                                 proposal=filters.validated_data.get("proposal"),
+                                 kind=filters.validated_data.get("kind"))
+        page = paginator.paginate_queryset(events, request, view=self) or []
+        return Response(self.OutputSerializer(
+            paginator.as_page([audit_view(event) for event in page])).data)
