@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from celery import Celery
+from celery.signals import task_postrun, task_prerun
+from django.db import close_old_connections
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("console")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@task_prerun.connect(weak=False)
+@task_postrun.connect(weak=False)
+def connections_as_around_a_request(**_: Any) -> None:
+    """A task is a request: before and after it, drop a connection that is broken or past
+    CONN_MAX_AGE (the health check runs on its next use), keep a good one. Celery's Django
+    fixup closes only every CELERY_DB_REUSE_MAX tasks."""
+    close_old_connections()

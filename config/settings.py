@@ -223,7 +223,13 @@ CELERY_TASK_DEFAULT_QUEUE: str = env.str("CELERY_QUEUE", default="dispatch")
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
-CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Short tasks: a worker takes a few ahead; a crash redelivers them, and the store refuses any
+# attempt it does not allow, so nothing runs twice.
+CELERY_WORKER_PREFETCH_MULTIPLIER: int = env.int("CELERY_WORKER_PREFETCH_MULTIPLIER", default=4)
+# Keep a worker's database connection across tasks (Celery's Django fixup would close it around
+# every task); config/celery.py applies CONN_MAX_AGE and the health check around each task, as
+# Django does around a request.
+CELERY_DB_REUSE_MAX: int = env.int("CELERY_DB_REUSE_MAX", default=1000)
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 CELERY_TASK_ALWAYS_EAGER: bool = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
