@@ -18,8 +18,12 @@ app.autodiscover_tasks()
 
 @task_prerun.connect(weak=False)
 @task_postrun.connect(weak=False)
-def connections_as_around_a_request(**_: Any) -> None:
+def connections_as_around_a_request(task: Any = None, **_: Any) -> None:
     """A task is a request: before and after it, drop a connection that is broken or past
     CONN_MAX_AGE (the health check runs on its next use), keep a good one. Celery's Django
-    fixup closes only every CELERY_DB_REUSE_MAX tasks."""
+    fixup closes only every CELERY_DB_REUSE_MAX tasks. An eager task runs inside its caller's
+    request (and maybe its transaction), so its connection is the caller's: left alone, as the
+    fixup does."""
+    if getattr(getattr(task, "request", None), "is_eager", False):
+        return
     close_old_connections()
