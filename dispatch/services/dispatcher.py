@@ -26,7 +26,7 @@ from dispatch.services.claims import operation_claim
 from protocols.approvals import Binding, PermitView, permit_refusal
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
-from protocols.lifecycle import PermitState
+from protocols.lifecycle import OperationState, PermitState
 
 
 def proposal_dispatch(
@@ -63,6 +63,19 @@ def _dispatch(
     enqueue: bool,
 ) -> Operation:
     failpoint("dispatch.before_claim")
+    try:
+        operation = _claim_in_one_transaction(principal=principal, proposal_id=proposal_id,
+                                              permit_id=permit_id, now=now)
+    except Denial as denial:
+        raise _said_plainly(denial, proposal_id) from None
+    if enqueue:
+        execute_on_commit(operation.id)
+    return operation
+
+
+def _claim_in_one_transaction(
+    *, principal: Principal, proposal_id: object, permit_id: object, now: datetime,
+) -> Operation:
     # Every check and the claim share ONE transaction (DESIGN §5 steps 1-7): what is checked
     # is what is claimed. The grants are share-locked where they are read, so a revocation
     # that committed first is seen and a later one waits for the commit; on SQLite the
@@ -72,9 +85,19 @@ def _dispatch(
                                      permit_id=permit_id, now=now)
     if not transaction.get_connection().in_atomic_block:  # not inside a grant: committed
         failpoint("claim.after_commit")
-    if enqueue:
-        execute_on_commit(operation.id)
     return operation
+
+
+def _said_plainly(denial: Denial, proposal_id: object) -> Denial:
+    """A dispatch of an action already claimed hears `permit_claimed`, unless its effect is
+    uncertain: then `unsafe_retry`, which says an admin must resolve it (spec §12). Read
+    after the claim's transaction rolled back, on the refusal path only."""
+    if denial.code is not DenialCode.PERMIT_CLAIMED:
+        return denial
+    found = Operation.objects.filter(proposal_id=proposal_id).values_list("id", "state").first()
+    if found is not None and found[1] == OperationState.UNKNOWN:
+        return Denial(DenialCode.UNSAFE_RETRY, operation_id=found[0], state=found[1])
+    return denial
 
 
 def _check_and_claim(
@@ -94,7 +117,7 @@ def _check_and_claim(
         raise Denial(DenialCode.PERMIT_CLAIMED, permit_id=own.id)
 
     # 1. Resolve the contract; verify registration fingerprints.
-    contract = runtime.contract(proposal.operation)
+    contract = runtime.contract_for(proposal.operation, proposal.contract_fingerprint)
     moved = deployment_refusal(runtime, contract, proposal)
     if moved is not None:
         raise moved

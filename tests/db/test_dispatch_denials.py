@@ -1042,6 +1042,31 @@ def test_unknown_resource_cannot_be_proposed_again(live: World, unknown: Operati
     assert denial.details["state"] == "unknown"
 
 
+def test_dispatching_an_uncertain_operation_again_is_an_unsafe_retry(
+    live: World, unknown: Operation, destinations: Destinations,
+) -> None:
+    """Spec §12: the answer says what happened. The effect may have happened, so what the
+    agent hears is not "already used" but "not safe to retry; an admin must resolve it"."""
+    before = store()
+    denial = refused(dispatch, world=live, proposal=unknown.proposal)
+    assert denial.code is DenialCode.UNSAFE_RETRY
+    assert denial.details == {"operation_id": unknown.id, "state": "unknown"}
+    denial = refused(dispatch, world=live, proposal=unknown.proposal,
+                     permit_id=unknown.permit_id)
+    assert denial.code is DenialCode.UNSAFE_RETRY
+    assert store() == before
+    assert AuditEvent.objects.filter(kind="dispatch.denied").latest("id").details["code"] == (
+        "unsafe_retry")
+    assert len(list_all(destinations.directory)["email"]) == 1
+
+
+def test_dispatching_a_settled_operation_again_is_still_permit_claimed(live: World) -> None:
+    proposal, _ = live.approved_email()
+    operation = operation_execute(operation_id=dispatch(live, proposal).id)
+    assert operation.state == "completed"
+    assert refused(dispatch, world=live, proposal=proposal).code is DenialCode.PERMIT_CLAIMED
+
+
 def test_claimed_operation_cannot_be_resolved(world: World) -> None:
     proposal, _ = world.approved_email()
     operation = dispatch(world, proposal)
