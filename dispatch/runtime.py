@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +29,9 @@ from protocols.lifecycle import RESOURCE_PROTOCOLS
 @dataclass(frozen=True)
 class Runtime:
     registry: ContractRegistry
-    handlers: dict[str, Handler]
+    # keyed by name and version: registering v2 never replaces the handler a pending v1
+    # proposal will run with (spec §10)
+    handlers: dict[tuple[str, int], Handler]
     policy: Policy
     resource_kinds: dict[str, ResourceKind] = field(default_factory=dict)
 
@@ -44,7 +47,7 @@ class Runtime:
             raise ValueError(f"{contract.qualified_name}: the handler's implementation "
                              "fingerprint differs from the contract's")
         registered = self.registry.register(contract)
-        self.handlers[contract.qualified_name] = handler
+        self.handlers[(contract.qualified_name, contract.contract_version)] = handler
         return registered
 
     def register_resource_kind(self, kind: ResourceKind) -> ResourceKind:
@@ -67,15 +70,33 @@ class Runtime:
             raise Denial(DenialCode.UNKNOWN_OPERATION, operation=str(name))
         return self.registry.resolve(name)
 
+    def contract_for(self, name: object, fingerprint: str) -> OperationContract:
+        """The contract a proposal was made under: the registered one with its fingerprint,
+        whatever newer version of the name exists; else the newest of the name (whose
+        fingerprint differs: the caller refuses `contract_mismatch`), or `unknown_operation`."""
+        found = self.registry.by_fingerprint(fingerprint)
+        if found is not None and found.qualified_name == name:
+            return found
+        return self.contract(name)
+
+    def require_operations(self, names: Iterable[str]) -> list[str]:
+        """The names, sorted and distinct, each that of a registered contract; a name no
+        contract has (a typo would be a dead tool or grant) is `unknown_operation`."""
+        wanted = sorted(set(names))
+        for name in wanted:
+            self.registry.resolve(name)
+        return wanted
+
     def handler(self, contract: OperationContract) -> Handler:
-        handler = self.handlers[contract.qualified_name]
+        """The handler registered with this contract's name and version."""
+        handler = self.handlers[(contract.qualified_name, contract.contract_version)]
         # A handler whose fingerprint differs from the contract's cannot stand in for it.
         if handler.implementation_fingerprint != contract.implementation_fingerprint:
             raise Denial(DenialCode.CONTRACT_MISMATCH, operation=contract.qualified_name)
         return handler
 
     def destination(self, contract: OperationContract) -> dict[str, Any]:
-        return self.handlers[contract.qualified_name].destination()
+        return self.handler(contract).destination()
 
     def destination_fingerprint(self, contract: OperationContract) -> str:
         # Computed once per destination (DESIGN §5), keyed by its value: a destination the

@@ -18,7 +18,7 @@ from django.db import connection, transaction
 
 from dispatch.failpoints import failpoint
 from dispatch.models import Grant, Principal
-from dispatch.runtime import Runtime
+from dispatch.runtime import Runtime, get_runtime
 from dispatch.services.access import access_grant_by_id
 from dispatch.services.audit import audit_record
 from dispatch.services.permits import permits_revoke_resting_on
@@ -116,11 +116,12 @@ def grant_issue(
         if issuer.tenant_id != subject.tenant_id:
             raise Denial(DenialCode.NOT_FOUND, kind="principal", id=subject.name)
         issuer = issuer.name
+    operations = get_runtime().require_operations(operations)
     parsed = core.parse_scope(scope)
     with transaction.atomic():
         grant = Grant.objects.create(
             tenant_id=subject.tenant_id, issuer=issuer, subject=subject,
-            operations=sorted(set(operations)), scope=core.scope_as_json(parsed),
+            operations=operations, scope=core.scope_as_json(parsed),
             not_before=now, expires_at=None if expires_in is None else now + timedelta(
                 seconds=expires_in),
         )

@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from dispatch.models import ApiToken, Principal, Tenant
+from dispatch.runtime import get_runtime
 
 TOKEN_PREFIX = "eac"  # noqa: S105 - a public prefix, not a secret
 
@@ -58,10 +59,12 @@ def token_revoke_all(*, principal: Principal, now: datetime) -> int:
 
 
 def agent_create(*, name: str, tenant: str, tools: Iterable[str]) -> tuple[Principal, str]:
+    """An agent whose tool set names registered operations only."""
+    tools = get_runtime().require_operations(tools)
     with transaction.atomic():
         principal = Principal.objects.create(
             tenant=tenant_get_or_create(name=tenant), name=name,
-            kind=Principal.Kind.AGENT, tools=sorted(set(tools)),
+            kind=Principal.Kind.AGENT, tools=tools,
         )
         return principal, token_issue(principal=principal)
 
@@ -71,11 +74,12 @@ def human_create(
 ) -> tuple[Principal, str]:
     if role not in ("operator", "admin", "", "none"):
         raise ValueError("role must be operator, admin or none")
+    tools = get_runtime().require_operations(tools)
     with transaction.atomic():
         user = get_user_model().objects.create_user(username=name, password=password)
         principal = Principal.objects.create(
             tenant=tenant_get_or_create(name=tenant), name=name, kind=Principal.Kind.HUMAN,
-            role="" if role == "none" else role, user=user, tools=sorted(set(tools)),
+            role="" if role == "none" else role, user=user, tools=tools,
         )
         return principal, token_issue(principal=principal)
 

@@ -10,6 +10,9 @@ from django.contrib.auth import authenticate
 from django.core.management import CommandError, call_command
 
 from dispatch.models import Grant, Principal
+from dispatch.services.authority import grant_issue
+from dispatch.services.principals import agent_create, human_create
+from protocols.denials import Denial, DenialCode
 from tests.conftest import World
 
 pytestmark = pytest.mark.django_db
@@ -73,3 +76,45 @@ def test_create_human_takes_a_demo_password_under_debug(settings: Any) -> None:
     settings.DEBUG = True  # scripts/run.sh, the demo and the tests
     assert create_human("olive", "pw")
     assert authenticate(username="olive", password="pw")
+
+
+def test_grant_refuses_an_operation_no_contract_has(world: World) -> None:
+    """A typo was silently a dead grant (spec §12): now it is refused, and nothing is made."""
+    before = Grant.objects.count()
+    with pytest.raises(CommandError, match=r"^no registered contract is named 'crm.lookpu'"):
+        call_command("grant", "owner", "crm.lookpu", "--scope", "customer=*", stdout=StringIO())
+    assert Grant.objects.count() == before
+
+
+def test_create_agent_refuses_a_tool_no_contract_has(world: World) -> None:
+    before = Principal.objects.count()
+    with pytest.raises(CommandError, match=r"^no registered contract is named 'emial.send'"):
+        call_command("create_agent", "typo-bot", "--tenant", "acme",
+                     "--tools", "crm.lookup,emial.send", stdout=StringIO())
+    assert Principal.objects.count() == before
+
+
+def test_the_services_refuse_unregistered_operations(world: World) -> None:
+    for call in (
+        lambda: agent_create(name="bot-2", tenant="acme", tools=["crm.lookup", "nope.op"]),
+        lambda: human_create(name="h-2", tenant="acme", role="operator", password="pw",
+                             tools=["nope.op"]),
+        lambda: grant_issue(issuer=world.admin, subject=world.owner, operations=["nope.op"],
+                            scope={}, now=world.now),
+    ):
+        with pytest.raises(Denial) as caught:
+            call()
+        assert caught.value.code is DenialCode.UNKNOWN_OPERATION
+        assert caught.value.details == {"operation": "nope.op"}
+    assert not Principal.objects.filter(name__in=["bot-2", "h-2"]).exists()
+
+
+@pytest.mark.parametrize("who", ["approver", "owner"])
+def test_grant_issue_checks_the_issuers_role_itself(world: World, who: str) -> None:
+    issuer = {"approver": world.approver, "owner": world.owner}[who]
+    before = Grant.objects.count()
+    with pytest.raises(Denial) as caught:
+        grant_issue(issuer=issuer, subject=world.owner, operations=["crm.lookup"],
+                    scope={"customer": "*"}, now=world.now)
+    assert caught.value.code is DenialCode.ROLE_REQUIRED
+    assert Grant.objects.count() == before

@@ -4,7 +4,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from dispatch.management.refusals import command_error
 from dispatch.services.principals import agent_create
+from protocols.denials import Denial
 
 
 class Command(BaseCommand):
@@ -21,5 +23,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **opts: Any) -> None:
         tools = [t.strip() for t in opts["tools"].split(",") if t.strip()]
-        _, token = agent_create(name=opts["name"], tenant=opts["tenant"], tools=tools)
+        try:
+            _, token = agent_create(name=opts["name"], tenant=opts["tenant"], tools=tools)
+        except Denial as exc:
+            raise command_error(exc) from None
         self.stdout.write(token)

@@ -5,8 +5,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
+from dispatch.management.refusals import command_error
 from dispatch.models import Principal
 from dispatch.services.authority import grant_issue
+from protocols.denials import Denial
 from protocols.expiry import expiry_after
 
 
@@ -52,4 +54,6 @@ class Command(BaseCommand):
                                 expires_in=expires_in)
         except ValueError as exc:
             raise CommandError(str(exc)) from None
+        except Denial as exc:
+            raise command_error(exc) from None
         self.stdout.write(grant.id)

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from dispatch.agent import ScriptedAdapter, execution_open, execution_run
+from dispatch.agent import ResumeRefusedError, ScriptedAdapter, execution_open, execution_run
 from dispatch.agent.adapters import ScriptError
 from dispatch.models import Execution, Principal
 
@@ -55,7 +55,10 @@ class Command(BaseCommand):
         deadline = time.monotonic() + opts["timeout"]
         reported = 0
         while True:
-            result = execution_run(execution_id=execution.id, adapter=adapter, mode=mode)
+            try:
+                result = execution_run(execution_id=execution.id, adapter=adapter, mode=mode)
+            except ResumeRefusedError as exc:
+                raise CommandError(str(exc)) from None
             for number, outcome in enumerate(result.outcomes[reported:], start=reported + 1):
                 code = f" ({outcome.code})" if outcome.code else ""
                 self.stdout.write(f"call-{number}: {outcome.status}{code}")
