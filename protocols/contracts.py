@@ -24,7 +24,7 @@ from jsonschema.exceptions import FormatError, SchemaError, ValidationError
 from protocols.addresses import AddressError, is_mailbox
 from protocols.canonical import digest
 from protocols.denials import Denial, DenialCode
-from protocols.lifecycle import Protocol, ResourceEvent, ResourceState
+from protocols.lifecycle import Protocol, ResourceEvent, ResourceState, protocol_tables
 from protocols.patterns import PatternError, compile_pattern
 
 
@@ -41,6 +41,35 @@ class Idempotency(StrEnum):
     NONE = "none"
     RECEIVER_DEDUP = "receiver_dedup"
     IDEMPOTENT = "idempotent"
+
+
+class Reconciliation(StrEnum):
+    """What a destination's lookup may settle about an uncertain attempt (spec §14.5).
+
+    - `none`: nothing; no lookup is made, and an admin resolves every unknown;
+    - `presence`: a lookup that finds the effect proves it happened; not finding it proves
+      nothing (a mail system: absence is no proof that nothing was sent);
+    - `presence_and_absence`: the lookup is authoritative both ways, so an absence proves no
+      effect: the operation may be retried with the same key where its retry rules allow, or
+      renewed by a new approval.
+    """
+
+    NONE = "none"
+    PRESENCE = "presence"
+    PRESENCE_AND_ABSENCE = "presence_and_absence"
+
+    def settles(self, found: str) -> bool:
+        """May a lookup that answered `found` ("present", "absent", "unknown") be used?"""
+        if found == "present":
+            return self is not Reconciliation.NONE
+        if found == "absent":
+            return self is Reconciliation.PRESENCE_AND_ABSENCE
+        return False
+
+
+#: How much each reconciliation lets a lookup settle: a change up is breaking.
+RECONCILIATION_REACH = {Reconciliation.NONE: 0, Reconciliation.PRESENCE: 1,
+                        Reconciliation.PRESENCE_AND_ABSENCE: 2}
 
 
 @dataclass(frozen=True)
@@ -100,6 +129,8 @@ class OperationContract:
     destination: str = ""
     # argument name -> named pure normalizer applied after schema validation
     normalizers: Mapping[str, str] = field(default_factory=dict)
+    # what the handler's lookup may settle after an uncertain attempt (spec §14.5)
+    reconciliation: Reconciliation = Reconciliation.NONE
 
     def __post_init__(self) -> None:
         if Effect.FINANCIAL_WRITE in self.possible_effects and (
@@ -135,6 +166,8 @@ class OperationContract:
             },
             "destination": self.destination,
             "normalizers": dict(self.normalizers),
+            "reconciliation": self.reconciliation.value,
+            "protocols": protocol_tables(self.protocol_preconditions.values()),
         }
 
     @cached_property
@@ -157,6 +190,18 @@ class OperationContract:
     def schema_errors(self, arguments: Any, *, root: str = "/arguments") -> list[dict[str, str]]:
         """Schema violations of `arguments`, pointers from the request body's root."""
         return schema_errors(self._validator, arguments, root=root)
+
+    @cached_property
+    def _output_validator(self) -> Any:
+        return compile_schema(self.output_type)
+
+    def output_errors(self, result: Any) -> list[dict[str, str]]:
+        """Violations of the contract's `output_type` by a handler's result (spec §7 step 9),
+        pointers from `/result`. A result is a JSON object, whatever the schema allows."""
+        if not isinstance(result, dict):
+            return [{"pointer": "/result",
+                     "message": f"is a {type(result).__name__}, not a JSON object"}]
+        return schema_errors(self._output_validator, result, root="/result")
 
     def normalize(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Apply the contract's named normalizers; refusals are `schema_invalid`."""

@@ -41,7 +41,7 @@ from dispatch.services.operations import (
     operation_move,
 )
 from dispatch.services.statements import cache_related, columns, instance, rows, width
-from protocols.contracts import OperationContract
+from protocols.contracts import OperationContract, SchedulingContract
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import ApprovalState, OperationEvent, OperationState
 
@@ -61,17 +61,18 @@ def operation_execute(*, operation_id: str, clock: Clock = timezone.now) -> Oper
     operation = _operation_for_worker(operation_id)
     contract = runtime.registry.by_fingerprint(operation.contract_fingerprint)
     if contract is None:
-        _refuse_to_run(operation, "the contract is no longer registered", clock())
+        _refuse_to_run(operation, "the contract is no longer registered", clock(),
+                       timeout=SchedulingContract().timeout)
         return operation
     drift = deployment_drift(runtime, contract, operation.proposal)
     if drift is not None:
-        _refuse_to_run(operation, drift, clock())
+        _refuse_to_run(operation, drift, clock(), timeout=contract.scheduling_contract.timeout)
         return operation
     started = _next_attempt(operation, contract, clock())
     if started is None:
         return operation
     number = started.number
-    handler = runtime.handlers[contract.qualified_name]
+    handler = runtime.handler(contract)
     snapshot = json.loads(operation.proposal.canonical)
     cancelled = Cancellation(probe=_cancelled_probe(operation.proposal_id))
     while True:
@@ -85,7 +86,8 @@ def operation_execute(*, operation_id: str, clock: Clock = timezone.now) -> Oper
         now = clock()
         retry_reason = None
         if outcome == Attempt.Outcome.UNCERTAIN:
-            retry_reason = retry_refusal(operation, contract, number, now)
+            retry_reason = ("the same key gets the same answer" if error.startswith(
+                OUTPUT_INVALID) else retry_refusal(operation, contract, number, now))
             if retry_reason is None:
                 # Same key: the destination deduplicates. Ending this attempt and starting
                 # the next commit together, so a crash in between leaves no gap.
@@ -141,21 +143,34 @@ def deployment_drift(
     return f"{refusal.code.value}: {what} since the proposal"
 
 
-def _refuse_to_run(operation: Operation, reason: str, now: datetime) -> None:
+def _refuse_to_run(operation: Operation, reason: str, now: datetime, *, timeout: float) -> None:
     """Nothing is sent. Before any attempt that is definitely no effect; after an uncertain
-    attempt (a retry that may no longer run) it is unknown again, for a human to resolve."""
+    attempt (a retry that may no longer run) it is unknown again, for a human to resolve; an
+    attempt a lost worker left open past `timeout` is ended uncertain on the way."""
     if operation.state != OperationState.CLAIMED:
         return
     details = {"code": DenialCode.CONTRACT_MISMATCH.value, "reason": reason}
     if operation.attempts_made == 0:
         operation_move(operation=operation, event=OperationEvent.FAIL_NO_EFFECT, attempt=0,
                        now=now, actor="dispatcher", error=reason, details=details)
-    elif not Attempt.objects.filter(operation_id=operation.id, ended_at__isnull=True).exists():
-        operation_move(operation=operation, event=OperationEvent.UNCERTAIN,
-                       attempt=operation.attempts_made, now=now, actor="dispatcher",
+        return
+    number = operation.attempts_made
+    open_attempt = Attempt.objects.filter(operation_id=operation.id, number=number,
+                                          ended_at__isnull=True).first()
+    if open_attempt is None:
+        operation_move(operation=operation, event=OperationEvent.UNCERTAIN, attempt=number,
+                       now=now, actor="dispatcher", evidence=f"retry refused: {reason}",
+                       details=details)
+        return
+    if (now - open_attempt.started_at).total_seconds() >= timeout:
+        # Its worker is presumed lost (the contract timeout passed) and it may have sent:
+        # the attempt ends uncertain here, never left open for a retry that may not come.
+        operation_move(operation=operation, event=OperationEvent.UNCERTAIN, attempt=number,
+                       now=now, actor="dispatcher", end_attempt=Attempt.Outcome.UNCERTAIN,
+                       error=f"the worker was lost mid-attempt; no retry: {reason}",
                        evidence=f"retry refused: {reason}", details=details)
-    # An attempt still open belongs to a worker that may be running it: it settles it, or
-    # reconciliation does after the contract timeout.
+    # Within its timeout an open attempt belongs to a worker that may be running it: that
+    # worker settles it, or reconciliation does once the timeout has passed.
 
 
 def _cancelled_probe(proposal_id: str) -> Callable[[], bool]:
@@ -215,16 +230,32 @@ def _run_handler(
     try:
         result = handler_invoke(handler, ctx, started)
         failpoint("attempt.after_effect")
-        return Attempt.Outcome.COMPLETED, result, ""
     except DefiniteFailure as exc:
         return Attempt.Outcome.FAILED_NO_EFFECT, None, exc.reason
     except UncertainOutcome as exc:
         return Attempt.Outcome.UNCERTAIN, None, exc.reason
     except Exception as exc:  # a handler bug: it may have written before failing
         log.exception("handler %s failed", contract.qualified_name)
-        read_only = {e.value for e in contract.possible_effects} <= {"read"}
-        outcome = Attempt.Outcome.FAILED_NO_EFFECT if read_only else Attempt.Outcome.UNCERTAIN
-        return outcome, None, f"{type(exc).__name__}: {exc}"
+        return _unusable(contract), None, f"{type(exc).__name__}: {exc}"
+    # Step 9: the result is checked against the contract before it is kept or handed back.
+    problems = contract.output_errors(result)
+    if problems:
+        first = problems[0]
+        return _unusable(contract), None, (
+            f"{OUTPUT_INVALID}: {first['pointer']} {first['message']}"
+            + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+    return Attempt.Outcome.COMPLETED, result, ""
+
+
+#: How an attempt's error starts when the handler answered, but not as its contract says.
+OUTPUT_INVALID = "the handler's result does not match the contract's output_type"
+
+
+def _unusable(contract: OperationContract) -> str:
+    """The outcome of an answer that cannot be used: a read had no effect; anything that may
+    have written may have (spec §7), and only a lookup or a human can settle it."""
+    read_only = {e.value for e in contract.possible_effects} <= {"read"}
+    return Attempt.Outcome.FAILED_NO_EFFECT if read_only else Attempt.Outcome.UNCERTAIN
 
 
 def retry_refusal(
