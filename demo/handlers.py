@@ -16,6 +16,7 @@ from demo.destinations.smtp_client import send_email
 from demo.destinations.smtp_sink import lookup_message
 from dispatch.handlers import (
     DefiniteFailure,
+    FromCode,
     Handler,
     HandlerContext,
     LookupFailedError,
@@ -39,7 +40,7 @@ def _before_effect(ctx: HandlerContext) -> None:
 
 class EmailSendHandler(Handler):
     name = "email.send"
-    implementation_fingerprint = "email.send/smtp-sink@1"
+    implementation_fingerprint = FromCode()
 
     def destination(self) -> dict[str, Any]:
         cfg = settings.DESTINATIONS
@@ -68,7 +69,7 @@ class EmailSendHandler(Handler):
 
 class PaymentsTransferHandler(Handler):
     name = "payments.transfer"
-    implementation_fingerprint = "payments.transfer/fake-bank@1"
+    implementation_fingerprint = FromCode()
 
     def destination(self) -> dict[str, Any]:
         return {"name": "bank", "address": settings.DESTINATIONS["bank_url"]}
@@ -102,7 +103,7 @@ CUSTOMERS = {
 
 class CrmLookupHandler(Handler):
     name = "crm.lookup"
-    implementation_fingerprint = "crm.lookup/in-memory@1"
+    implementation_fingerprint = FromCode()
 
     def destination(self) -> dict[str, Any]:
         return {"name": "crm", "address": "in-process"}

@@ -14,24 +14,33 @@ otherwise it raises `UnclaimedInvocationError` before any I/O.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import inspect
 import itertools
 import math
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol, TypeVar
+
+from protocols.canonical import digest
 
 __all__ = [
     "Cancellation",
     "DefiniteFailure",
     "DestinationError",
+    "FromCode",
     "Handler",
     "HandlerContext",
     "LookupFailedError",
     "LookupResult",
     "UncertainOutcome",
     "UnclaimedInvocationError",
+    "code_fingerprint",
     "within_deadline",
 ]
 
@@ -161,6 +170,38 @@ def within_deadline(ctx: HandlerContext, call: Callable[[], T]) -> T:
     if error:
         raise error[0]
     return answer[0]
+
+
+def code_fingerprint(cls: type) -> str:
+    """The implementation fingerprint of a handler class, derived from its code (spec §8,
+    §10): the digest of its qualified name and of the source of every module that defines a
+    class it inherits from (this port module aside). Any edit of that code, a helper function
+    beside the handler included, is a new fingerprint, so a proposal approved under the old
+    code is refused (`contract_mismatch`) rather than run by the new."""
+    return _code_fingerprint(cls)
+
+
+@functools.cache
+def _code_fingerprint(cls: type) -> str:
+    modules: dict[str, str] = {}
+    for base in cls.__mro__:
+        name = base.__module__
+        if name in (__name__, "builtins", "typing", "abc") or name in modules:
+            continue
+        path = inspect.getsourcefile(sys.modules[name])
+        if path is None:
+            raise ValueError(f"{cls.__qualname__}: module {name} has no source to fingerprint")
+        modules[name] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return digest({"handler": f"{cls.__module__}.{cls.__qualname__}", "modules": modules})
+
+
+class FromCode:
+    """`implementation_fingerprint = FromCode()` on a handler class: the fingerprint is
+    `code_fingerprint` of the class it is read from (a subclass gets its own), never a
+    hand-written label."""
+
+    def __get__(self, instance: object, owner: type) -> str:
+        return code_fingerprint(owner)
 
 
 @dataclass(frozen=True)

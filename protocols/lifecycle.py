@@ -8,7 +8,7 @@ result with a conditional update so the database enforces the same rule under co
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final, Generic, TypeVar
@@ -131,6 +131,13 @@ class Protocol(Generic[S, E]):
 
     def allows(self, state: S, event: E) -> bool:
         return (state, event) in self.transitions
+
+    def canonical(self) -> dict[str, object]:
+        """The table as data, in one order: what a contract fingerprint and a workflow journal
+        header pin (spec §8, §10), so a changed table is a changed fingerprint."""
+        return {"name": self.name, "initial": self.initial.value,
+                "transitions": sorted([source.value, event.value, target.value]
+                                      for (source, event), target in self.transitions.items())}
 
 
 R, RE = ResourceState, ResourceEvent
@@ -272,3 +279,13 @@ def transition(protocol: Protocol[S, E], state: S, event: E) -> S:
 def sources(protocol: Protocol[S, E], event: E) -> frozenset[S]:
     """Every state from which `event` is declared: the WHERE clause of a conditional update."""
     return frozenset(source for (source, ev) in protocol.transitions if ev == event)
+
+
+def protocol_tables(resource_protocols: Iterable[str]) -> dict[str, object]:
+    """The canonical tables an operation's recovery depends on: the operation lifecycle and
+    each named resource protocol (None for a name no table declares)."""
+    tables: dict[str, object] = {"operation": OPERATION_LIFECYCLE.canonical()}
+    for name in sorted(set(resource_protocols)):
+        table = RESOURCE_PROTOCOLS.get(name)
+        tables[f"resource:{name}"] = None if table is None else table.canonical()
+    return tables

@@ -126,7 +126,7 @@ def deployment_refusal(
     says what moved: the contract, its handler, the destination or the policy (spec §8)."""
     if contract.fingerprint != proposal.contract_fingerprint:
         return Denial(DenialCode.CONTRACT_MISMATCH, operation=contract.qualified_name)
-    handler = runtime.handlers.get(contract.qualified_name)
+    handler = runtime.handlers.get((contract.qualified_name, contract.contract_version))
     if handler is None or handler.implementation_fingerprint != \
             contract.implementation_fingerprint:
         return Denial(DenialCode.CONTRACT_MISMATCH, operation=contract.qualified_name,

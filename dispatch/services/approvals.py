@@ -124,7 +124,7 @@ def _admit_for_grant(proposal: Proposal, now: datetime) -> Admission:
     """No human is asked to approve what could never run under the current contract: the
     action is admitted again for its requester (a tightened deployment policy answers as
     policy, `effect_not_permitted`; a changed destination is the dispatcher's to refuse)."""
-    contract = get_runtime().contract(proposal.operation)
+    contract = get_runtime().contract_for(proposal.operation, proposal.contract_fingerprint)
     if contract.fingerprint != proposal.contract_fingerprint:
         raise Denial(DenialCode.CONTRACT_MISMATCH, operation=proposal.operation)
     return admit(contract, proposal.principal,

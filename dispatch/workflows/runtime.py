@@ -32,7 +32,7 @@ from dispatch.workflows.values import Mode, WorkflowRefused, WorkflowRun
 from protocols.canonical import CanonicalizationError
 from protocols.contracts import ContractRegistry
 from protocols.denials import Denial, DenialCode
-from protocols.lifecycle import RESOURCE_PROTOCOLS
+from protocols.lifecycle import RESOURCE_PROTOCOLS, protocol_tables
 from protocols.workflow import CheckedWorkflow
 from protocols.workflow.ir import AgentCall, Approve, Block, Loop, Parallel, Race, Receive, Workflow
 
@@ -69,7 +69,8 @@ def run_workflow(
     _refuse_outside_policy(checked, runtime)
     _refuse_unsupported(workflow.steps)
     header = {"workflow": workflow.name, "shape": _shape_of(workflow),
-              "contracts": dict(sorted(checked.contracts.items()))}
+              "contracts": dict(sorted(checked.contracts.items())),
+              "protocols": _protocols_of(checked, runtime.registry)}
     execution: Execution | None
     if execution_id is None:
         pinned = _pin_inputs(workflow, principal, inputs)
@@ -112,6 +113,17 @@ def _refuse_moved_contracts(checked: CheckedWorkflow, registry: ContractRegistry
         DenialCode.CONTRACT_MISMATCH.value,
         f"the registered contract(s) {', '.join(moved)} changed since the workflow was "
         "checked; check it again against the current contracts")
+
+
+def _protocols_of(checked: CheckedWorkflow, registry: ContractRegistry) -> dict[str, object]:
+    """The transition tables the workflow's contracts rest on, as the header pins them: a
+    resumed run under a changed table is refused like one under a changed contract."""
+    names: list[str] = []
+    for fingerprint in checked.contracts.values():
+        contract = registry.by_fingerprint(fingerprint)
+        assert contract is not None  # bound: checked.binds() held
+        names.extend(contract.protocol_preconditions.values())
+    return protocol_tables(names)
 
 
 def _resolves_to(registry: ContractRegistry, name: str) -> str | None:

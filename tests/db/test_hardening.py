@@ -199,6 +199,39 @@ def test_a_destination_changed_after_an_uncertain_attempt_is_never_retried(
     assert list_all(destinations.directory)["bank"] == []
 
 
+def test_a_worker_that_finds_a_changed_destination_never_leaves_a_lost_attempt_open(
+    live: World, destinations: Destinations, settings: Any,
+) -> None:
+    """Spec §8 (issue 16 item 4): the worker that died left attempt 1 open; the redelivered
+    task, past the contract timeout, finds the destination moved: it sends nothing, and ends
+    the attempt as uncertain (the operation is unknown, for a human) instead of leaving it."""
+    operation = claimed_transfer(live)
+    assert attempt_start(operation, 1, live.now)
+    settings.DESTINATIONS = {**settings.DESTINATIONS,
+                             "bank_url": f"http://localhost:{destinations.bank_port}"}
+    done = operation_execute(operation_id=operation.id, clock=lambda: live.now + LATER)
+    assert done.state == "unknown"
+    attempt = Attempt.objects.get(operation=operation)
+    assert attempt.ended_at is not None and attempt.outcome == "uncertain"
+    assert "contract_mismatch" in attempt.error
+    event = AuditEvent.objects.get(kind="operation.unknown", operation_id=operation.id)
+    assert event.details["code"] == "contract_mismatch"
+    assert list_all(destinations.directory)["bank"] == []
+
+
+def test_an_attempt_still_within_its_timeout_is_left_to_its_worker(
+    live: World, destinations: Destinations, settings: Any,
+) -> None:
+    operation = claimed_transfer(live)
+    assert attempt_start(operation, 1, live.now)
+    settings.DESTINATIONS = {**settings.DESTINATIONS,
+                             "bank_url": f"http://localhost:{destinations.bank_port}"}
+    assert operation_execute(operation_id=operation.id, clock=lambda: live.now).state == (
+        "claimed")
+    assert Attempt.objects.get(operation=operation).ended_at is None
+    assert list_all(destinations.directory)["bank"] == []
+
+
 # --- item 7: requester is never the approver ----------------------------------------------------
 
 

@@ -1,4 +1,5 @@
-"""A re-registered `email.send` handler: the same code under another fingerprint.
+"""A re-registered `email.send` handler: the same behaviour in other code, so another
+fingerprint (derived from the code: this module is part of it).
 
 The fixtures that install it (`changed_handler`) or narrow deployment policy (`policy`) are
 in tests/conftest.py.
@@ -10,4 +11,4 @@ from demo.handlers import EmailSendHandler
 
 
 class ChangedEmailSendHandler(EmailSendHandler):
-    implementation_fingerprint = "email.send/smtp-sink@2"
+    """Sends as the demo's handler does; its code is this module's as well."""

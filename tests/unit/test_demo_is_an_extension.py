@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from demo.contracts import EMAIL_DRAFT_KIND
+from dispatch.handlers import code_fingerprint
 from dispatch.runtime import get_runtime
 from protocols.contracts import ResourceKind
 from protocols.denials import Denial, DenialCode
@@ -54,11 +55,14 @@ def test_the_default_extension_is_the_demo(fresh_runtime: None) -> None:
     runtime = get_runtime()
     assert sorted(c.qualified_name for c in runtime.registry) == [
         "crm.lookup", "email.send", "payments.transfer"]
-    assert {name: h.implementation_fingerprint for name, h in runtime.handlers.items()} == {
-        "crm.lookup": "crm.lookup/in-memory@1",
-        "email.send": "email.send/smtp-sink@1",
-        "payments.transfer": "payments.transfer/fake-bank@1",
+    assert {key: type(h).__name__ for key, h in runtime.handlers.items()} == {
+        ("crm.lookup", 1): "CrmLookupHandler",
+        ("email.send", 1): "EmailSendHandler",
+        ("payments.transfer", 1): "PaymentsTransferHandler",
     }
+    for contract in runtime.registry:
+        handler = runtime.handler(contract)
+        assert contract.implementation_fingerprint == code_fingerprint(type(handler))
     assert runtime.resource_kinds == {"email_draft": EMAIL_DRAFT_KIND}
 
 

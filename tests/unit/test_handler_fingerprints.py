@@ -1,0 +1,85 @@
+"""Implementation fingerprints come from the handler's code, and handlers are kept by name and
+version (spec §8, §10): registering v2 never replaces the handler a pending v1 action runs."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from demo.contracts import email_send
+from demo.handlers import EmailSendHandler
+from dispatch.handlers import code_fingerprint
+from dispatch.runtime import Runtime
+from protocols.contracts import ContractRegistry
+from protocols.grants import Policy
+from tests.support.runtime import ChangedEmailSendHandler
+
+HANDLER_SOURCE = '''
+from demo.handlers import EmailSendHandler
+
+
+def helper():
+    return {version!r}
+
+
+class Sender(EmailSendHandler):
+    pass
+'''
+
+
+def test_the_fingerprint_is_derived_from_the_code() -> None:
+    fingerprint = code_fingerprint(EmailSendHandler)
+    assert fingerprint.startswith("sha256:")
+    assert EmailSendHandler.implementation_fingerprint == fingerprint
+    assert EmailSendHandler().implementation_fingerprint == fingerprint
+    # Same behaviour, other code (a subclass in another module): another fingerprint.
+    assert ChangedEmailSendHandler.implementation_fingerprint != fingerprint
+
+
+def test_an_edit_of_the_handlers_module_is_a_new_fingerprint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Even an edit of a helper beside the class, not of the class itself."""
+    module = tmp_path / "edited_handler.py"
+    module.write_text(HANDLER_SOURCE.format(version=1))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    imported = importlib.import_module("edited_handler")
+    try:
+        before = imported.Sender.implementation_fingerprint
+        assert before == imported.Sender.implementation_fingerprint  # stable
+        module.write_text(HANDLER_SOURCE.format(version=2))
+        after = importlib.reload(imported).Sender.implementation_fingerprint
+        assert after != before
+    finally:
+        sys.modules.pop("edited_handler", None)
+
+
+def fresh_runtime() -> Runtime:
+    return Runtime(registry=ContractRegistry(), handlers={},
+                   policy=Policy(allowed_effects=frozenset({"external_write"})))
+
+
+def test_registering_v2_keeps_v1s_handler_for_v1() -> None:
+    runtime = fresh_runtime()
+    v1_handler, v2_handler = EmailSendHandler(), ChangedEmailSendHandler()
+    v1 = runtime.register(email_send(v1_handler.implementation_fingerprint), v1_handler)
+    v2 = runtime.register(replace(email_send(v2_handler.implementation_fingerprint),
+                                  contract_version=2), v2_handler)
+    assert runtime.handler(v1) is v1_handler
+    assert runtime.handler(v2) is v2_handler
+    assert runtime.contract("email.send") is v2  # new proposals: the newest version
+    # A proposal made under v1 is served by v1 while it is registered.
+    assert runtime.contract_for("email.send", v1.fingerprint) is v1
+    assert runtime.contract_for("email.send", "sha256:gone") is v2
+    assert runtime.contract_for("email.send", v2.fingerprint) is v2
+
+
+def test_a_handler_whose_code_is_not_the_contracts_is_refused() -> None:
+    runtime = fresh_runtime()
+    contract = email_send(EmailSendHandler.implementation_fingerprint)
+    with pytest.raises(ValueError, match="fingerprint differs"):
+        runtime.register(contract, ChangedEmailSendHandler())
