@@ -17,6 +17,7 @@ from protocols.contracts import (
     Effect,
     Idempotency,
     OperationContract,
+    Reconciliation,
     ResourceKind,
     SchedulingContract,
 )
@@ -84,6 +85,7 @@ def email_send(implementation_fingerprint: str) -> OperationContract:
         idempotency_contract=Idempotency.NONE,
         scheduling_contract=SchedulingContract(timeout=15.0, max_attempts=1, budget_cost=1),
         destination="smtp_sink",
+        reconciliation=Reconciliation.PRESENCE,
     )
 
 
@@ -112,6 +114,7 @@ def payments_transfer(implementation_fingerprint: str) -> OperationContract:
         idempotency_contract=Idempotency.RECEIVER_DEDUP,
         scheduling_contract=SchedulingContract(timeout=15.0, max_attempts=3, budget_cost=1),
         destination="bank",
+        reconciliation=Reconciliation.PRESENCE_AND_ABSENCE,
         normalizers={"amount": "decimal_amount"},
     )
 
@@ -133,6 +136,7 @@ def crm_lookup(implementation_fingerprint: str) -> OperationContract:
         idempotency_contract=Idempotency.IDEMPOTENT,
         scheduling_contract=SchedulingContract(timeout=15.0, max_attempts=3, budget_cost=1),
         destination="crm",
+        reconciliation=Reconciliation.NONE,
     )
 
 

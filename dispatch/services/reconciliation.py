@@ -29,6 +29,7 @@ from dispatch.services.authority import require_role
 from dispatch.services.execution import retry_refusal
 from dispatch.services.leases import lease
 from dispatch.services.operations import operation_evidence, operation_move
+from protocols.contracts import Reconciliation
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import OperationEvent, OperationState
 from protocols.roles import Role
@@ -104,25 +105,33 @@ def _reconcile_unknown(operation: Operation, now: datetime, *, enqueue: bool) ->
     if contract is None:
         _note(operation, "no lookup: the contract is no longer registered", now)
         return "inconclusive"
+    if contract.reconciliation is Reconciliation.NONE:
+        _note(operation, "no lookup: the contract declares reconciliation none; an admin "
+              "resolves it", now)
+        return "inconclusive"
     snapshot = json.loads(operation.proposal.canonical)
-    found = lookup_bounded(runtime.handlers[contract.qualified_name], operation.id, snapshot)
+    found = lookup_bounded(runtime.handler(contract), operation.id, snapshot)
+    if not contract.reconciliation.settles(found.found):
+        # What the contract says its lookups cannot prove settles nothing.
+        what = (f"{found.evidence} (reconciliation {contract.reconciliation.value}: an "
+                f"absence is no proof)" if found.found == "absent" else found.evidence)
+        _note(operation, what, now)
+        return "inconclusive"
     if found.found == "present":
         _settle_unknown(operation, OperationEvent.RECONCILE_COMPLETED, found.evidence,
                         actor="reconciler", now=now)
         return "reconciled"
-    if found.found == "absent":
-        refusal = retry_refusal(operation, contract, operation.attempts_made, now)
-        if refusal is None:
-            if operation_move(operation=operation, event=OperationEvent.RETRY,
-                              attempt=operation.attempts_made, now=now, actor="reconciler",
-                              evidence=found.evidence):
-                if enqueue:
-                    execute_on_commit(operation.id)
-                return "retried"
-            return "inconclusive"
-        _note(operation, f"absent per lookup: {found.evidence}; no retry: {refusal}", now)
+    # An absence, authoritative as the contract says: retry with the same key, if allowed.
+    refusal = retry_refusal(operation, contract, operation.attempts_made, now)
+    if refusal is None:
+        if operation_move(operation=operation, event=OperationEvent.RETRY,
+                          attempt=operation.attempts_made, now=now, actor="reconciler",
+                          evidence=found.evidence):
+            if enqueue:
+                execute_on_commit(operation.id)
+            return "retried"
         return "inconclusive"
-    _note(operation, found.evidence, now)
+    _note(operation, f"absent per lookup: {found.evidence}; no retry: {refusal}", now)
     return "inconclusive"
 
 

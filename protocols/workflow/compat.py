@@ -19,11 +19,13 @@ from enum import StrEnum
 from typing import Any
 
 from protocols.contracts import (
+    RECONCILIATION_REACH,
     ApprovalRequirement,
     AuthorityRequirement,
     Effect,
     Idempotency,
     OperationContract,
+    Reconciliation,
     SchedulingContract,
 )
 from protocols.workflow.schema_compat import narrowings
@@ -112,6 +114,7 @@ def classify_change(old: OperationContract, new: OperationContract) -> Compatibi
     _scheduling(old.scheduling_contract, new.scheduling_contract, add)
     if old.destination != new.destination:
         add("destination", True, f"destination {old.destination!r} -> {new.destination!r}")
+    _reconciliation(old.reconciliation, new.reconciliation, add)
     if dict(old.normalizers) != dict(new.normalizers):
         add("normalizers", True, "argument normalization changed: equal inputs may no longer "
             "canonicalize to the same snapshot")
@@ -172,6 +175,15 @@ def _idempotency(old: Idempotency, new: Idempotency, add: Add) -> None:
         + (": retries that were safe are no longer" if weaker else ""))
 
 
+def _reconciliation(old: Reconciliation, new: Reconciliation, add: Add) -> None:
+    if old is new:
+        return
+    wider = RECONCILIATION_REACH[new] > RECONCILIATION_REACH[old]
+    add("reconciliation", wider, f"reconciliation {old.value} -> {new.value}"
+        + (": lookups may settle what they could not, pending unknowns included" if wider
+           else ": lookups settle less; more is left to an admin"))
+
+
 def _scheduling(old: SchedulingContract, new: SchedulingContract, add: Add) -> None:
     if new.budget_cost > old.budget_cost:
         add("scheduling_contract", True,
@@ -206,6 +218,7 @@ def contract_from_declaration(data: Mapping[str, Any]) -> OperationContract:
                 budget_cost=int(scheduling.get("budget_cost", 1))),
             destination=_str(data.get("destination", "")),
             normalizers=dict(data.get("normalizers") or {}),
+            reconciliation=Reconciliation(data.get("reconciliation", "none")),
         )
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"not a contract declaration: {exc!r}") from None

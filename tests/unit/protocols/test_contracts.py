@@ -18,6 +18,7 @@ from protocols.contracts import (
     Effect,
     Idempotency,
     OperationContract,
+    Reconciliation,
     SchedulingContract,
     compile_schema,
     schema_errors,
@@ -71,7 +72,40 @@ def test_fingerprint_is_pinned() -> None:
         destination="crm",
     )
     assert contract.fingerprint == (
-        "sha256:1b8115b2815dd58c8f3bbdec31578acc118206bfdf58db4c31562519bdada757")
+        "sha256:92610f04f18fcc18cc140388eb96012c5b6abf76cd0bc5a6cbf07a7b8e464cec")
+
+
+def test_the_transition_tables_are_part_of_the_fingerprint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Spec §8, §10: recovery checks the fingerprint, so it must change when a table a
+    contract's operations move through does: the email_draft protocol, or the operation's."""
+    from protocols import lifecycle
+
+    contract = email_send("fp")
+    tables = contract.declaration()["protocols"]
+    assert set(tables) == {"operation", "resource:email_draft"}
+    assert tables["resource:email_draft"] == lifecycle.EMAIL_DRAFT.canonical()
+    assert ["claimed", "complete", "completed"] in tables["operation"]["transitions"]
+    before = contract.fingerprint
+
+    draft = lifecycle.EMAIL_DRAFT
+    widened = replace(draft, transitions={
+        **draft.transitions,
+        (lifecycle.ResourceState.UNKNOWN, lifecycle.ResourceEvent.CLAIM):
+            lifecycle.ResourceState.DISPATCHING})
+    monkeypatch.setitem(lifecycle.RESOURCE_PROTOCOLS, "email_draft", widened)  # type: ignore[arg-type]
+    assert email_send("fp").fingerprint != before
+    monkeypatch.setitem(lifecycle.RESOURCE_PROTOCOLS, "email_draft", draft)  # type: ignore[arg-type]
+    assert email_send("fp").fingerprint == before
+
+    operation = lifecycle.OPERATION_LIFECYCLE
+    monkeypatch.setattr(lifecycle, "OPERATION_LIFECYCLE", replace(operation, transitions={
+        k: v for k, v in operation.transitions.items()
+        if k != (lifecycle.OperationState.UNKNOWN, lifecycle.OperationEvent.RECONCILE_COMPLETED)}))
+    assert email_send("fp").fingerprint != before
+    # A contract without preconditions still pins the operation lifecycle.
+    assert set(crm_lookup("fp").declaration()["protocols"]) == {"operation"}
 
 
 def test_fingerprint_ignores_schema_key_order() -> None:
@@ -112,6 +146,7 @@ CHANGES: list[tuple[str, dict[str, Any]]] = [
     ("preconditions", {"protocol_preconditions": {"from_account": "email_draft"}}),
     ("outcomes", {"protocol_outcomes": {"completed": "sent"}}),
     ("normalizers", {"normalizers": {}}),
+    ("reconciliation", {"reconciliation": Reconciliation.PRESENCE}),
 ]
 
 
@@ -123,7 +158,8 @@ def test_fingerprint_changes_with_every_declared_field(changes: dict[str, Any]) 
 
 
 def test_every_declared_field_is_covered_by_a_change() -> None:
-    assert set(BASE.declaration()) <= {next(iter(c)) for _, c in CHANGES}
+    # `protocols` is not a field: the tables the preconditions name, covered above.
+    assert set(BASE.declaration()) - {"protocols"} <= {next(iter(c)) for _, c in CHANGES}
 
 
 def test_demo_contracts_have_distinct_fingerprints() -> None:

@@ -18,6 +18,7 @@ from protocols.contracts import (
     Effect,
     Idempotency,
     OperationContract,
+    Reconciliation,
     SchedulingContract,
 )
 from protocols.workflow import Level, classify_change, contract_from_declaration
@@ -77,6 +78,9 @@ BREAKING: dict[str, tuple[OperationContract, OperationContract]] = {
     "changes the approval expiry": (EMAIL, changed(
         EMAIL, approval_requirement=ApprovalRequirement("operator", 7200))),
     "weakens idempotency": (PAY, changed(PAY, idempotency_contract=Idempotency.NONE)),
+    "lets lookups settle absence": (EMAIL, changed(
+        EMAIL, reconciliation=Reconciliation.PRESENCE_AND_ABSENCE)),
+    "lets lookups settle at all": (CRM, changed(CRM, reconciliation=Reconciliation.PRESENCE)),
     "changes the destination": (EMAIL, changed(EMAIL, destination="real_smtp")),
     "changes normalization": (PAY, changed(PAY, normalizers={})),
     "widens the output": (CRM, changed(CRM, output_type={"type": ["object", "null"]})),
@@ -109,6 +113,7 @@ COMPATIBLE: dict[str, tuple[OperationContract, OperationContract]] = {
         with_input(CRM, lambda s: s["properties"]["customer_id"].update(type="integer")),
         with_input(CRM, lambda s: s["properties"]["customer_id"].update(type="number"))),
     "strengthens idempotency": (PAY, changed(PAY, idempotency_contract=Idempotency.IDEMPOTENT)),
+    "lookups settle less": (PAY, changed(PAY, reconciliation=Reconciliation.PRESENCE)),
     "new handler implementation": (EMAIL, email_send("impl-email-2")),
     "drops an authority key": (EMAIL, changed(EMAIL, authority_requirements=())),
     "narrows the output": (CRM, changed(CRM, output_type={

@@ -1,0 +1,110 @@
+"""Reconciliation is part of the contract (spec §14.5): what a lookup's answer may settle is
+what the contract declares (`none`, `presence`, `presence_and_absence`), not what the handler
+happens to answer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from demo import contracts as demo_contracts
+from demo.handlers import EmailSendHandler
+from dispatch.handlers import LookupResult
+from dispatch.models import Operation
+from dispatch.runtime import get_runtime
+from dispatch.services.dispatcher import proposal_dispatch
+from dispatch.services.operations import attempt_start
+from dispatch.services.reconciliation import reconcile_operations
+from protocols.contracts import Reconciliation
+from tests.conftest import World
+
+pytestmark = pytest.mark.django_db
+
+LATER = timedelta(seconds=16)  # past the demo contracts' 15 s timeout
+
+
+def lost(world: World, proposal: Any) -> Operation:
+    """Attempt 1 started and its worker lost: one pass later the operation is unknown."""
+    world.grant(proposal)
+    operation = proposal_dispatch(principal=world.owner, proposal_id=proposal.id,
+                                  now=world.now, enqueue=False)
+    assert attempt_start(operation, 1, world.now)
+    return operation
+
+
+def unknown_after_a_pass(world: World, operation: Operation) -> dict[str, Any]:
+    counts = reconcile_operations(now=world.now + LATER, enqueue=False)
+    operation.refresh_from_db()
+    return counts
+
+
+def test_the_demo_contracts_declare_what_their_lookups_prove() -> None:
+    runtime = get_runtime()
+    assert {c.qualified_name: c.reconciliation.value for c in runtime.registry} == {
+        "crm.lookup": "none", "email.send": "presence",
+        "payments.transfer": "presence_and_absence"}
+
+
+def test_under_presence_an_absence_settles_nothing(
+    world: World, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(EmailSendHandler, "lookup", lambda self, op, snap: LookupResult(
+        "absent", "the sink has no such message"))
+    operation = lost(world, world.propose_email(world.draft()))
+    unknown_after_a_pass(world, operation)
+    assert operation.state == "unknown"
+    counts = unknown_after_a_pass(world, operation)
+    assert (counts["retried"], counts["inconclusive"]) == (0, 1)
+    assert operation.state == "unknown"
+    assert operation.attempts_made == 1
+    assert "reconciliation presence: an absence is no proof" in operation.evidence
+
+
+def test_under_presence_a_presence_settles(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(EmailSendHandler, "lookup", lambda self, op, snap: LookupResult(
+        "present", "the sink holds it"))
+    operation = lost(world, world.propose_email(world.draft()))
+    unknown_after_a_pass(world, operation)
+    unknown_after_a_pass(world, operation)
+    assert operation.state == "reconciled_completed"
+
+
+@pytest.fixture
+def transfers_without_reconciliation(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """`payments.transfer` declared `reconciliation: none`; yields the lookups made."""
+    made: list[str] = []
+    original = demo_contracts.CONTRACTS["payments.transfer"]
+    monkeypatch.setitem(demo_contracts.CONTRACTS, "payments.transfer", lambda fp: replace(
+        original(fp), reconciliation=Reconciliation.NONE))
+    monkeypatch.setattr("demo.handlers.bank_lookup",
+                        lambda base_url, key, timeout: made.append(key))
+    get_runtime.cache_clear()
+    yield made
+    get_runtime.cache_clear()
+
+
+def test_under_none_no_lookup_is_made(
+    world: World, transfers_without_reconciliation: list[str],
+) -> None:
+    operation = lost(world, world.propose_transfer())
+    unknown_after_a_pass(world, operation)
+    assert operation.state == "unknown"
+    counts = unknown_after_a_pass(world, operation)
+    assert counts["inconclusive"] == 1
+    assert operation.state == "unknown"
+    assert transfers_without_reconciliation == []
+    assert "declares reconciliation none" in operation.evidence
+
+
+def test_under_presence_and_absence_an_absence_allows_a_retry_with_the_same_key(
+    world: World, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("demo.handlers.bank_lookup", lambda base_url, key, timeout: None)
+    operation = lost(world, world.propose_transfer())
+    counts = unknown_after_a_pass(world, operation)  # a stale claim, then its lookup
+    assert (counts["unknown"], counts["retried"]) == (1, 1)
+    assert (operation.state, operation.attempts_made) == ("claimed", 1)  # same id: same key
