@@ -331,6 +331,10 @@ class Execution(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT)
     principal = models.ForeignKey(Principal, on_delete=models.PROTECT, related_name="+")
     adapter = models.CharField(max_length=100)
+    # What rebuilds the model adapter (`ModelAdapter.config()`), and its digest with the
+    # adapter's name: a resume under another script or model configuration is refused.
+    adapter_config = models.JSONField(default=dict)
+    adapter_fingerprint = models.CharField(max_length=71, blank=True, default="")
     state = models.CharField(max_length=10, choices=State.choices)
     final = models.TextField(blank=True, default="")
     created_at = models.DateTimeField()

@@ -20,6 +20,7 @@ from dispatch.agent.adapters import (
     ToolSpec,
 )
 from dispatch.agent.loop import (
+    ResumeRefusedError,
     RunResult,
     ToolOutcome,
     advertised_tools,
@@ -31,6 +32,7 @@ from dispatch.agent.loop import (
 __all__ = [
     "FinalAnswer",
     "ModelAdapter",
+    "ResumeRefusedError",
     "RunResult",
     "ScriptedAdapter",
     "ToolCall",

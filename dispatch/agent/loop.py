@@ -4,6 +4,8 @@ the model again for an action it already proposed (spec §8)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -64,8 +66,35 @@ class RunResult:
     final: str = ""
 
 
+class ResumeRefusedError(RuntimeError):
+    """The execution was started under another adapter configuration: resuming it would
+    regenerate actions instead of replaying them (spec §8). Start a new execution."""
+
+
+def adapter_fingerprint(adapter: ModelAdapter) -> str:
+    """The digest of the adapter's name and configuration (its script, model and settings).
+    Sorted-key JSON, not the snapshot canonicalization: a configuration may hold keys such as
+    a script's `$result`, which canonical JSON reserves."""
+    encoded = json.dumps({"adapter": adapter.name, "config": adapter.config()},
+                         sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(encoded.encode()).hexdigest()
+
+
 def execution_open(*, principal: Principal, adapter: ModelAdapter, now: datetime) -> Execution:
-    return execution_create(principal=principal, adapter=adapter.name, now=now)
+    """A new execution, with the adapter's configuration persisted for an exact resume."""
+    return execution_create(principal=principal, adapter=adapter.name, now=now,
+                            adapter_config=adapter.config(),
+                            adapter_fingerprint=adapter_fingerprint(adapter))
+
+
+def _refuse_another_adapter(execution: Execution, adapter: ModelAdapter) -> None:
+    if not execution.adapter_fingerprint:
+        return  # started before configurations were recorded: nothing to compare
+    if adapter_fingerprint(adapter) != execution.adapter_fingerprint:
+        raise ResumeRefusedError(
+            f"execution {execution.id} was started with another {execution.adapter} "
+            "configuration (script or model settings); resuming would regenerate its actions. "
+            "Resume it with the configuration it was started with, or start a new execution")
 
 
 def advertised_tools(principal: Principal) -> list[ToolSpec]:
@@ -102,6 +131,7 @@ def execution_run(
 ) -> RunResult:
     """Run until the model finishes or a call waits for a human or a worker; resumable."""
     execution = Execution.objects.select_related("principal").get(id=execution_id)
+    _refuse_another_adapter(execution, adapter)
     principal = execution.principal
     for _ in range(max_turns):
         entries = journal_read(execution_id=execution.id)

@@ -28,10 +28,15 @@ from protocols.lifecycle import ApprovalState, OperationState, Outcome, settled_
 _APPEND_ROUNDS = 20
 
 
-def execution_create(*, principal: Principal, adapter: str, now: datetime) -> Execution:
-    """A new running execution of `principal`; `adapter` names the runtime that drives it."""
+def execution_create(
+    *, principal: Principal, adapter: str, now: datetime,
+    adapter_config: dict[str, Any] | None = None, adapter_fingerprint: str = "",
+) -> Execution:
+    """A new running execution of `principal`; `adapter` names the runtime that drives it,
+    `adapter_config` is what rebuilds it and `adapter_fingerprint` pins that (spec §8)."""
     return Execution.objects.create(
         tenant_id=principal.tenant_id, principal=principal, adapter=adapter,
+        adapter_config=adapter_config or {}, adapter_fingerprint=adapter_fingerprint,
         state=Execution.State.RUNNING, created_at=now, updated_at=now)
 
 
