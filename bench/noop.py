@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from dispatch.handlers import Handler, HandlerContext
+from dispatch.handlers import FromCode, Handler, HandlerContext
 from dispatch.runtime import Runtime
 from protocols.contracts import (
     ApprovalRequirement,
@@ -32,7 +32,7 @@ SCOPE = {"key": "*"}
 
 class NoopHandler(Handler):
     name: ClassVar[str] = NOOP
-    implementation_fingerprint: ClassVar[str] = "bench.noop/none@1"
+    implementation_fingerprint = FromCode()
 
     def destination(self) -> dict[str, Any]:
         return {"name": "nowhere", "address": "in-process"}
@@ -43,7 +43,6 @@ class NoopHandler(Handler):
 
 class GatedNoopHandler(NoopHandler):
     name = NOOP_GATED
-    implementation_fingerprint = "bench.noop_gated/none@1"
 
 
 def _contract(handler: type[NoopHandler], approval: ApprovalRequirement | None

@@ -258,6 +258,10 @@ AUDIT_REDACT_FIELDS: list[str] = env.list(
 # Budgets reserved before a claim (spec §9): tool calls per principal per hour and per execution.
 BUDGET_TOOL_CALLS_PER_PRINCIPAL: int = env.int("BUDGET_TOOL_CALLS_PER_PRINCIPAL", default=1000)
 BUDGET_TOOL_CALLS_PER_EXECUTION: int = env.int("BUDGET_TOOL_CALLS_PER_EXECUTION", default=100)
+# Model tokens one agent execution may use (0: no limit, usage is only accounted). A hard
+# limit holds only for an adapter that declares a per-call maximum (`max_tokens_per_call`):
+# that maximum is reserved before each model call and the unused part returned after it.
+BUDGET_MODEL_TOKENS_PER_EXECUTION: int = env.int("BUDGET_MODEL_TOKENS_PER_EXECUTION", default=0)
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "dispatch.api.schema.ApiAutoSchema",

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
@@ -43,6 +44,7 @@ from dispatch.services.reconciliation import operation_resolve as operation_reso
 from protocols.approvals import effective_approval_state
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import ApprovalState
+from protocols.usage import Usage
 
 if TYPE_CHECKING:
     from dispatch.models import ApprovalRequest, Operation, Principal
@@ -231,9 +233,15 @@ def _detail_page(
         "denial": denial,
         "denial_headline": _refusal_headline(denial, decision, principal),
         "canonical_bytes": len(proposal.canonical.encode()),
+        "usage": _reported(selectors.execution_usage(proposal.execution_id)),
     }
     return page(request, "console/approval_detail.html", context, principal=principal,
                 status=status)
+
+
+def _reported(usage: Usage) -> Usage | None:
+    """The execution's model usage, where its adapter reported any."""
+    return usage if usage.tokens or Decimal(usage.cost) else None
 
 
 def _refusal_headline(denial: Denial | None, decision: Any, principal: Principal) -> str | None:

@@ -25,7 +25,7 @@ from django.core.management import call_command  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from dispatch.agent import ScriptedAdapter, execution_open, execution_run  # noqa: E402
-from dispatch.handlers import Handler, HandlerContext  # noqa: E402
+from dispatch.handlers import FromCode, Handler, HandlerContext  # noqa: E402
 from dispatch.runtime import get_runtime  # noqa: E402
 from dispatch.services.authority import grant_issue  # noqa: E402
 from dispatch.services.principals import agent_create  # noqa: E402
@@ -41,7 +41,7 @@ class WeatherHandler(Handler):
     """A trusted, read-only handler: it runs only inside a claimed operation's attempt."""
 
     name = "weather.read"
-    implementation_fingerprint = "weather.read/example@1"
+    implementation_fingerprint = FromCode()
 
     def destination(self) -> dict[str, Any]:
         return {"name": "weather", "address": "in-process"}

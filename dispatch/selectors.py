@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from typing import Any, Generic, Literal, TypeVar
 
 from django.db.models import Prefetch, Q, QuerySet, prefetch_related_objects
@@ -24,6 +25,7 @@ from dispatch.models import (
     Principal,
     Resource,
     Revision,
+    TranscriptEntry,
 )
 from dispatch.runtime import get_runtime
 from dispatch.services.access import access_approval_for_review, access_operation_for_page
@@ -31,6 +33,7 @@ from dispatch.services.authority import has_role
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import ApprovalState, OperationState
+from protocols.usage import Usage
 
 T = TypeVar("T")
 
@@ -348,3 +351,20 @@ def audit_kinds(*, viewer: Principal) -> list[str]:
         "grant.issued", "grant.revoked", "grant.delegated", "dispatch.denied",
         "resource.created", "resource.revised",
     })
+
+
+def execution_usage(execution_id: str) -> Usage:
+    """The model usage an execution's transcript records, summed over its turns (spec §9):
+    what the adapter reported, accounting only."""
+    totals = {"input_tokens": 0, "output_tokens": 0}
+    cost = Decimal(0)
+    for payload in TranscriptEntry.objects.filter(
+            execution_id=execution_id,
+            kind__in=[TranscriptEntry.Kind.TOOL_CALL, TranscriptEntry.Kind.FINAL],
+    ).values_list("payload", flat=True):
+        usage = payload.get("usage") if isinstance(payload, dict) else None
+        if usage:
+            totals["input_tokens"] += int(usage.get("input_tokens", 0))
+            totals["output_tokens"] += int(usage.get("output_tokens", 0))
+            cost += Decimal(str(usage.get("cost", "0")))
+    return Usage(**totals, cost=str(cost))

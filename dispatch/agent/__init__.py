@@ -28,6 +28,8 @@ from dispatch.agent.loop import (
     execution_run,
     nested_call,
 )
+from dispatch.selectors import execution_usage
+from protocols.usage import Usage
 
 __all__ = [
     "FinalAnswer",
@@ -38,8 +40,10 @@ __all__ = [
     "ToolCall",
     "ToolOutcome",
     "ToolSpec",
+    "Usage",
     "advertised_tools",
     "execution_open",
     "execution_run",
+    "execution_usage",
     "nested_call",
 ]

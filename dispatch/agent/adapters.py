@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from protocols.usage import Usage
+
 
 @dataclass(frozen=True)
 class ToolSpec:
@@ -26,15 +28,21 @@ class ToolCall:
     # Anything else the model put in its message (a permit id, a claimed approval...): it is
     # passed to the dispatcher as the model's claim, which can only ever be refused.
     claims: Mapping[str, Any] = field(default_factory=dict)
+    usage: Usage | None = None
 
 
 @dataclass(frozen=True)
 class FinalAnswer:
     text: str
+    usage: Usage | None = None
 
 
 class ModelAdapter(Protocol):
     name: str
+    #: The most tokens (input and output) one call can use, where the adapter makes its
+    #: provider honour such a maximum; None where it cannot promise one. Only then can a
+    #: hard token limit hold: the maximum is reserved before the call (spec §9).
+    max_tokens_per_call: int | None
 
     def config(self) -> dict[str, Any]:
         """What is needed to rebuild this adapter in another process (persisted)."""
@@ -61,9 +69,16 @@ class ScriptedAdapter:
         steps = script.get("steps")
         if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
             raise ScriptError("a script needs a list of steps")
+        maximum = script.get("max_tokens_per_call")
+        if maximum is not None and (not isinstance(maximum, int) or isinstance(maximum, bool)
+                                    or maximum < 1):
+            raise ScriptError("max_tokens_per_call must be a whole number >= 1")
+        self.max_tokens_per_call: int | None = maximum
+        self.usages: list[Usage | None] = []
         for number, step in enumerate(steps):
             if "final" not in step and not isinstance(step.get("call"), str):
                 raise ScriptError(f"step {number} needs 'call' or 'final'")
+            self.usages.append(_usage(number, step.get("usage"), maximum))
         self.script = dict(script)
         self.steps: list[dict[str, Any]] = steps
 
@@ -76,14 +91,31 @@ class ScriptedAdapter:
         turn = sum(1 for entry in transcript if entry["kind"] == "tool_call")
         if turn >= len(self.steps):
             return FinalAnswer("the script has no more steps")
-        step = self.steps[turn]
+        step, usage = self.steps[turn], self.usages[turn]
         if "final" in step:
-            return FinalAnswer(str(step["final"]))
+            return FinalAnswer(str(step["final"]), usage=usage)
         results = _results_by_label(transcript)
         claims: dict[str, Any] = {k: step[k] for k in ("permit", "approval") if k in step}
         return ToolCall(name=step["call"], arguments=_substitute(step.get("arguments", {}),
                                                                  results),
-                        label=str(step.get("name", "")), claims=claims)
+                        label=str(step.get("name", "")), claims=claims, usage=usage)
+
+
+def _usage(number: int, data: Any, maximum: int | None) -> Usage | None:
+    """A step's `"usage": {"input_tokens", "output_tokens", "cost"}`: what the scripted model
+    reports for that turn. A scripted model honours its own maximum: a step over it is refused."""
+    if data is None:
+        return None
+    if not isinstance(data, dict) or set(data) - {"input_tokens", "output_tokens", "cost"}:
+        raise ScriptError(f"step {number}: usage takes input_tokens, output_tokens and cost")
+    try:
+        usage = Usage(**data)
+    except ValueError as exc:
+        raise ScriptError(f"step {number}: {exc}") from None
+    if maximum is not None and usage.tokens > maximum:
+        raise ScriptError(f"step {number}: {usage.tokens} tokens is over the script's "
+                          f"max_tokens_per_call of {maximum}")
+    return usage
 
 
 def _results_by_label(transcript: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from dispatch.agent.adapters import FinalAnswer, ModelAdapter, ToolCall, ToolSpec
@@ -19,6 +21,7 @@ from dispatch.handlers import HandlerContext
 from dispatch.models import Execution, Principal, Proposal, Resource, TranscriptEntry
 from dispatch.runtime import get_runtime
 from dispatch.services.access import resource_kinds_of
+from dispatch.services.budgets import budget_release, budget_take
 from dispatch.services.cancellation import proposal_cancel
 from dispatch.services.executions import (
     JournalEntry,
@@ -31,8 +34,9 @@ from dispatch.services.executions import (
 )
 from dispatch.services.proposals import proposal_create
 from dispatch.services.resources import resource_create
-from protocols.denials import Denial
+from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import RESOURCE_PROTOCOLS, Outcome, ResourceEvent, ResourceState
+from protocols.usage import Usage
 
 RESOURCE_TOOL = "resources.create"
 Status = Literal["completed", "no_effect", "unknown", "denied"]
@@ -147,13 +151,17 @@ def execution_run(
             journal_append(execution_id=execution.id, kind=TranscriptEntry.Kind.TOOL_RESULT,
                            call_id=pending["call_id"], payload=asdict(outcome), now=clock())
             continue
-        # Only now, with nothing pending, is the model asked for its next action.
+        # Only now, with nothing pending, is the model asked for its next action: within
+        # the execution's token budget, where the adapter can promise a per-call maximum.
+        reserved = _reserve_model_tokens(execution.id, adapter)
+        if reserved is None:
+            _finish(execution, "stopped: this execution's model token budget is used up",
+                    clock(), stopped=DenialCode.BUDGET_EXHAUSTED.value)
+            continue
         action = adapter.next_action(entries, advertised_tools(principal))
+        _return_unused_tokens(execution.id, reserved, action.usage)
         if isinstance(action, FinalAnswer):
-            journal_append(execution_id=execution.id, kind=TranscriptEntry.Kind.FINAL,
-                           call_id="", payload={"text": action.text}, now=clock())
-            execution_set_state(execution_id=execution.id, state=Execution.State.FINISHED,
-                                now=clock(), final=action.text)
+            _finish(execution, action.text, clock(), usage=action.usage)
             continue
         call_id = f"call-{len([e for e in entries if e['kind'] == 'tool_call']) + 1}"
         journal_append(execution_id=execution.id, kind=TranscriptEntry.Kind.TOOL_CALL,
@@ -163,7 +171,55 @@ def execution_run(
 
 def _call_payload(action: ToolCall) -> dict[str, Any]:
     return {"name": action.name, "arguments": action.arguments, "label": action.label,
-            "claims": dict(action.claims)}
+            "claims": dict(action.claims), "usage": _usage_json(action.usage)}
+
+
+def _finish(execution: Execution, text: str, now: datetime, *, usage: Usage | None = None,
+            stopped: str = "") -> None:
+    payload: dict[str, Any] = {"text": text, "usage": _usage_json(usage)}
+    if stopped:
+        payload["stopped"] = stopped
+    journal_append(execution_id=execution.id, kind=TranscriptEntry.Kind.FINAL, call_id="",
+                   payload=payload, now=now)
+    execution_set_state(execution_id=execution.id, state=Execution.State.FINISHED, now=now,
+                        final=text)
+
+
+def _usage_json(usage: Usage | None) -> dict[str, Any] | None:
+    return None if usage is None else asdict(usage)
+
+
+# --- model usage: accounting always, a hard limit only by reservation (spec §9) -------------
+
+
+def model_tokens_key(execution_id: str) -> str:
+    return f"model_tokens:{execution_id}"
+
+
+def _reserve_model_tokens(execution_id: str, adapter: ModelAdapter) -> int | None:
+    """Reserve the adapter's per-call maximum before the call; None when the budget cannot
+    hold it (the model is not asked). 0: nothing reserved, because no limit is set or the
+    adapter promises no maximum (then usage is accounted, never limited)."""
+    limit = settings.BUDGET_MODEL_TOKENS_PER_EXECUTION
+    maximum = adapter.max_tokens_per_call
+    if not limit or maximum is None:
+        return 0
+    try:
+        with transaction.atomic():
+            budget_take(limits=[(model_tokens_key(execution_id), limit)], cost=maximum)
+    except Denial:
+        return None
+    return maximum
+
+
+def _return_unused_tokens(execution_id: str, reserved: int, usage: Usage | None) -> None:
+    """Keep what the call used (all of the reservation when it reported nothing, or more
+    than it promised), give back the rest. A crash before this keeps the whole reservation:
+    the budget is over-counted, never under."""
+    if reserved and usage is not None:
+        budget_release(key=model_tokens_key(execution_id),
+                       amount=reserved - min(usage.tokens, reserved))
+
 
 
 def _advance(

@@ -3,7 +3,9 @@
 One conditional upsert adds the action's cost to every counter it counts against, all or
 nothing: a counter that would go over its limit is neither updated nor returned, and the claim
 then rolls back as a whole, so a failed claim holds no capacity and needs no release. The
-CheckConstraint on the table is the backstop. Work already attempted is not refunded.
+CheckConstraint on the table is the backstop. Work already attempted is not refunded; the
+unused part of a reservation is (`budget_release`: a model call's maximum, reserved before the
+call, less what it used).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import F, Value
+from django.db.models.functions import Greatest
 
 from dispatch.models import BudgetCounter
 from protocols.denials import Denial, DenialCode
@@ -67,3 +71,11 @@ def budget_take(*, limits: Limits, cost: int) -> None:
     for name, _ in rows:
         if name not in taken:
             raise Denial(DenialCode.BUDGET_EXHAUSTED, budget=name.split(":")[0])
+
+
+def budget_release(*, key: str, amount: int) -> None:
+    """Give back `amount` of what was reserved on counter `key` (never below zero)."""
+    if amount <= 0:
+        return
+    BudgetCounter.objects.filter(key=key).update(
+        used=Greatest(F("used") - amount, Value(0)))

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from dispatch.agent import ScriptedAdapter, execution_open, execution_run, nested_call
-from dispatch.handlers import Handler, HandlerContext
+from dispatch.handlers import FromCode, Handler, HandlerContext
 from dispatch.models import Operation, Proposal
 from dispatch.runtime import get_runtime
 from protocols.contracts import Effect, Idempotency, OperationContract
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 
 class EnrichHandler(Handler):
     name = "crm.enrich"
-    implementation_fingerprint = "crm.enrich/test@1"
+    implementation_fingerprint = FromCode()
 
     def destination(self) -> dict[str, Any]:
         return {"name": "crm", "address": "in-process"}

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from demo.destinations.runner import list_all
+from demo.handlers import EmailSendHandler
 from dispatch.models import (
     ApprovalRequest,
     AuditEvent,
@@ -1343,7 +1344,8 @@ def test_changed_handler_after_the_proposal_is_a_contract_mismatch(
     proposal, permit = live.approved_email()
     changed_handler()
     contract = get_runtime().contract("email.send")
-    assert contract.implementation_fingerprint == "email.send/smtp-sink@2"
+    assert contract.implementation_fingerprint == ChangedEmailSendHandler.implementation_fingerprint
+    assert contract.implementation_fingerprint != EmailSendHandler.implementation_fingerprint
     assert contract.fingerprint != proposal.contract_fingerprint
     before = store()
     denial = refused(dispatch, world=live, proposal=proposal)
@@ -1361,7 +1363,7 @@ def test_handler_swapped_under_a_registered_contract_is_a_contract_mismatch(
     world: World, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     proposal, permit = world.approved_email()
-    monkeypatch.setitem(get_runtime().handlers, "email.send", ChangedEmailSendHandler())
+    monkeypatch.setitem(get_runtime().handlers, ("email.send", 1), ChangedEmailSendHandler())
     before = store()
     denial = refused(dispatch, world=world, proposal=proposal)
     assert denial.code is DenialCode.CONTRACT_MISMATCH

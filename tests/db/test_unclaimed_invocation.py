@@ -50,7 +50,7 @@ def test_every_registered_handler_refuses_a_call_without_a_claim(
     names = sorted({contract.qualified_name for contract in runtime.registry})
     assert {"email.send", "payments.transfer", "crm.lookup"} <= set(names)
     for name in names:
-        handler = runtime.handlers[name]
+        handler = runtime.handler(runtime.contract(name))
         snapshot = {"arguments": {}, "destination": handler.destination()}
         with pytest.raises(UnclaimedInvocationError, match="holds no claim"):
             handler_invoke(handler, context(f"op_forged_{name}", 1, snapshot))
@@ -62,7 +62,7 @@ def test_a_claim_without_a_started_attempt_is_not_enough(
 ) -> None:
     operation = claimed(live, "email.send")
     assert (operation.state, operation.attempts_made) == ("claimed", 0)
-    handler = get_runtime().handlers["email.send"]
+    handler = get_runtime().handler(get_runtime().contract("email.send"))
     snapshot = {"arguments": {}, "destination": handler.destination()}
     for number in (0, 1, 2):
         with pytest.raises(UnclaimedInvocationError):
@@ -78,7 +78,7 @@ def test_a_started_attempt_opens_only_its_own_contracts_handler(
     assert started is not None
     runtime = get_runtime()
     for name in ("email.send", "payments.transfer"):
-        handler = runtime.handlers[name]
+        handler = runtime.handler(runtime.contract(name))
         snapshot = {"arguments": {}, "destination": handler.destination()}
         with pytest.raises(UnclaimedInvocationError):
             handler_invoke(handler, context(lookup.id, 1, snapshot))
@@ -92,7 +92,7 @@ def test_an_ended_attempt_opens_nothing(live: World, destinations: Destinations)
     operation = operation_execute(operation_id=claimed(live, "email.send").id)
     assert operation.state == "completed"
     assert len(list_all(destinations.directory)["email"]) == 1
-    handler = get_runtime().handlers["email.send"]
+    handler = get_runtime().handler(get_runtime().contract("email.send"))
     snapshot = Operation.objects.get(id=operation.id).proposal.canonical
     with pytest.raises(UnclaimedInvocationError):
         handler_invoke(handler, context(operation.id, 1, json.loads(snapshot)))
