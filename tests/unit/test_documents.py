@@ -1,0 +1,85 @@
+"""The documents the specification asks for (spec §13, §10, §14.4; issue 16 items 11 and 12)
+exist and say what they must: each required section is there under its heading and names each
+point it has to cover, so deleting a point fails here. Phrases are matched case-insensitively,
+with runs of whitespace (line breaks included) read as one space."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from protocols.workflow.ir import FORMAT_VERSION
+from protocols.workflow.parse import STEP_KEYS
+
+ROOT = Path(__file__).resolve().parents[2]
+HEADING = re.compile(r"^(#{1,6}) (.+?)\s*$", re.MULTILINE)
+
+
+def normalized(text: str) -> str:
+    return re.sub(r"\s+", " ", text).lower()
+
+
+def section(path: str, title: str) -> str:
+    """The text under the heading `title` of `path`, up to the next heading of its level or
+    above; fails when the document or the heading is missing."""
+    text = (ROOT / path).read_text(encoding="utf-8")
+    headings = list(HEADING.finditer(text))
+    found = [h for h in headings if h.group(2) == title]
+    assert found, f"{path} has no heading {title!r}"
+    start = found[0]
+    level = len(start.group(1))
+    end = next((h.start() for h in headings
+                if h.start() > start.start() and len(h.group(1)) <= level), len(text))
+    return text[start.end():end]
+
+
+#: (document, heading) -> the phrases that section must contain.
+REQUIRED: dict[tuple[str, str], tuple[str, ...]] = {
+    ("docs/workflows.md", f"The workflow format, version {FORMAT_VERSION} (normative)"): (
+        "normative definition of **workflow format version 1**",
+        "`version: 1`",
+        "protocols.workflow.ir.FORMAT_VERSION",
+        "a reader refuses any version it does not implement (AGL-E017)",
+        "is format version 2",
+        "### Grammar",
+    ),
+    ("docs/workflows.md", "Typing rules (normative)"): (
+        "Γ;Δ;C ⊢ step : τ ! ε ▷ Δ'",
+        "**affine**",
+        "provenance",
+        "| `propose: op` |",
+        "| `request_approval: p` |",
+        "| `dispatch: p` |",
+        "| `match: d` on a decision |",
+        "| `loop` |",
+        "| `try` |",
+        "| `parallel`, `race` |",
+        "**Joins.**",
+    ),
+    ("docs/workflows.md", "Diagnostics and spans (normative)"): (
+        "`line` and `column` of the first character",
+        "`end_line` and `end_column`",
+        "the end is exclusive",
+        "a syntax error",
+        "has a start only",
+    ),
+}
+
+
+@pytest.mark.parametrize(("where", "phrases"), REQUIRED.items(),
+                         ids=[f"{path}#{title}" for path, title in REQUIRED])
+def test_the_section_names_what_it_must(where: tuple[str, str],
+                                        phrases: tuple[str, ...]) -> None:
+    text = normalized(section(*where))
+    missing = [phrase for phrase in phrases if normalized(phrase) not in text]
+    assert missing == [], f"{where[0]} § {where[1]} no longer says: {missing}"
+
+
+def test_the_workflow_grammar_lists_every_step_and_field_the_reader_knows() -> None:
+    grammar = section("docs/workflows.md", "Grammar")
+    for head, fields in STEP_KEYS.items():
+        [line] = [line for line in grammar.splitlines() if f"{{{head}: " in line]
+        rule = grammar[grammar.index(line):].split("\n            |", 1)[0]
+        assert all(f"{field}" in rule for field in fields), (head, sorted(fields), rule)
