@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from dispatch.runtime import EXTENSION_API_VERSION
 from protocols.workflow.ir import FORMAT_VERSION
 from protocols.workflow.parse import STEP_KEYS
 
@@ -37,6 +38,36 @@ def section(path: str, title: str) -> str:
 
 #: (document, heading) -> the phrases that section must contain.
 REQUIRED: dict[tuple[str, str], tuple[str, ...]] = {
+    # Spec §10, §14.4: what each version promises and when a version 2 is needed.
+    ("docs/compatibility.md", "The REST API, version 1"): (
+        "`/api/v1/`",
+        "/api/v1/schema/",
+        "Within version 1, only these changes are made",
+        "New denial codes, only for what version 1 could not reach before",
+        "Anything else is version 2",
+        "`/api/v2/`",
+        "clients must ignore members they do not know",
+    ),
+    ("docs/compatibility.md", "The extension API, version 1"): (
+        f"`EXTENSION_API = {EXTENSION_API_VERSION}`",
+        "`register(runtime)`",
+        "ImproperlyConfigured",
+        "`runtime.register(contract, handler)",
+        "The handler port",
+        "What the runtime promises a handler",
+        "What a handler promises the runtime",
+        "is extension API version 2",
+        "no mandatory behaviour added to version 1",
+    ),
+    # Spec §8: consumed-permit tombstones are kept while they could be replayed.
+    ("docs/compatibility.md", "Retention of consumed permits and signed tokens"): (
+        "**Nothing is deleted.**",
+        "consumed permit is its row in state `claimed`",
+        "`PROTECT`",
+        "tests/unit/test_retention.py",
+        "**Signed tokens** (DESIGN §15, not built yet)",
+        "follows the same policy",
+    ),
     ("docs/workflows.md", f"The workflow format, version {FORMAT_VERSION} (normative)"): (
         "normative definition of **workflow format version 1**",
         "`version: 1`",
