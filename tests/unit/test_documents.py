@@ -38,6 +38,34 @@ def section(path: str, title: str) -> str:
 
 #: (document, heading) -> the phrases that section must contain.
 REQUIRED: dict[tuple[str, str], tuple[str, ...]] = {
+    # Spec §13 stage 2: migration guidance.
+    ("docs/migration.md",
+     "Moving a framework's approval or a plain tool to a protected contract"): (
+        "OperationContract",
+        "dispatch.handlers.Handler",
+        f"EXTENSION_API = {EXTENSION_API_VERSION}",
+        "DISPATCH_EXTENSIONS",
+        "`call_id` set to the framework's tool-call id",
+        "never how it *approves*",
+        "**Remove the old path.**",
+        "`approve: \"...\"`",
+        "`request_approval`",
+    ),
+    ("docs/migration.md", "A contract version bump with pending approvals"): (
+        "contract fingerprint",
+        "check_compat",
+        "| a pending approval | granting it is `contract_mismatch` (409) and it stays pending",
+        "| a claimed operation, no attempt started |",
+        "`contract_version`",
+        "Drain",
+    ),
+    ("docs/migration.md", "Workflow format versions"): (
+        "`version: 1`",
+        "(AGL-E017)",
+        "version 2",
+        "`execution_mismatch`",
+        "check_workflow",
+    ),
     # Spec §10, §14.4: what each version promises and when a version 2 is needed.
     ("docs/compatibility.md", "The REST API, version 1"): (
         "`/api/v1/`",
