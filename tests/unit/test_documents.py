@@ -38,6 +38,20 @@ def section(path: str, title: str) -> str:
 
 #: (document, heading) -> the phrases that section must contain.
 REQUIRED: dict[tuple[str, str], tuple[str, ...]] = {
+    # Spec §13: the guarantee's assumptions, stated where a user reads first.
+    ("README.md", "What is and isn't guaranteed"): (
+        "one-shot permit",
+        "**Handlers and extensions are trusted, in-process code.**",
+        "**No exactly-once external effects.**",
+        "**An idempotency key is the receiver's promise.**",
+        "**No liveness.**",
+        "**Allow-lists are policy helpers, not confinement.**",
+        "**A host that bypasses the dispatcher is outside the guarantee.**",
+        "`unknown`",
+        "docs/compatibility.md",
+        "CHANGELOG.md",
+    ),
+    ("README.md", "Two commands"): ("bash scripts/run.sh", "bash scripts/test.sh"),
     # Spec §13 stage 2: migration guidance.
     ("docs/migration.md",
      "Moving a framework's approval or a plain tool to a protected contract"): (
