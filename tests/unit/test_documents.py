@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from dispatch.runtime import EXTENSION_API_VERSION
+from protocols.denials import DenialCode
 from protocols.workflow.ir import FORMAT_VERSION
 from protocols.workflow.parse import STEP_KEYS
 
@@ -35,6 +36,19 @@ def section(path: str, title: str) -> str:
                 if h.start() > start.start() and len(h.group(1)) <= level), len(text))
     return text[start.end():end]
 
+
+#: The denial codes of the REST API as first published (commit 30ca723): any other code was
+#: added within version 1 and must be in CHANGELOG.md.
+PUBLISHED_CODES = frozenset({
+    "malformed_request", "unauthenticated", "request_too_large", "unsupported_media_type",
+    "schema_invalid", "unknown_operation", "not_found", "contract_mismatch",
+    "tool_not_permitted", "authority_missing", "authority_expired", "authority_revoked",
+    "scope_violation", "effect_not_permitted", "protocol_state_invalid", "stale_revision",
+    "approval_required", "approval_pending", "approval_denied", "approval_expired",
+    "approval_revoked", "approval_decided", "proposal_mismatch", "permit_claimed",
+    "role_required", "delegation_widens", "budget_exhausted", "unsafe_retry", "protected_race",
+    "persistence_failure",
+})
 
 #: (document, heading) -> the phrases that section must contain.
 REQUIRED: dict[tuple[str, str], tuple[str, ...]] = {
@@ -110,6 +124,25 @@ REQUIRED: dict[tuple[str, str], tuple[str, ...]] = {
         "**Signed tokens** (DESIGN §15, not built yet)",
         "follows the same policy",
     ),
+    # Spec §10: every behaviour change of version 1.
+    ("CHANGELOG.md", "Unreleased"): (
+        "`EXTENSION_API = 1`",
+        "`end_line` and `end_column`",
+    ),
+    ("CHANGELOG.md", "Within version 1, after 30ca723"): (
+        "`authority_revoked`",
+        "`authority_expired`",
+        "answered `scope_violation`",
+        "is `malformed_request` (400)",
+        "is `not_found` (404)",
+        "takes `call_id`",
+        "`proposal_mismatch` (409)",
+        "`contract_mismatch`, nothing sent",
+        "Cancelling during an attempt",
+        "`email.send`'s contract fingerprint changed",
+        "`details.error_count`",
+        "`execution_mismatch`",
+    ),
     ("docs/workflows.md", f"The workflow format, version {FORMAT_VERSION} (normative)"): (
         "normative definition of **workflow format version 1**",
         "`version: 1`",
@@ -156,3 +189,10 @@ def test_the_workflow_grammar_lists_every_step_and_field_the_reader_knows() -> N
         [line] = [line for line in grammar.splitlines() if f"{{{head}: " in line]
         rule = grammar[grammar.index(line):].split("\n            |", 1)[0]
         assert all(f"{field}" in rule for field in fields), (head, sorted(fields), rule)
+
+
+def test_the_changelog_names_every_denial_code_added_within_version_1() -> None:
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    added = sorted(code.value for code in DenialCode if code.value not in PUBLISHED_CODES)
+    assert added  # approver_is_requester and the attestation codes, at least
+    assert [code for code in added if f"`{code}`" not in changelog] == []
