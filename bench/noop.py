@@ -29,6 +29,9 @@ NOOP_GATED = "bench.noop_gated"
 ARGUMENTS = {"key": "k-001"}
 SCOPE = {"key": "*"}
 
+#: The extension API version this module implements (dispatch.runtime.EXTENSION_API_VERSION).
+EXTENSION_API = 1
+
 
 class NoopHandler(Handler):
     name: ClassVar[str] = NOOP

@@ -61,8 +61,9 @@ SECURE_PROXY_SSL_HEADER = _proxy_ssl_header(env.str("SECURE_PROXY_SSL_HEADER", d
 CSRF_TRUSTED_ORIGINS: list[str] = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 # Modules with a `register(runtime)` function adding trusted contracts, their handlers and
-# resource kinds (dispatch.runtime). The default is the demo of DESIGN §8; set it empty (or to
-# other modules) to run without the demo. The demo's app (its commands) comes with it.
+# resource kinds (dispatch.runtime); each declares `EXTENSION_API = 1`. The default is the demo
+# of DESIGN §8; set it empty (or to other modules) to run without the demo. The demo's app (its
+# commands) comes with it.
 DISPATCH_EXTENSIONS: list[str] = env.list("DISPATCH_EXTENSIONS", default=["demo.extension"])
 
 INSTALLED_APPS = [

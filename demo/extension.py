@@ -1,5 +1,6 @@
 """The demo as a runtime extension: `settings.DISPATCH_EXTENSIONS` names this module by default.
 
+It implements extension API version 1 (`EXTENSION_API`, docs/compatibility.md).
 `register(runtime)` adds the `email_draft` resource kind and the three demo contracts, each with
 its handler from `demo.handlers.HANDLERS` (read at registration, so a test that swaps a handler
 there and rebuilds the runtime registers the contract under the new fingerprint).
@@ -10,6 +11,9 @@ from __future__ import annotations
 from demo.contracts import CONTRACTS, EMAIL_DRAFT_KIND
 from demo.handlers import HANDLERS
 from dispatch.runtime import Runtime
+
+#: The extension API version this module implements (dispatch.runtime.EXTENSION_API_VERSION).
+EXTENSION_API = 1
 
 
 def register(runtime: Runtime) -> None:

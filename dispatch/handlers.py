@@ -1,7 +1,8 @@
 """The handler port and the context only the dispatcher gives a handler (spec §7).
 
-Handlers are registered by extensions (`settings.DISPATCH_EXTENSIONS`, each a module with a
-`register(runtime)` function); the runtime itself ships none. A handler and the destination
+Handlers are registered by extensions (`settings.DISPATCH_EXTENSIONS`, each a module declaring
+`EXTENSION_API` with a `register(runtime)` function); the runtime itself ships none. This port is
+part of extension API version 1 (docs/compatibility.md). A handler and the destination
 clients it uses report a failure as exactly one of `DefiniteFailure` (certainly no effect) or
 `UncertainOutcome` (maybe an effect); a read-only lookup that gets no usable answer raises
 `LookupFailedError`.

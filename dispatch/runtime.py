@@ -1,11 +1,14 @@
 """The process-wide runtime: contract registry, handlers, resource kinds and deployment policy.
 
 The runtime ships no contract, handler or resource kind of its own: extensions add them. Each
-module named in `settings.DISPATCH_EXTENSIONS` has a `register(runtime)` function that calls
+module named in `settings.DISPATCH_EXTENSIONS` declares the extension API version it implements
+(`EXTENSION_API = 1`) and has a `register(runtime)` function that calls
 `runtime.register(contract, handler)` and `runtime.register_resource_kind(kind)`; every process
-(web and worker) builds the runtime the same way, once, lazily. A contract is registered
-together with its handler, whose implementation fingerprint is part of the contract's
-fingerprint (spec §4.2).
+(web and worker) builds the runtime the same way, once, lazily. A module without the version,
+or with one this runtime does not support, is refused before its `register` runs (spec §10:
+extension contracts are versioned; docs/compatibility.md says what version 1 promises). A
+contract is registered together with its handler, whose implementation fingerprint is part of
+the contract's fingerprint (spec §4.2).
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ import functools
 import importlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from types import ModuleType
+from typing import Any, Final
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 from dispatch.handlers import Handler
 from protocols.canonical import digest
@@ -24,6 +29,10 @@ from protocols.contracts import ContractRegistry, OperationContract, ResourceKin
 from protocols.denials import Denial, DenialCode
 from protocols.grants import Policy
 from protocols.lifecycle import RESOURCE_PROTOCOLS
+
+#: The extension API this runtime implements: what `register(runtime)` may call and what a
+#: handler is handed (docs/compatibility.md). An extension declares it as `EXTENSION_API`.
+EXTENSION_API_VERSION: Final = 1
 
 
 @dataclass(frozen=True)
@@ -141,5 +150,24 @@ def get_runtime() -> Runtime:
     runtime = Runtime(registry=ContractRegistry(), handlers={}, policy=policy)
     # Extensions register their contracts, handlers and resource kinds in every process.
     for dotted in settings.DISPATCH_EXTENSIONS:
-        importlib.import_module(dotted).register(runtime)
+        extension_load(dotted).register(runtime)
     return runtime
+
+
+def extension_load(dotted: str) -> ModuleType:
+    """Import the extension module `dotted`, refusing it unless it declares the extension API
+    version this runtime supports (`ImproperlyConfigured`, naming the module and both
+    versions). A bool is not a version, though `True == 1`."""
+    module = importlib.import_module(dotted)
+    if not hasattr(module, "EXTENSION_API"):
+        raise ImproperlyConfigured(
+            f"extension {dotted!r} declares no EXTENSION_API; this runtime supports extension "
+            f"API version {EXTENSION_API_VERSION}: add `EXTENSION_API = "
+            f"{EXTENSION_API_VERSION}` to the module once it implements that version")
+    declared = module.EXTENSION_API
+    if type(declared) is not int or declared != EXTENSION_API_VERSION:
+        raise ImproperlyConfigured(
+            f"extension {dotted!r} declares EXTENSION_API = {declared!r}; this runtime supports "
+            f"extension API version {EXTENSION_API_VERSION} only: use a release of the "
+            "extension written for it, or a runtime that supports its version")
+    return module

@@ -117,6 +117,16 @@ def live(destinations: Destinations, world: World) -> World:
 
 
 @pytest.fixture
+def fresh_runtime() -> Iterator[None]:
+    """The runtime is built anew from the settings of the test (its extensions, its policy)."""
+    from dispatch.runtime import get_runtime
+
+    get_runtime.cache_clear()
+    yield
+    get_runtime.cache_clear()
+
+
+@pytest.fixture
 def changed_handler() -> Iterator[Callable[[], None]]:
     """Call to re-register `email.send` with another handler, hence another fingerprint: the
     demo extension registers what `demo.handlers.HANDLERS` holds when the runtime is built."""

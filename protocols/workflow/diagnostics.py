@@ -7,8 +7,10 @@ workflow is refused. `format_text` renders them like a compiler:
       required: a live permit; actual: consumed by the dispatch at 10:9
       help: request a new approval for this proposal ...
 
-and `as_json` gives the same content as JSON-ready data. Codes are `DiagnosticCode` values; the
-seven of spec §12 are AGL-E001..E007, the checker adds AGL-E008..E017.
+and `as_json` gives the same content as JSON-ready data, with the span's end as well as its
+start (`end_line`, `end_column`: just after the token's last character). Codes are
+`DiagnosticCode` values; the seven of spec §12 are AGL-E001..E007, the checker adds
+AGL-E008..E017.
 """
 
 from __future__ import annotations
@@ -79,18 +81,11 @@ class Diagnostic:
             "severity": "error",
             "message": self.message,
             "file": self.span.file,
-            "line": self.span.line or None,
-            "column": self.span.column or None,
-            "path": self.span.path,
+            **_where(self.span),
             "required": self.required,
             "actual": self.actual,
             "help": self.help,
-            "notes": [
-                {"message": n.message, "path": None if n.span is None else n.span.path,
-                 "line": None if n.span is None else n.span.line or None,
-                 "column": None if n.span is None else n.span.column or None}
-                for n in self.notes
-            ],
+            "notes": [{"message": n.message, **_where(n.span)} for n in self.notes],
         }
 
     def render(self) -> str:
@@ -100,6 +95,15 @@ class Diagnostic:
         lines.extend(f"  note: {note.render()}" for note in self.notes)
         lines.append(f"  help: {self.help}")
         return "\n".join(lines)
+
+
+def _where(span: Span | None) -> dict[str, object]:
+    """A place as JSON: the step path and the region (start, and end exclusive), each None
+    when unknown."""
+    if span is None:
+        return dict.fromkeys(("path", "line", "column", "end_line", "end_column"))
+    return {"path": span.path, "line": span.line or None, "column": span.column or None,
+            "end_line": span.end_line or None, "end_column": span.end_column or None}
 
 
 def short(span: Span) -> str:

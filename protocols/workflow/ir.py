@@ -23,16 +23,21 @@ FORMAT_VERSION = 1
 
 @dataclass(frozen=True)
 class Span:
-    """Where a node came from: `line`/`column` are 1-based, 0 when unknown (builder)."""
+    """Where a node came from: `line`/`column` are where it starts and `end_line`/`end_column`
+    just after where it ends (exclusive), 1-based; 0 when unknown (builder sources, and the
+    end of a syntax error)."""
 
     path: str
     file: str | None = None
     line: int = 0
     column: int = 0
+    end_line: int = 0
+    end_column: int = 0
 
     def child(self, suffix: str) -> Span:
-        """A span for a field of this node; keeps the position when no finer one is known."""
-        return Span(f"{self.path}{suffix}", self.file, self.line, self.column)
+        """A span for a field of this node; keeps the region when no finer one is known."""
+        return Span(f"{self.path}{suffix}", self.file, self.line, self.column,
+                    self.end_line, self.end_column)
 
     def where(self) -> str:
         """`file:line:col` for file sources, else `name:path` for builder sources."""

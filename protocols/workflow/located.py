@@ -1,9 +1,15 @@
-"""YAML and JSON read into trees that remember line and column of every node (spec §12 spans).
+"""YAML and JSON read into trees that remember where every node starts and ends (spec §12 spans).
 
 `load_located(text, filename)` picks the syntax by extension: `.json` is read by the strict
 positional JSON reader below (stdlib only); anything else as YAML through PyYAML's composer when
 PyYAML is installed. Both produce `Node`s: mappings keep key order and key positions, duplicate
 keys are refused (a silently dropped key could hide a step), and scalars are plain JSON values.
+
+A node's `Pos` is its region: the 1-based line and column of its first character and of the
+character just after its last one (SARIF's convention: the end column is exclusive). A scalar
+ends after its last character (a quoted one after its closing quote), a JSON or flow collection
+after its closing bracket, a block collection where its last member ends. A syntax error has a
+start only (`end_line` and `end_column` are 0).
 """
 
 from __future__ import annotations
@@ -25,8 +31,12 @@ YAML_AVAILABLE = yaml is not None
 
 @dataclass(frozen=True)
 class Pos:
+    """A region of the text: its start and its end (exclusive), 1-based; an end of 0 is unknown."""
+
     line: int
     column: int
+    end_line: int = 0
+    end_column: int = 0
 
 
 @dataclass(frozen=True)
@@ -99,7 +109,28 @@ def _load_yaml(text: str) -> Node:
 
 
 def _yaml_pos(node: YamlNode) -> Pos:
-    return Pos(node.start_mark.line + 1, node.start_mark.column + 1)
+    end = _yaml_end(node)
+    return Pos(node.start_mark.line + 1, node.start_mark.column + 1, end.line + 1, end.column + 1)
+
+
+def _yaml_end(node: YamlNode) -> Any:
+    """The mark just after `node`'s last character. PyYAML ends a block collection where the
+    next token starts (past trailing blank lines and comments), so it ends with its last member
+    instead; a block scalar's end is moved back over the line breaks that follow its text."""
+    assert yaml is not None
+    if isinstance(node, yaml.MappingNode | yaml.SequenceNode) and not node.flow_style \
+            and node.value:
+        last = node.value[-1]
+        return _yaml_end(last[1] if isinstance(node, yaml.MappingNode) else last)
+    end = node.end_mark
+    if isinstance(node, yaml.ScalarNode) and node.style in ("|", ">"):
+        text, index = end.buffer, end.index
+        while index > node.start_mark.index and text[index - 1] in "\r\n":
+            index -= 1
+        line_start = text.rfind("\n", 0, index) + 1
+        return yaml.Mark(end.name, index, text.count("\n", 0, index), index - line_start,
+                         None, None)
+    return end
 
 
 def _from_yaml(node: YamlNode, loader: Any, depth: int) -> Node:
@@ -164,6 +195,11 @@ class _JsonReader:
         line = self.text.count("\n", 0, self.index) + 1
         return Pos(line, self.index - (self.text.rfind("\n", 0, self.index) + 1) + 1)
 
+    def region(self, start: Pos) -> Pos:
+        """`start` up to the current index, the end of what was just read."""
+        end = self.pos()
+        return Pos(start.line, start.column, end.line, end.column)
+
     def skip(self) -> None:
         while self.index < len(self.text) and self.text[self.index] in _WHITESPACE:
             self.index += 1
@@ -179,17 +215,18 @@ class _JsonReader:
         if char == "[":
             return self.sequence(pos, depth)
         if char == '"':
-            return Node(pos, "scalar", scalar=self.string())
+            value = self.string()
+            return Node(self.region(pos), "scalar", scalar=value)
         for word, constant in _CONSTANTS.items():
             if self.text.startswith(word, self.index):
                 self.index += len(word)
-                return Node(pos, "scalar", scalar=constant)
+                return Node(self.region(pos), "scalar", scalar=constant)
         match = _NUMBER.match(self.text, self.index)
         if match is None:
             raise SyntaxProblem("expected a JSON value", pos)
         self.index = match.end()
         number: object = json.loads(match.group())
-        return Node(pos, "scalar", scalar=number)
+        return Node(self.region(pos), "scalar", scalar=number)
 
     def string(self) -> str:
         try:
@@ -211,7 +248,7 @@ class _JsonReader:
         self.skip()
         if self.text[self.index : self.index + 1] == "}":
             self.index += 1
-            return Node(pos, "map")
+            return Node(self.region(pos), "map")
         while True:
             self.skip()
             key_pos = self.pos()
@@ -220,12 +257,13 @@ class _JsonReader:
             key = self.string()
             if any(entry.key == key for entry in entries):
                 raise SyntaxProblem(f"duplicate key {key!r}", key_pos)
+            key_pos = self.region(key_pos)
             self.expect(":")
             entries.append(Entry(key, key_pos, self.value(depth + 1)))
             self.skip()
             if self.text[self.index : self.index + 1] == "}":
                 self.index += 1
-                return Node(pos, "map", entries=tuple(entries))
+                return Node(self.region(pos), "map", entries=tuple(entries))
             self.expect(",")
 
     def sequence(self, pos: Pos, depth: int) -> Node:
@@ -234,11 +272,11 @@ class _JsonReader:
         self.skip()
         if self.text[self.index : self.index + 1] == "]":
             self.index += 1
-            return Node(pos, "list")
+            return Node(self.region(pos), "list")
         while True:
             items.append(self.value(depth + 1))
             self.skip()
             if self.text[self.index : self.index + 1] == "]":
                 self.index += 1
-                return Node(pos, "list", items=tuple(items))
+                return Node(self.region(pos), "list", items=tuple(items))
             self.expect(",")

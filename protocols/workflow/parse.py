@@ -2,7 +2,8 @@
 
 `parse_workflow(text, filename=...)` returns a `Workflow` or `Diagnostics` holding one
 AGL-E017 (malformed workflow) at the offending line and column; it never raises for bad input.
-Every span keeps the file, line and column of the node it was read from plus the step path.
+Every span keeps the file, the region (start and end) of the node it was read from and the step
+path.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ class Shapes:
         self.file = filename
 
     def span(self, path: str, pos: Pos) -> Span:
-        return Span(path, self.file, pos.line, pos.column)
+        return Span(path, self.file, pos.line, pos.column, pos.end_line, pos.end_column)
 
     def fail(self, message: str, path: str, pos: Pos, help: str = "") -> Malformed:
         return Malformed(message, self.span(path, pos), help)

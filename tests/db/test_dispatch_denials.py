@@ -1359,6 +1359,22 @@ def test_changed_handler_after_the_proposal_is_a_contract_mismatch(
     assert fresh.contract_fingerprint == contract.fingerprint
 
 
+def test_a_pending_approval_under_a_changed_contract_cannot_be_granted(
+    world: World, changed_handler: Callable[[], None],
+) -> None:
+    """No human grants what could never run (docs/migration.md): the approval stays pending,
+    to be denied or to expire, and the action is proposed again under the new contract."""
+    proposal = world.propose_email(world.draft())
+    changed_handler()
+    before = store()
+    denial = refused(decide, world=world, proposal=proposal)
+    assert denial.code is DenialCode.CONTRACT_MISMATCH
+    assert store() == before
+    decide(world, proposal, "deny")
+    assert ApprovalRequest.objects.get(id=proposal.approval.id).state == "denied"
+    assert Permit.objects.filter(proposal=proposal).count() == 0
+
+
 def test_handler_swapped_under_a_registered_contract_is_a_contract_mismatch(
     world: World, monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -26,13 +26,6 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNTIME_PACKAGES = ("dispatch", "console")
 
 
-@pytest.fixture
-def fresh_runtime() -> Iterator[None]:
-    get_runtime.cache_clear()
-    yield
-    get_runtime.cache_clear()
-
-
 def test_without_extensions_the_runtime_registers_nothing(
     settings: Any, fresh_runtime: None
 ) -> None:

@@ -72,6 +72,7 @@ def test_json_output_and_unreadable_files() -> None:
                                                              "financial_write"}
     [diagnostic] = second["diagnostics"]
     assert (diagnostic["code"], diagnostic["line"], diagnostic["column"]) == ("AGL-E013", 23, 21)
+    assert (diagnostic["end_line"], diagnostic["end_column"]) == (23, 28)  # `$permit`
     assert diagnostic["file"] == bad
     assert diagnostic["path"] == "steps[2].arms.Granted[0].permit"
     assert diagnostic["required"] and diagnostic["actual"] and diagnostic["help"]

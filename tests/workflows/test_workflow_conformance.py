@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from demo.contracts import build_registry
+from protocols.denials import DiagnosticCode
 from protocols.workflow import CheckedWorkflow, Diagnostics, check_source
+from tests.support.spans import covered
 
 HERE = Path(__file__).parent
 OK = sorted((HERE / "ok").glob("*.*"))
@@ -54,6 +56,24 @@ def test_negative_fixture_reports_exact_code_and_location(path: Path) -> None:
         assert diagnostic.span.file == str(path)
         assert diagnostic.help
         assert diagnostic.span.path
+
+
+@pytest.mark.parametrize("path", ERR, ids=lambda p: p.name)
+def test_negative_fixture_diagnostics_have_start_and_end(path: Path) -> None:
+    """Every diagnostic of a file, but a syntax error's, spans the token its start names."""
+    text = path.read_text(encoding="utf-8")
+    result = check_source(text, REGISTRY, filename=str(path))
+    assert isinstance(result, Diagnostics)
+    for diagnostic in result:
+        span = diagnostic.span
+        if diagnostic.code is DiagnosticCode.MALFORMED_WORKFLOW and span.path == "<document>":
+            assert (span.end_line, span.end_column) == (0, 0)  # a syntax error: a start only
+            continue
+        assert (span.end_line, span.end_column) > (span.line, span.column), diagnostic.render()
+        text_of = covered(text, span)
+        assert text_of.strip() == text_of != "", (text_of, diagnostic.render())
+        item = diagnostic.as_json()
+        assert (item["end_line"], item["end_column"]) == (span.end_line, span.end_column)
 
 
 @pytest.mark.parametrize("path", ERR, ids=lambda p: p.name)

@@ -213,6 +213,7 @@ def test_diagnostics_json_form() -> None:
     assert item["code"] == "AGL-E005"
     assert item["path"] == "steps[1]"
     assert item["line"] is None and item["file"] is None
+    assert item["end_line"] is None and item["end_column"] is None  # a builder has no text
     assert set(item) >= {"title", "severity", "message", "required", "actual", "help", "notes"}
 
 

@@ -16,6 +16,7 @@ from protocols.denials import DiagnosticCode
 from protocols.workflow import Diagnostic, Diagnostics, Span, Workflow, format_text, parse_workflow
 from protocols.workflow.ir import Dispatch, Literal, Loop, Match, Propose, Ref
 from protocols.workflow.located import load_located
+from tests.support.spans import covered
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -71,6 +72,59 @@ def test_yaml_spans_keep_line_column_and_path() -> None:
     assert dispatch.permit is not None and dispatch.permit.span.path == \
         "steps[1].arms.Granted[0].permit"
     assert (dispatch.permit.span.line, dispatch.permit.span.column) == (16, 21)
+
+
+def test_yaml_spans_end_where_their_token_ends() -> None:
+    workflow = parsed(DOC)
+    propose, match = workflow.steps
+    assert isinstance(propose, Propose) and isinstance(match, Match)
+    assert covered(DOC, propose.span) == "propose"  # a step is located at its head key
+    draft = dict(propose.args)["draft"]
+    assert isinstance(draft, Ref) and covered(DOC, draft.span) == "$draft"
+    [granted] = match.arms
+    assert covered(DOC, granted.span) == "Granted"
+    [dispatch] = granted.body
+    assert isinstance(dispatch, Dispatch) and dispatch.permit is not None
+    assert covered(DOC, dispatch.permit.span) == "$permit"
+    assert (workflow.span.line, workflow.span.column) == (1, 1)
+    assert (workflow.span.end_line, workflow.span.end_column) == (16, 28)  # the last member
+
+
+def test_yaml_collections_and_block_scalars_end_with_their_text() -> None:
+    text = "a:\n  - x: |\n      two\n      lines\n\n  # trailing\nb: {c: [1, 2]}\n"
+    root = load_located(text, "wf.yaml")
+    block = root.get("a")
+    assert block is not None
+    assert (block.pos.end_line, block.pos.end_column) == (4, 12)
+    flow = root.get("b")
+    assert flow is not None
+    assert (flow.pos.line, flow.pos.column, flow.pos.end_line, flow.pos.end_column) == \
+        (7, 4, 7, 15)
+
+
+def test_json_spans_end_where_their_token_ends() -> None:
+    text = '{"version": 1, "name": "j",\n "steps": [\n   {"dispatch": "$p"}]}'
+    workflow = parsed(text, "wf.json")
+    [step] = workflow.steps
+    assert isinstance(step, Dispatch) and isinstance(step.proposal, Ref)
+    assert covered(text, step.span) == '"dispatch"'
+    assert covered(text, step.proposal.span) == '"$p"'
+    assert covered(text, workflow.span) == text
+
+
+def test_malformed_documents_span_the_offending_node() -> None:
+    text = "version: 1\nname: x\nsteps:\n  - dispatch: $p\n    permt: $q\n"
+    diagnostic = refused(text)
+    assert covered(text, diagnostic.span) == "permt"
+    item = diagnostic.as_json()
+    assert (item["line"], item["column"], item["end_line"], item["end_column"]) == (5, 5, 5, 10)
+
+
+def test_a_syntax_error_has_a_start_only() -> None:
+    diagnostic = refused('{"a": 1, "a": 2}', "wf.json")
+    item = diagnostic.as_json()
+    assert (item["line"], item["column"], item["end_line"], item["end_column"]) == \
+        (1, 10, None, None)
 
 
 def test_json_and_yaml_build_the_same_ir_modulo_positions() -> None:
