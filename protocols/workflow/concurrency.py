@@ -38,8 +38,10 @@ def check_parallel(ctx: Ctx, env: Env, step: Parallel | Race, run: Run) -> Env:
                 other, first = seen[key]
                 ctx.report(D.PARALLEL_CAPTURE, f"{display} is used by {construct} branches "
                            f"`{other}` and `{branch.name}`", span,
-                           "give each branch its own handles and permits; share reads only "
-                           "through a shareable grant (spec §9)",
+                           "give each branch its own handles, proposals, decisions and "
+                           "permits: create or obtain them inside the branch, or use them "
+                           f"before or after the {construct}; JSON data may be used by every "
+                           "branch",
                            required="disjoint owned values per branch",
                            actual=f"{display} captured by both", notes=[Note("first use", first)])
             else:

@@ -4,15 +4,15 @@ whole handler call bounded by the contract timeout."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http import HTTPStatus
 from typing import Any
 
 import pytest
 
-from demo.destinations.bank_client import bank_transfer
+from demo.destinations.bank_client import _SUCCESS, bank_transfer
+from demo.destinations.smtp_client import send_email
 from demo.handlers import EmailSendHandler, PaymentsTransferHandler
 from dispatch.handlers import (
     Cancellation,
@@ -21,6 +21,7 @@ from dispatch.handlers import (
     UncertainOutcome,
     within_deadline,
 )
+from tests.support.standins import bank_standin, bank_url, smtp_standin
 
 TRANSFER = {"key": "op_1", "from_account": "acct-001", "to_account": "acct-999",
             "amount": "1.00", "currency": "EUR", "memo": ""}
@@ -28,36 +29,9 @@ TRANSFER = {"key": "op_1", "from_account": "acct-001", "to_account": "acct-999",
 
 @pytest.fixture
 def answering() -> Iterator[Any]:
-    """A bank stand-in that answers every POST with the status the test sets, or drips it."""
-
-    class Reply(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers["Content-Length"]))
-            server.hits += 1
-            body = json.dumps({"error": "same key in progress"}).encode()
-            self.send_response(server.status)
-            self.send_header("Content-Length", str(len(body) + server.drip))
-            self.end_headers()
-            self.wfile.write(body)
-            for _ in range(server.drip):  # one byte a second: every socket wait is short
-                time.sleep(1)
-                self.wfile.write(b" ")
-
-    server: Any = ThreadingHTTPServer(("127.0.0.1", 0), Reply)
-    server.daemon_threads = True
-    server.status, server.hits, server.drip = 409, 0, 0
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-
-
-def url(server: Any) -> str:
-    return f"http://127.0.0.1:{server.server_address[1]}"
+    """A bank stand-in that answers every POST with the status and body the test sets."""
+    with bank_standin() as server:
+        yield server
 
 
 @pytest.mark.parametrize("status", [409, 408, 425, 429, 500, 503])
@@ -66,15 +40,83 @@ def test_a_reply_to_a_request_the_bank_may_have_acted_on_is_uncertain(
 ) -> None:
     answering.status = status
     with pytest.raises(UncertainOutcome):
-        bank_transfer(url(answering), timeout=2, **TRANSFER)
-    assert answering.hits == 1
+        bank_transfer(bank_url(answering), timeout=2, **TRANSFER)
+    assert answering.keys == ["op_1"]
 
 
 @pytest.mark.parametrize("status", [400, 404, 422])
 def test_a_refusal_of_the_request_itself_is_no_effect(answering: Any, status: int) -> None:
     answering.status = status
     with pytest.raises(DefiniteFailure):
-        bank_transfer(url(answering), timeout=2, **TRANSFER)
+        bank_transfer(bank_url(answering), timeout=2, **TRANSFER)
+
+
+SUCCESS = sorted({*(s for s in HTTPStatus if s in _SUCCESS), _SUCCESS[-1]})
+UNUSABLE_BODIES = [
+    pytest.param(b"transfer recorded", id="not-json"),
+    pytest.param(b"\xff\xfe", id="not-utf8"),
+    pytest.param(json.dumps([TRANSFER]).encode(), id="json-array"),
+    pytest.param(json.dumps({**TRANSFER, "key": "op_2"}).encode(), id="another-key"),
+    pytest.param(json.dumps({**TRANSFER, "key": None}).encode(), id="null-key"),
+    pytest.param(b"", id="empty"),
+    pytest.param(json.dumps({k: v for k, v in TRANSFER.items() if k != "key"}).encode(),
+                 id="no-key"),
+    pytest.param(b'"op_1"', id="json-string"),
+]
+
+
+@pytest.mark.parametrize("body", UNUSABLE_BODIES)
+@pytest.mark.parametrize("status", SUCCESS)
+def test_a_2xx_with_an_unusable_body_is_uncertain(
+    answering: Any, status: int, body: bytes,
+) -> None:
+    """The bank answered, so it received the transfer; an answer that does not show the
+    transfer recorded under this key settles nothing, and is never no effect."""
+    answering.status, answering.body = status, body
+    with pytest.raises(UncertainOutcome, match="unusable body"):
+        bank_transfer(bank_url(answering), timeout=2, **TRANSFER)
+    assert answering.keys == ["op_1"]
+
+
+def test_a_2xx_with_the_transfer_for_this_key_is_its_record(answering: Any) -> None:
+    answering.status, answering.body = 201, json.dumps(TRANSFER).encode()
+    assert bank_transfer(bank_url(answering), timeout=2, **TRANSFER) == TRANSFER
+
+
+@pytest.fixture
+def smtp() -> Iterator[Any]:
+    """An SMTP stand-in that accepts the message and answers it as the test sets."""
+    with smtp_standin() as server:
+        yield server
+
+
+def send(server: Any) -> None:
+    send_email("127.0.0.1", server.server_address[1], message_id="op_1@console.invalid",
+               sender="support@acme.example", to=["customer@example.com"], cc=[],
+               subject="Your refund", body="We have refunded your order.\n", timeout=2)
+
+
+@pytest.mark.parametrize("reply", [
+    pytest.param(b"ok thanks\r\n", id="words"),
+    pytest.param(b"2OK queued\r\n", id="2xx-garbled"),
+    pytest.param(b"\r\n", id="empty-line"),
+    pytest.param(b"250-queued as 1\r\n", id="2xx-unfinished-then-closed"),
+    pytest.param(None, id="closed-without-reply"),
+])
+def test_an_unusable_reply_after_the_message_was_sent_is_uncertain(
+    smtp: Any, reply: bytes | None,
+) -> None:
+    smtp.after_data = reply
+    with pytest.raises(UncertainOutcome, match="after the message was sent"):
+        send(smtp)
+    assert len(smtp.messages) == 1
+    assert b"Message-ID: <op_1@console.invalid>" in smtp.messages[0]
+
+
+def test_a_2xx_reply_after_the_message_is_delivery(smtp: Any) -> None:
+    """The stand-in speaks enough SMTP: its well-formed answer is a delivery."""
+    send(smtp)
+    assert len(smtp.messages) == 1
 
 
 def context(*, seconds: float, destination: str = "http://127.0.0.1:9",
@@ -90,7 +132,7 @@ def test_a_reply_dripped_past_the_contract_timeout_is_uncertain_in_time(answerin
     answering.status, answering.drip = 201, 30
     started = time.monotonic()
     with pytest.raises(UncertainOutcome, match="within the contract timeout"):
-        PaymentsTransferHandler().perform(context(seconds=1.5, destination=url(answering)))
+        PaymentsTransferHandler().perform(context(seconds=1.5, destination=bank_url(answering)))
     assert time.monotonic() - started < 3
 
 
@@ -108,7 +150,7 @@ def test_the_demo_handlers_stop_before_their_effect_when_cancelled(
     handler: Any, answering: Any,
 ) -> None:
     cancelled = Cancellation(probe=lambda: True)  # the store says: cancelled
-    ctx = context(seconds=5, destination=url(answering), cancelled=cancelled)
+    ctx = context(seconds=5, destination=bank_url(answering), cancelled=cancelled)
     if isinstance(handler, EmailSendHandler):
         port = answering.server_address[1]
         ctx = HandlerContext(operation_id="op_1", attempt=1, timeout=5, cancelled=cancelled,
@@ -118,7 +160,7 @@ def test_the_demo_handlers_stop_before_their_effect_when_cancelled(
                                  "destination": {"address": f"127.0.0.1:{port}"}})
     with pytest.raises(DefiniteFailure, match="cancelled before the effect"):
         handler.perform(ctx)
-    assert answering.hits == 0
+    assert answering.keys == []
 
 
 def test_a_cancellation_is_asked_of_the_store_at_most_every_interval() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import pickle
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -269,3 +270,31 @@ def test_builder_never_raises_on_odd_but_well_formed_input() -> None:
     result = check_workflow(workflow, REGISTRY)
     assert isinstance(result, Diagnostics)
     assert {d.code for d in result} >= {D.FORGED_VALUE, D.UNDEFINED_NAME}
+
+
+def draft_in_branch(name: str) -> Callable[[BlockBuilder], object]:
+    """A branch that makes its own draft and proposal and reads the shared `ticket` data."""
+    return lambda b: (
+        b.create("email_draft", {"from": SUPPORT, "to": ["a@example.com"], "subject": "x",
+                                 "body": "y"}, bind=f"{name}_draft")
+        .propose("email.send", draft=ref(f"{name}_draft"), bind=f"{name}_proposal")
+        .agent(f"{name}_summarizer", input={"ticket": ref("ticket")}))
+
+
+def test_a_value_captured_by_two_branches_is_fixed_only_by_what_exists() -> None:
+    """No grant makes a handle shareable between branches: the fix-it suggests none, and what
+    it does suggest (a value per branch, made inside it; data used freely) checks clean."""
+    shared = check_workflow(email_workflow().parallel(
+        left=lambda b: b.propose("email.send", draft=ref("draft"), bind="a"),
+        right=lambda b: b.propose("email.send", draft=ref("draft"), bind="b")).build(), REGISTRY)
+    assert isinstance(shared, Diagnostics)
+    [diagnostic] = shared.items
+    assert diagnostic.code == D.PARALLEL_CAPTURE
+    assert "shar" not in diagnostic.help.lower()
+    assert "grant" not in diagnostic.help.lower()
+    assert "create or obtain them inside the branch" in diagnostic.help
+    assert "JSON data may be used by every branch" in diagnostic.help
+    fixed = (WorkflowBuilder("refund", effects={"human", "read"})
+             .authority(["email.send"], {"mailbox": [SUPPORT]}).input("ticket")
+             .parallel(left=draft_in_branch("left"), right=draft_in_branch("right")).build())
+    assert isinstance(check_workflow(fixed, REGISTRY), CheckedWorkflow)

@@ -1,0 +1,102 @@
+"""Stand-ins for the demo destinations that answer as a test tells them to: a bank over HTTP and
+an SMTP server, each in a thread of the test process, recording what reached them."""
+
+from __future__ import annotations
+
+import json
+import socket
+import socketserver
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+REFUSAL = json.dumps({"error": "same key in progress"}).encode()
+
+
+@contextmanager
+def bank_standin() -> Iterator[Any]:
+    """A bank that answers every POST with `status` and `body`, or drips `drip` more bytes, one
+    a second; `keys` holds the idempotency key of every request that reached it, in order."""
+
+    class Reply(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            server.keys.append(request["key"])
+            body = server.body
+            self.send_response(server.status)
+            self.send_header("Content-Length", str(len(body) + server.drip))
+            self.end_headers()
+            self.wfile.write(body)
+            for _ in range(server.drip):  # one byte a second: every socket wait is short
+                time.sleep(1)
+                self.wfile.write(b" ")
+
+    server: Any = ThreadingHTTPServer(("127.0.0.1", 0), Reply)
+    server.daemon_threads = True
+    server.status, server.body, server.drip, server.keys = 409, REFUSAL, 0, []
+    with _serving(server):
+        yield server
+
+
+@contextmanager
+def _serving(server: socketserver.BaseServer) -> Iterator[None]:
+    # A short poll: `shutdown()` waits for the loop to notice, once per test.
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def bank_url(server: Any) -> str:
+    return f"http://127.0.0.1:{server.server_address[1]}"
+
+
+@contextmanager
+def smtp_standin() -> Iterator[Any]:
+    """An SMTP server that accepts every command up to the end of DATA, answers the message with
+    `after_data` (raw bytes, `None` for no reply) and closes the connection. `messages` holds
+    every message whose terminating `<CRLF>.<CRLF>` it read."""
+
+    class Session(socketserver.StreamRequestHandler):
+        def reply(self, line: bytes) -> None:
+            self.wfile.write(line)
+            self.wfile.flush()
+
+        def handle(self) -> None:
+            self.reply(b"220 standin ESMTP\r\n")
+            while line := self.rfile.readline():
+                verb = line[:4].upper()
+                if verb == b"EHLO":
+                    self.reply(b"250-standin\r\n250 8BITMIME\r\n")
+                elif verb == b"DATA":
+                    self.reply(b"354 end with <CRLF>.<CRLF>\r\n")
+                    self.message()
+                    return
+                else:  # HELO, MAIL, RCPT, RSET, NOOP
+                    self.reply(b"250 ok\r\n")
+
+        def message(self) -> None:
+            lines = []
+            while (line := self.rfile.readline()) != b".\r\n":
+                if not line:
+                    return
+                lines.append(line)
+            server.messages.append(b"".join(lines))
+            if server.after_data is not None:
+                self.reply(server.after_data)
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    server: Any = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Session)
+    server.daemon_threads = True
+    server.after_data, server.messages = b"250 queued\r\n", []
+    with _serving(server):
+        yield server
