@@ -41,6 +41,9 @@ from dispatch.services.approvals import approval_decide as approval_decide_servi
 from dispatch.services.authority import grant_issue as grant_issue_service
 from dispatch.services.authority import grant_revoke as grant_revoke_service
 from dispatch.services.reconciliation import operation_resolve as operation_resolve_service
+from dispatch.services.renewals import operation_reauthorize as operation_reauthorize_service
+from dispatch.services.renewals import renewal_decide as renewal_decide_service
+from dispatch.services.renewals import renewal_refusal
 from protocols.approvals import effective_approval_state
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import ApprovalState
@@ -316,13 +319,73 @@ def operation_resolve(
     return redirect("console:operation-unknown-list")
 
 
+@require_POST
+@csp_protect
+@role_required("admin")
+def operation_reauthorize(
+    request: HttpRequest, principal: Principal, operation_id: str,
+) -> HttpResponse:
+    """Ask for a renewed approval of the operation's next attempt (`operation_reauthorize`)."""
+    try:
+        operation = selectors.operation_get(viewer=principal, operation_id=operation_id)
+    except Denial as denial:
+        return _not_found(request, principal, denial)
+    reason = request.POST.get("reason", "").strip()[:2000]
+    try:
+        renewal = operation_reauthorize_service(actor=principal, operation_id=operation.id,
+                                                reason=reason, now=timezone.now())
+    except Denial as denial:
+        return _operation_page(request, principal, operation, ResolveForm(), denial=denial,
+                               status=denial.status)
+    messages.success(request, f"Renewal {renewal.id} asks another operator to approve attempt "
+                              f"{renewal.attempt} of this operation, under the same key.")
+    return redirect("console:operation-detail", operation_id=operation.id)
+
+
+@require_POST
+@csp_protect
+@role_required("operator")
+def renewal_decide(request: HttpRequest, principal: Principal, renewal_id: str) -> HttpResponse:
+    """Grant or deny a renewed approval, confirming the digest the page showed."""
+    form = DecisionForm(request.POST)
+    renewal = selectors.renewal_get(viewer=principal, renewal_id=renewal_id)
+    if renewal is None:
+        return _not_found(request, principal, Denial(DenialCode.NOT_FOUND, kind="renewal"))
+    operation = selectors.operation_get(viewer=principal, operation_id=renewal.operation_id)
+    if not form.is_valid():
+        return _operation_page(request, principal, operation, ResolveForm(), status=400,
+                               renewal_form=form)
+    data = form.cleaned_data
+    try:
+        decided = renewal_decide_service(
+            approver=principal, renewal_id=renewal.id, decision=data["decision"],
+            digest=data["digest"], reason=data["reason"], now=timezone.now())
+    except Denial as denial:
+        operation = selectors.operation_get(viewer=principal, operation_id=operation.id)
+        return _operation_page(request, principal, operation, ResolveForm(), denial=denial,
+                               status=denial.status, renewal_form=form)
+    messages.success(request, f"Renewal {decided.id} {decided.state}."
+                     + (f" Attempt {decided.attempt} is queued under the same key."
+                        if decided.state == "granted" else ""))
+    return redirect("console:operation-detail", operation_id=operation.id)
+
+
 def _operation_page(
     request: HttpRequest, principal: Principal, operation: Operation, form: ResolveForm,
     *, denial: Denial | None = None, status: int = 200,
+    renewal_form: DecisionForm | None = None,
 ) -> HttpResponse:
     events = selectors.operation_timeline(viewer=principal, operation=operation)
     snapshot = parse_snapshot(operation.proposal.canonical)
+    pending = selectors.renewal_pending(viewer=principal, operation=operation)
+    now = timezone.now()
     return page(request, "console/operation_detail.html", {
+        "renewal": pending,
+        "renewal_form": renewal_form or DecisionForm(
+            initial={"digest": operation.proposal.digest}),
+        "may_decide_renewal": pending is not None and principal.id not in (
+            pending.requested_by_id, operation.principal_id),
+        "renewal_refusal": None if pending is not None else renewal_refusal(operation, now),
         "operation": operation,
         "summary": snapshot_summary(snapshot, limit=6),
         "destination": snapshot.get("destination"),

@@ -264,6 +264,37 @@ class Operation(models.Model):
         ]
 
 
+class Renewal(models.Model):
+    """A renewed approval for one further attempt of an operation that stopped short (spec
+    §6.3, §8): a lapsed permit or authority before a retry, or an effect a lookup found
+    authoritatively absent. The same operation id, so the same idempotency key, and the same
+    digest: never a new operation for the same logical action. A human other than the
+    requester and the operation's principal decides it; a grant moves the operation from
+    `unknown` back to `claimed` for attempt `attempt`."""
+
+    id = _id_field("ren")
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT)
+    operation = models.ForeignKey(Operation, on_delete=models.PROTECT, related_name="renewals")
+    attempt = models.PositiveIntegerField()  # the attempt number the renewal authorizes
+    digest = models.CharField(max_length=71)  # the proposal's, bound
+    requested_by = models.ForeignKey(Principal, on_delete=models.PROTECT, related_name="+")
+    reason = models.TextField(blank=True, default="")
+    state = models.CharField(max_length=10, choices=_choices(ApprovalState))
+    approver = models.ForeignKey(Principal, null=True, blank=True, on_delete=models.PROTECT,
+                                 related_name="+")
+    decision_reason = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # One renewal per further attempt: a second request waits for the first's fate.
+            models.UniqueConstraint(fields=["operation", "attempt"],
+                                    name="one_renewal_per_attempt"),
+        ]
+
+
 class Attempt(models.Model):
     class Outcome(models.TextChoices):
         COMPLETED = "completed"

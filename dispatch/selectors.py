@@ -23,6 +23,7 @@ from dispatch.models import (
     Grant,
     Operation,
     Principal,
+    Renewal,
     Resource,
     Revision,
     TranscriptEntry,
@@ -368,3 +369,14 @@ def execution_usage(execution_id: str) -> Usage:
             totals["output_tokens"] += int(usage.get("output_tokens", 0))
             cost += Decimal(str(usage.get("cost", "0")))
     return Usage(**totals, cost=str(cost))
+
+
+def renewal_pending(*, viewer: Principal, operation: Operation) -> Renewal | None:
+    """The operation's renewal still waiting for a decision, if any (of the viewer's tenant)."""
+    return Renewal.objects.select_related("requested_by").filter(
+        operation_id=operation.id, tenant_id=viewer.tenant_id,
+        state=ApprovalState.PENDING).order_by("-attempt").first()
+
+
+def renewal_get(*, viewer: Principal, renewal_id: str) -> Renewal | None:
+    return Renewal.objects.filter(id=renewal_id, tenant_id=viewer.tenant_id).first()

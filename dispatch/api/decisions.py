@@ -29,6 +29,7 @@ from dispatch.services.access import (
 )
 from dispatch.services.approvals import approval_decide
 from dispatch.services.reconciliation import operation_resolve
+from dispatch.services.renewals import operation_reauthorize, renewal_decide
 from protocols.lifecycle import ApprovalState
 
 # --- approvals ------------------------------------------------------------------------------------
@@ -105,3 +106,70 @@ class OperationResolveApi(ApiView):
                                       outcome=data["outcome"], evidence=data["evidence"],
                                       now=timezone.now())
         return Response(OperationOutputSerializer(operation_view(operation)).data)
+
+
+# --- renewed approval (spec §6.3, §8) ----------------------------------------------------------
+
+
+class RenewalOutputSerializer(serializers.Serializer[Any]):
+    id = serializers.CharField()
+    operation_id = serializers.CharField()
+    attempt = serializers.IntegerField(help_text="The attempt the renewal authorizes (N+1), "
+                                                 "under the operation's own idempotency key.")
+    digest = serializers.CharField(help_text="The proposal digest the decision confirms.")
+    state = enum_field(ApprovalState)
+    requested_by = serializers.CharField(source="requested_by.name")
+    expires_at = serializers.DateTimeField()
+
+
+class OperationReauthorizeApi(ApiView):
+    class InputSerializer(StrictInputSerializer):
+        reason = StrictCharField(required=False, allow_blank=True, max_length=TEXT_MAX)
+
+    @extend_schema(operation_id="operations_reauthorize",
+                   summary="Request a renewed approval of an unknown operation",
+                   description="An admin of the tenant, or the principal the operation runs "
+                               "for. Only for an `unknown` operation a further attempt cannot "
+                               "repeat: a retry-safe contract, or one whose destination says "
+                               "the effect is absent. The same operation id (idempotency key) "
+                               "and digest; a human other than the requester decides.",
+                   parameters=[path_id("operation_id", "operation")], request=InputSerializer,
+                   responses={201: RenewalOutputSerializer, **error_responses(
+                       C.NOT_FOUND, C.PROTOCOL_STATE_INVALID, C.UNSAFE_RETRY,
+                       C.CONTRACT_MISMATCH, C.APPROVAL_PENDING, body=True)})
+    def post(self, request: Request, operation_id: str) -> Response:
+        principal = principal_of(request)
+        checked = checked_id(operation_id, "operation")
+        data = validated(self.InputSerializer, request)
+        renewal = operation_reauthorize(actor=principal, operation_id=checked,
+                                        reason=data.get("reason", ""), now=timezone.now())
+        return Response(RenewalOutputSerializer(renewal).data, status=201)
+
+
+class RenewalDecideApi(ApiView):
+    class InputSerializer(StrictInputSerializer):
+        decision = serializers.ChoiceField(choices=["grant", "deny"])
+        digest = StrictCharField(max_length=DIGEST_MAX,
+                                 help_text="The proposal digest the human was shown.")
+        reason = StrictCharField(required=False, allow_blank=True, max_length=TEXT_MAX)
+
+    @extend_schema(operation_id="renewals_decision", summary="Grant or deny a renewed approval",
+                   description="Humans holding the operator role who neither requested the "
+                               "renewal nor are the operation's principal. A grant moves the "
+                               "operation back to `claimed` and enqueues its next attempt.",
+                   parameters=[path_id("renewal_id", "renewal")], request=InputSerializer,
+                   responses={200: RenewalOutputSerializer, **error_responses(
+                       C.NOT_FOUND, C.ROLE_REQUIRED, C.APPROVER_IS_REQUESTER,
+                       C.PROPOSAL_MISMATCH, C.APPROVAL_DECIDED, C.APPROVAL_EXPIRED,
+                       C.UNSAFE_RETRY, C.CONTRACT_MISMATCH, C.PROTOCOL_STATE_INVALID,
+                       C.TOOL_NOT_PERMITTED, C.AUTHORITY_MISSING, C.AUTHORITY_EXPIRED,
+                       C.AUTHORITY_REVOKED, C.SCOPE_VIOLATION, C.EFFECT_NOT_PERMITTED,
+                       body=True)})
+    def post(self, request: Request, renewal_id: str) -> Response:
+        principal = principal_of(request)
+        checked = checked_id(renewal_id, "renewal")
+        data = validated(self.InputSerializer, request)
+        renewal = renewal_decide(approver=principal, renewal_id=checked,
+                                 decision=data["decision"], digest=data["digest"],
+                                 reason=data.get("reason", ""), now=timezone.now())
+        return Response(RenewalOutputSerializer(renewal).data)

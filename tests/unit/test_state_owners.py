@@ -13,6 +13,7 @@ OWNERS = {
     "dispatch/services/approvals.py",    # ApprovalRequest: approval_move, approval_open
     "dispatch/services/resources.py",    # Resource: resource_move (and the initial state)
     "dispatch/services/executions.py",   # Execution: execution_set_state
+    "dispatch/services/renewals.py",     # Renewal: _move (and the initial state)
 }
 
 

@@ -1,0 +1,207 @@
+"""Renewed approval for the same operation (spec §6.3, §8): the one owner of `Renewal.state`.
+
+An operation that stopped short of an outcome (`unknown`: its permit or authority lapsed
+before a further attempt, or its retries ran out, or a lookup found the effect authoritatively
+absent) is never proposed again under a new operation id, which would be a new idempotency key
+and so maybe a second effect. Instead an admin, or the agent that asked for it, requests a
+renewal: a new human decision bound to the same operation id and digest, for attempt N+1.
+A grant re-checks authority and the deployment, then moves the operation back to `claimed`
+in the same transaction; the worker runs attempt N+1 under the same key.
+
+A renewal is safe only where a further attempt cannot repeat an effect: the contract is
+retry-safe (the destination deduplicates on the key), or its lookups are authoritative both
+ways (`presence_and_absence`) and the destination says, when asked at the request and again
+at the grant, that the effect is absent. Anything else is `unsafe_retry`: an admin resolves it.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from datetime import datetime, timedelta
+
+from django.db import IntegrityError, transaction
+
+from dispatch.models import Operation, Principal, Renewal
+from dispatch.queue import execute_on_commit
+from dispatch.runtime import get_runtime
+from dispatch.services.access import access_operation_for_page
+from dispatch.services.admission import Stage, admit, deployment_refusal, validate_arguments
+from dispatch.services.audit import audit_record
+from dispatch.services.authority import has_role, require_role
+from dispatch.services.operations import operation_move
+from dispatch.services.reconciliation import lookup_bounded
+from protocols.contracts import OperationContract, Reconciliation
+from protocols.denials import Denial, DenialCode
+from protocols.lifecycle import (
+    APPROVAL_LIFECYCLE,
+    ApprovalEvent,
+    ApprovalState,
+    OperationEvent,
+    OperationState,
+    transition,
+)
+from protocols.roles import Role
+
+#: How long a renewal waits for its decision when the contract names no approval window.
+DEFAULT_WINDOW = timedelta(hours=1)
+
+
+def operation_reauthorize(
+    *, actor: Principal, operation_id: object, now: datetime, reason: object = "",
+) -> Renewal:
+    """Ask for a renewed approval of attempt N+1 of an `unknown` operation: by an admin of
+    its tenant, or by the principal it runs for. The request itself changes no operation."""
+    operation = access_operation_for_page(actor, operation_id)
+    if actor.id != operation.principal_id and not has_role(actor, Role.ADMIN):
+        # Another principal's operation is as invisible as a forged id.
+        raise Denial(DenialCode.NOT_FOUND, kind="operation", id=operation.id)
+    if not isinstance(reason, str):
+        raise Denial(DenialCode.SCHEMA_INVALID, errors=[
+            {"pointer": "/reason", "message": "must be a string"}])
+    contract = _renewable(operation, now)
+    window = (contract.approval_requirement.expires_in if contract.approval_requirement
+              else int(DEFAULT_WINDOW.total_seconds()))
+    try:
+        with transaction.atomic():
+            renewal = Renewal.objects.create(
+                tenant_id=operation.tenant_id, operation=operation,
+                attempt=operation.attempts_made + 1, digest=operation.proposal.digest,
+                requested_by=actor, reason=reason, state=APPROVAL_LIFECYCLE.initial,
+                created_at=now, expires_at=now + timedelta(seconds=window))
+            audit_record(tenant_id=operation.tenant_id, kind="renewal.requested",
+                         actor=actor.name, at=now, operation_id=operation.id,
+                         proposal_id=operation.proposal_id, digest=renewal.digest,
+                         details={"renewal_id": renewal.id, "attempt": renewal.attempt})
+    except IntegrityError:
+        raise Denial(DenialCode.APPROVAL_PENDING, "A renewal of this attempt was already "
+                     "requested; it waits for its decision.", operation_id=operation.id) from None
+    return renewal
+
+
+def renewal_decide(
+    *, approver: Principal, renewal_id: object, decision: object, digest: object,
+    now: datetime, reason: object = "",
+) -> Renewal:
+    """Grant or deny a pending renewal. A human operator decides who neither asked for it nor
+    is the operation's principal, confirming the digest shown; a grant re-checks what a
+    dispatch would (authority, the deployment, the destination's absence where that is what
+    makes it safe) and moves the operation back to `claimed` for its worker."""
+    require_role(approver, Role.OPERATOR)
+    if not isinstance(renewal_id, str):
+        raise Denial(DenialCode.NOT_FOUND, kind="renewal")
+    renewal = Renewal.objects.select_related(
+        "operation", "operation__proposal", "operation__principal").filter(
+        id=renewal_id, tenant_id=approver.tenant_id).first()
+    if renewal is None:
+        raise Denial(DenialCode.NOT_FOUND, kind="renewal", id=renewal_id)
+    operation = renewal.operation
+    if approver.id in (renewal.requested_by_id, operation.principal_id):
+        raise Denial(DenialCode.APPROVER_IS_REQUESTER)
+    if decision not in ("grant", "deny"):
+        raise Denial(DenialCode.SCHEMA_INVALID, errors=[
+            {"pointer": "/decision", "message": "must be 'grant' or 'deny'"}])
+    if not isinstance(reason, str):
+        raise Denial(DenialCode.SCHEMA_INVALID, errors=[
+            {"pointer": "/reason", "message": "must be a string"}])
+    if not isinstance(digest, str) or not hmac.compare_digest(digest.encode(),
+                                                              renewal.digest.encode()):
+        raise Denial(DenialCode.PROPOSAL_MISMATCH, reason="digest differs from the proposal's")
+    if renewal.state != ApprovalState.PENDING:
+        raise Denial(DenialCode.APPROVAL_DECIDED, state=renewal.state)
+    if now >= renewal.expires_at:
+        _move(renewal, ApprovalEvent.EXPIRE, now=now)
+        raise Denial(DenialCode.APPROVAL_EXPIRED)
+    if decision == "deny":
+        with transaction.atomic():
+            if not _move(renewal, ApprovalEvent.DENY, now=now, approver=approver,
+                         reason=reason):
+                raise Denial(DenialCode.APPROVAL_DECIDED)
+            _audit(renewal, "renewal.denied", approver, now)
+        return renewal
+    contract = _renewable(operation, now)
+    with transaction.atomic():
+        # Authority as a dispatch would see it, share-locked: a revocation that committed
+        # first refuses the grant; one that comes later waits for this commit.
+        admit(contract, operation.principal,
+              validate_arguments(contract, operation.proposal.arguments), now=now,
+              stage=Stage.RETRY, expect_digest=operation.proposal.digest, lock=True)
+        if not _move(renewal, ApprovalEvent.GRANT, now=now, approver=approver, reason=reason):
+            raise Denial(DenialCode.APPROVAL_DECIDED)
+        # The operation must still be where the request found it: unknown, attempt N done.
+        if not operation_move(operation=operation, event=OperationEvent.RETRY,
+                              attempt=renewal.attempt - 1, now=now, actor=approver.name,
+                              evidence=f"renewed approval {renewal.id} for attempt "
+                                       f"{renewal.attempt}",
+                              details={"renewal_id": renewal.id, "attempt": renewal.attempt}):
+            raise Denial(DenialCode.PROTOCOL_STATE_INVALID, "The operation moved on since "
+                         "the renewal was requested.", state=operation.state)
+        _audit(renewal, "renewal.granted", approver, now)
+        execute_on_commit(operation.id)
+    return renewal
+
+
+def renewal_refusal(operation: Operation, now: datetime) -> Denial | None:
+    """Why this operation cannot be renewed now, or None: for pages that offer the button."""
+    try:
+        _renewable(operation, now, ask_destination=False)
+    except Denial as denial:
+        return denial
+    return None
+
+
+def _renewable(
+    operation: Operation, now: datetime, *, ask_destination: bool = True,
+) -> OperationContract:
+    """The one place that decides whether a further attempt may be authorized (module doc)."""
+    if operation.state != OperationState.UNKNOWN:
+        raise Denial(DenialCode.PROTOCOL_STATE_INVALID, "Only an operation whose outcome is "
+                     "unknown can be renewed.", state=operation.state)
+    if operation.proposal.resource_refs:
+        raise Denial(DenialCode.PROTOCOL_STATE_INVALID, "An operation on a resource cannot be "
+                     "renewed: its resource protocol has no way back from unknown; resolve it.",
+                     state=operation.state)
+    runtime = get_runtime()
+    contract = runtime.registry.by_fingerprint(operation.contract_fingerprint)
+    if contract is None:
+        raise Denial(DenialCode.CONTRACT_MISMATCH, operation=operation.operation,
+                     reason="the contract is no longer registered")
+    moved = deployment_refusal(runtime, contract, operation.proposal)
+    if moved is not None:
+        raise moved
+    if contract.retry_safe:
+        return contract  # the destination deduplicates on the key: a repeat is one effect
+    if contract.reconciliation is not Reconciliation.PRESENCE_AND_ABSENCE:
+        raise Denial(DenialCode.UNSAFE_RETRY, operation_id=operation.id,
+                     reason="the destination does not deduplicate and its lookups cannot "
+                            "prove the effect absent")
+    if ask_destination:
+        found = lookup_bounded(runtime.handler(contract), operation.id,
+                               json.loads(operation.proposal.canonical))
+        if found.found != "absent":
+            raise Denial(DenialCode.UNSAFE_RETRY, operation_id=operation.id,
+                         reason=f"the destination does not say the effect is absent: "
+                                f"{found.evidence}")
+    return contract
+
+
+def _move(renewal: Renewal, event: ApprovalEvent, *, now: datetime,
+          approver: Principal | None = None, reason: str = "") -> bool:
+    """The one write of `Renewal.state`: from pending, by the approval table, conditionally."""
+    target = transition(APPROVAL_LIFECYCLE, ApprovalState.PENDING, event)
+    fields: dict[str, object] = {"state": target, "decided_at": now}
+    if approver is not None:
+        fields.update(approver=approver, decision_reason=reason)
+    moved = Renewal.objects.filter(id=renewal.id, state=ApprovalState.PENDING).update(**fields)
+    if moved == 1:
+        renewal.state, renewal.decided_at = target, now
+        if approver is not None:
+            renewal.approver, renewal.decision_reason = approver, reason
+    return moved == 1
+
+
+def _audit(renewal: Renewal, kind: str, approver: Principal, now: datetime) -> None:
+    audit_record(tenant_id=renewal.tenant_id, kind=kind, actor=approver.name, at=now,
+                 operation_id=renewal.operation_id, proposal_id=renewal.operation.proposal_id,
+                 digest=renewal.digest,
+                 details={"renewal_id": renewal.id, "attempt": renewal.attempt})
