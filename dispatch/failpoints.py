@@ -29,6 +29,7 @@ POINTS = frozenset({
     "attempt.after_effect",     # the destination acted, the outcome not yet recorded
     "attempt.before_outcome",   # the handler returned (any outcome), nothing recorded yet
     "agent.after_proposal",     # the agent's proposal committed, its tool result not recorded
+    "renewal.before_transaction",  # a renewal's grant checked, its transaction not begun
 })
 
 

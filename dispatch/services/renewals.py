@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
 
+from dispatch.failpoints import failpoint
 from dispatch.models import Operation, Principal, Renewal
 from dispatch.queue import execute_on_commit
 from dispatch.runtime import get_runtime
@@ -120,6 +121,7 @@ def renewal_decide(
             _audit(renewal, "renewal.denied", approver, now)
         return renewal
     contract = _renewable(operation, now)
+    failpoint("renewal.before_transaction")
     with transaction.atomic():
         # Authority as a dispatch would see it, share-locked: a revocation that committed
         # first refuses the grant; one that comes later waits for this commit.

@@ -5,6 +5,7 @@
     python -m tests.support.child decide APPROVER_ID APPROVAL_ID DIGEST
     python -m tests.support.child delegate ACTOR_ID GRANT_ID SUBJECT_NAME OPERATION SCOPE_JSON
     python -m tests.support.child revoke ADMIN_ID GRANT_ID
+    python -m tests.support.child renew APPROVER_ID RENEWAL_ID DIGEST
 
 A refusal prints `{"denied": "<code>"}`; anything else raised fails the child.
 """
@@ -28,6 +29,7 @@ def main(action: str, *args: str) -> None:
     from dispatch.services.authority import grant_delegate, grant_revoke
     from dispatch.services.dispatcher import proposal_dispatch
     from dispatch.services.execution import operation_execute
+    from dispatch.services.renewals import renewal_decide
     from protocols.denials import Denial
 
     def principal(pk: str) -> Principal:
@@ -43,6 +45,9 @@ def main(action: str, *args: str) -> None:
         "delegate": lambda who, grt, subject, operation, scope: {"grant_id": grant_delegate(
             actor=principal(who), grant_id=grt, subject_name=subject, operations=[operation],
             scope=json.loads(scope), expires_at=None, now=timezone.now()).id},
+        "renew": lambda who, ren, digest: {"state": renewal_decide(
+            approver=principal(who), renewal_id=ren, decision="grant", digest=digest,
+            now=timezone.now()).state},
         "revoke": lambda who, grt: {"revoked_at": grant_revoke(
             actor=principal(who), grant_id=grt, now=timezone.now()).revoked_at.isoformat()},
     }
