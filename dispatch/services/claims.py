@@ -23,7 +23,10 @@ from dispatch.services.permits import PERMIT_CLAIM
 from dispatch.services.resources import resource_move
 from dispatch.services.statements import is_postgres, rows, run, value
 from protocols.denials import Denial, DenialCode
-from protocols.lifecycle import PermitState, ResourceEvent
+from protocols.lifecycle import OperationEvent, PermitState, ResourceEvent
+from protocols.trace import OPERATION_EVENT_KINDS
+
+_CLAIMED = OPERATION_EVENT_KINDS[OperationEvent.CLAIM]  # the audit kind of a claim
 
 
 def operation_claim(
@@ -54,7 +57,7 @@ def operation_claim(
               permit.id if permit else None, operation.principal_id, operation.execution_id,
               operation.operation, operation.contract_fingerprint, OPERATION_CLAIMED.value,
               at, at]
-    audit = audit_values(tenant_id=proposal.tenant_id, kind="permit.claimed", actor=actor,
+    audit = audit_values(tenant_id=proposal.tenant_id, kind=_CLAIMED, actor=actor,
                          at=now, operation_id=operation_id, proposal_id=proposal.id,
                          digest=proposal.digest,
                          details={"permit_id": permit.id if permit else None})

@@ -33,6 +33,7 @@ from protocols.lifecycle import (
     ResourceEvent,
     transition,
 )
+from protocols.trace import ATTEMPT_STARTED, OPERATION_EVENT_KINDS
 
 #: The operation event an attempt's outcome asks for.
 OUTCOME_EVENTS = {
@@ -52,16 +53,6 @@ _RESOURCE_EVENTS = {
     OperationState.RECONCILED_NO_EFFECT: ResourceEvent.RECONCILE_NO_EFFECT,
     OperationState.CLAIMED: None,
 }
-
-_AUDIT_KINDS = {
-    OperationState.COMPLETED: "operation.completed",
-    OperationState.FAILED_NO_EFFECT: "operation.failed_no_effect",
-    OperationState.UNKNOWN: "operation.unknown",
-    OperationState.RECONCILED_COMPLETED: "operation.reconciled",
-    OperationState.RECONCILED_NO_EFFECT: "operation.reconciled",
-    OperationState.CLAIMED: "operation.retried",
-}
-
 
 OPERATION_CLAIMED = transition(OPERATION_LIFECYCLE, OPERATION_LIFECYCLE.initial,
                                OperationEvent.CLAIM)
@@ -159,7 +150,7 @@ def operation_move(
             updated_at is None, value(Operation, "updated_at", updated_at)]
     end = [value(Attempt, "ended_at", now), end_attempt, error, operation.id, attempt]
     audit = audit_values(
-        tenant_id=operation.tenant_id, kind=_AUDIT_KINDS[target], actor=actor, at=now,
+        tenant_id=operation.tenant_id, kind=OPERATION_EVENT_KINDS[event], actor=actor, at=now,
         operation_id=operation.id, proposal_id=operation.proposal_id,
         details={"attempt": attempt, "outcome": target.value,
                  **({"error": error} if error else {}),
@@ -272,7 +263,7 @@ def _attempt_open(
     at = value(Operation, "updated_at", now)
     start = [number, at, operation.id, OperationState.CLAIMED.value, previous]
     attempt = [operation.id, number, value(Attempt, "started_at", now)]
-    audit = audit_values(tenant_id=operation.tenant_id, kind="attempt.started",
+    audit = audit_values(tenant_id=operation.tenant_id, kind=ATTEMPT_STARTED,
                          actor="dispatcher", at=now, operation_id=operation.id,
                          proposal_id=operation.proposal_id, details=details)
     if is_postgres():
