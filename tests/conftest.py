@@ -159,8 +159,11 @@ def _audit_trace_is_safe(request: pytest.FixtureRequest) -> Iterator[None]:
     transition tables with no violation (spec §7, `manage.py audit_check`): every trace the
     suite makes the runtime write is checked, on SQLite and on PostgreSQL. A test that
     corrupts the audit on purpose says so with `@pytest.mark.audit_corrupted`."""
-    uses_db = request.node.get_closest_marker("django_db") is not None or any(
-        name in request.fixturenames for name in ("db", "transactional_db"))
+    marker = request.node.get_closest_marker("django_db")
+    databases = marker.kwargs.get("databases") if marker is not None else None
+    uses_db = (marker is not None or any(
+        name in request.fixturenames for name in ("db", "transactional_db"))) and (
+        databases is None or databases == "__all__" or "default" in databases)
     if not uses_db or request.node.get_closest_marker("audit_corrupted") is not None:
         yield
         return
