@@ -245,7 +245,8 @@ class RawActions:
         if not self._run(claim, count_rows=not self.sqlite):
             return False
         now = self._when(datetime.now(UTC))
-        started = self._audit(item, "attempt.started", "dispatcher", op, now, {"attempt": 1})
+        started = self._audit(item, "attempt.started", "dispatcher", op, now, {"attempt": 1},
+                              digest=item.digest)
         start_op, attempt = (1, now, op, "claimed", 0), (op, 1, now)
         if self.sqlite:
             moved, inserted, audit = self.start_sql
@@ -259,7 +260,7 @@ class RawActions:
                 True, None)
         end = (now, "completed", "", op, 1)
         settled = self._audit(item, "operation.completed", "dispatcher", op, now,
-                              {"attempt": 1, "outcome": "completed"})
+                              {"attempt": 1, "outcome": "completed"}, digest=item.digest)
         if self.sqlite:
             moved, ended, audit = self.outcome_sql
             outcome = [(moved, move, 1), (ended, end, 1), (audit, settled, None)]
@@ -271,8 +272,9 @@ class RawActions:
 
     def _audit(self, item: Any, kind: str, actor: str, op: str, now: Any,
                details: dict[str, Any], digest: str = "") -> tuple[Any, ...]:
+        # The details the product writes: the event's own, then the action's binding.
         return (item.tenant_id, now, kind, actor, op, item.proposal_id, digest,
-                self.json(details))
+                self.json({**details, **item.binding()}))
 
     def settings(self) -> dict[str, str]:
         cur = self.conn.cursor()

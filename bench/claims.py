@@ -126,7 +126,8 @@ class RawClaimant:
                                     item.operation, item.fingerprint, now, now))
             cur.execute(audit, (item.tenant_id, now, actor, item.operation_id,
                                 item.proposal_id, item.digest,
-                                json.dumps({"permit_id": item.permit_id})))
+                                json.dumps({"permit_id": item.permit_id,
+                                            **item.binding()})))
             if self.sqlite:
                 cur.execute("COMMIT")
             else:

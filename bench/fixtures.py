@@ -100,6 +100,14 @@ class Claimable:
     principal_id: str
     operation: str
     fingerprint: str
+    policy_fingerprint: str
+
+    def binding(self) -> dict[str, Any]:
+        """What the product's audit events of this action carry (audit_binding)."""
+        return {"contract_fingerprint": self.fingerprint,
+                "policy_fingerprint": self.policy_fingerprint,
+                "execution_id": self.execution_id,
+                "resources": [{"id": self.resource_id, "revision": self.revision}]}
 
 
 def approved_emails(world: World, count: int, now: datetime) -> list[Claimable]:
@@ -164,7 +172,8 @@ def approved_emails(world: World, count: int, now: datetime) -> list[Claimable]:
                                "proposal_id": pid, "execution_id": exe, "digest": snap_digest,
                                "resource_refs": refs, "operation_id": op})
         items.append(Claimable(pid, mid, op, snap_digest, rid, 1, exe, world.tenant_id,
-                               world.owner_id, "email.send", proposal.contract_fingerprint))
+                               world.owner_id, "email.send", proposal.contract_fingerprint,
+                               proposal.policy_fingerprint))
     for key, model in (("resource", Resource), ("revision", Revision), ("proposal", Proposal),
                        ("approval", ApprovalRequest), ("decision", Decision),
                        ("permit", Permit)):
@@ -203,6 +212,13 @@ class Dispatchable:
     operation: str
     fingerprint: str
     digest: str
+    policy_fingerprint: str
+
+    def binding(self) -> dict[str, Any]:
+        """What the product's audit events of this action carry (audit_binding)."""
+        return {"contract_fingerprint": self.fingerprint,
+                "policy_fingerprint": self.policy_fingerprint,
+                "execution_id": self.execution_id, "resources": []}
 
 
 def make_noop_world(now: datetime, prefix: str = "") -> World:
@@ -239,7 +255,8 @@ def cloned_proposals(world: World, operation: str, arguments: dict[str, Any], co
     insert_rows(Proposal, rows)
     return [Dispatchable(row["id"], specimen.tenant_id, specimen.principal_id,
                          row["execution_id"], specimen.operation,
-                         specimen.contract_fingerprint, specimen.digest)
+                         specimen.contract_fingerprint, specimen.digest,
+                         specimen.policy_fingerprint)
             for row in [base, *rows]][:count]
 
 

@@ -1,4 +1,5 @@
-"""Secret redaction before anything is persisted in the audit (spec §12)."""
+"""Before anything is persisted in the audit (spec §12): secrets redacted by key, and the
+action's own values masked wherever a text quotes one."""
 
 from __future__ import annotations
 
@@ -26,3 +27,35 @@ def _walk(value: Any, needles: tuple[str, ...]) -> Any:
     if isinstance(value, list | tuple):
         return [_walk(v, needles) for v in value]
     return value
+
+
+#: What stands in the audit where a text quoted one of the action's values.
+MASKED = "[payload]"
+
+#: Shorter strings identify nothing alone, and masking them would mangle ordinary words.
+MIN_MASKED_LENGTH = 4
+
+
+def string_values(value: Any) -> set[str]:
+    """Every string of at least `MIN_MASKED_LENGTH` characters in `value` (keys excluded)."""
+    found: set[str] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+        elif isinstance(item, str) and len(item) >= MIN_MASKED_LENGTH:
+            found.add(item)
+    return found
+
+
+def mask_values(text: str, values: Iterable[str]) -> str:
+    """`text` with every occurrence of each of `values` replaced by `MASKED`, the longest
+    first: the audit holds no payload (spec §12), even where a destination's error or an
+    admin's note quotes one of the action's arguments."""
+    for found in sorted(values, key=len, reverse=True):
+        if found in text:
+            text = text.replace(found, MASKED)
+    return text

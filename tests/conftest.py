@@ -160,3 +160,29 @@ def policy(settings: Any) -> Iterator[Callable[[list[str]], None]]:
     get_runtime.cache_clear()
     yield allow
     get_runtime.cache_clear()
+
+
+
+@pytest.fixture(autouse=True)
+def _audit_trace_is_safe(request: pytest.FixtureRequest) -> Iterator[None]:
+    """At the end of every test that uses the database, its audit replays through the
+    transition tables with no violation (spec §7, `manage.py audit_check`): every trace the
+    suite makes the runtime write is checked, on SQLite and on PostgreSQL. A test that
+    corrupts the audit on purpose says so with `@pytest.mark.audit_corrupted`."""
+    marker = request.node.get_closest_marker("django_db")
+    databases = marker.kwargs.get("databases") if marker is not None else None
+    uses_db = (marker is not None or any(
+        name in request.fixturenames for name in ("db", "transactional_db"))) and (
+        databases is None or databases == "__all__" or "default" in databases)
+    if not uses_db or request.node.get_closest_marker("audit_corrupted") is not None:
+        yield
+        return
+    # Set up the database here, so that it is torn down (rolled back, flushed) after the check.
+    request.getfixturevalue("_django_db_helper")
+    yield
+    from dispatch.services.audit import audit_replay
+
+    found = audit_replay().violations
+    assert not found, "the audit breaks the trace safety property:\n" + "\n".join(
+        f"  event {v.event_id} {v.operation_id} {v.kind}: {v.code.value}: {v.message}"
+        for v in found)

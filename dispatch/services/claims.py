@@ -16,14 +16,23 @@ from django.db import IntegrityError, transaction
 
 from dispatch.failpoints import failpoint
 from dispatch.models import Operation, Permit, Proposal
-from dispatch.services.audit import AUDIT_COLUMNS, AUDIT_INSERT, AUDIT_PLACEHOLDERS, audit_values
+from dispatch.services.audit import (
+    AUDIT_COLUMNS,
+    AUDIT_INSERT,
+    AUDIT_PLACEHOLDERS,
+    audit_binding,
+    audit_values,
+)
 from dispatch.services.budgets import Limits, budget_take
 from dispatch.services.operations import OPERATION_CLAIMED, OPERATION_INSERT, OPERATION_INSERT_IF
 from dispatch.services.permits import PERMIT_CLAIM
 from dispatch.services.resources import resource_move
-from dispatch.services.statements import is_postgres, rows, run, value
+from dispatch.services.statements import cache_related, is_postgres, rows, run, value
 from protocols.denials import Denial, DenialCode
-from protocols.lifecycle import PermitState, ResourceEvent
+from protocols.lifecycle import OperationEvent, PermitState, ResourceEvent
+from protocols.trace import OPERATION_EVENT_KINDS
+
+_CLAIMED = OPERATION_EVENT_KINDS[OperationEvent.CLAIM]  # the audit kind of a claim
 
 
 def operation_claim(
@@ -54,10 +63,11 @@ def operation_claim(
               permit.id if permit else None, operation.principal_id, operation.execution_id,
               operation.operation, operation.contract_fingerprint, OPERATION_CLAIMED.value,
               at, at]
-    audit = audit_values(tenant_id=proposal.tenant_id, kind="permit.claimed", actor=actor,
+    audit = audit_values(tenant_id=proposal.tenant_id, kind=_CLAIMED, actor=actor,
                          at=now, operation_id=operation_id, proposal_id=proposal.id,
                          digest=proposal.digest,
-                         details={"permit_id": permit.id if permit else None})
+                         details={"permit_id": permit.id if permit else None,
+                                  **audit_binding(proposal)})
     try:
         if is_postgres() and not proposal.resource_refs:
             # One round trip: the lock, the intent and its audit row, each only if the one
@@ -82,6 +92,7 @@ def operation_claim(
         # leaves the transaction at once, so all of it rolls back.
         raise Denial(DenialCode.PERMIT_CLAIMED, proposal_id=proposal.id) from None
     operation._state.adding = False  # in the store now, as if loaded
+    cache_related(operation, "proposal", proposal)  # its attempts and outcome need no read
     # Last, so that the hot per-principal counter row is locked for the shortest time.
     budget_take(limits=budget, cost=cost)
     failpoint("claim.before_commit")

@@ -21,7 +21,9 @@ from dispatch.services.audit import (
     AUDIT_COLUMNS,
     AUDIT_INSERT,
     AUDIT_PLACEHOLDERS,
+    audit_binding,
     audit_record,
+    audit_text,
     audit_values,
 )
 from dispatch.services.resources import resource_move
@@ -33,6 +35,7 @@ from protocols.lifecycle import (
     ResourceEvent,
     transition,
 )
+from protocols.trace import ATTEMPT_STARTED, OPERATION_EVENT_KINDS
 
 #: The operation event an attempt's outcome asks for.
 OUTCOME_EVENTS = {
@@ -52,16 +55,6 @@ _RESOURCE_EVENTS = {
     OperationState.RECONCILED_NO_EFFECT: ResourceEvent.RECONCILE_NO_EFFECT,
     OperationState.CLAIMED: None,
 }
-
-_AUDIT_KINDS = {
-    OperationState.COMPLETED: "operation.completed",
-    OperationState.FAILED_NO_EFFECT: "operation.failed_no_effect",
-    OperationState.UNKNOWN: "operation.unknown",
-    OperationState.RECONCILED_COMPLETED: "operation.reconciled",
-    OperationState.RECONCILED_NO_EFFECT: "operation.reconciled",
-    OperationState.CLAIMED: "operation.retried",
-}
-
 
 OPERATION_CLAIMED = transition(OPERATION_LIFECYCLE, OPERATION_LIFECYCLE.initial,
                                OperationEvent.CLAIM)
@@ -158,15 +151,17 @@ def operation_move(
             operation.id, source.value, attempt,
             updated_at is None, value(Operation, "updated_at", updated_at)]
     end = [value(Attempt, "ended_at", now), end_attempt, error, operation.id, attempt]
+    proposal = operation.proposal  # loaded with the operation by every caller
     audit = audit_values(
-        tenant_id=operation.tenant_id, kind=_AUDIT_KINDS[target], actor=actor, at=now,
-        operation_id=operation.id, proposal_id=operation.proposal_id,
+        tenant_id=operation.tenant_id, kind=OPERATION_EVENT_KINDS[event], actor=actor, at=now,
+        operation_id=operation.id, proposal_id=operation.proposal_id, digest=proposal.digest,
         details={"attempt": attempt, "outcome": target.value,
-                 **({"error": error} if error else {}),
-                 **({"evidence": evidence} if evidence is not None else {}),
-                 **(details or {})})
+                 **({"error": audit_text(proposal, error)} if error else {}),
+                 **({"evidence": audit_text(proposal, evidence)} if evidence is not None
+                    else {}),
+                 **audit_binding(proposal), **(details or {})})
     resource_event = _RESOURCE_EVENTS[target]
-    refs = operation.proposal.resource_refs if resource_event is not None else []
+    refs = proposal.resource_refs if resource_event is not None else []
     try:
         with transaction.atomic():
             if is_postgres() and not refs:
@@ -255,7 +250,8 @@ def attempt_retry(
                                    error, operation.id, number])
         if ended != 1 or not _attempt_open(
                 operation, number + 1, now, previous=number,
-                details={"attempt": number + 1, "retry_of": number, "error": error}):
+                details={"attempt": number + 1, "retry_of": number,
+                         "error": audit_text(operation.proposal, error)}):
             transaction.set_rollback(True)
             return None
     operation.attempts_made, operation.updated_at = number + 1, now
@@ -272,9 +268,11 @@ def _attempt_open(
     at = value(Operation, "updated_at", now)
     start = [number, at, operation.id, OperationState.CLAIMED.value, previous]
     attempt = [operation.id, number, value(Attempt, "started_at", now)]
-    audit = audit_values(tenant_id=operation.tenant_id, kind="attempt.started",
+    proposal = operation.proposal
+    audit = audit_values(tenant_id=operation.tenant_id, kind=ATTEMPT_STARTED,
                          actor="dispatcher", at=now, operation_id=operation.id,
-                         proposal_id=operation.proposal_id, details=details)
+                         proposal_id=operation.proposal_id, digest=proposal.digest,
+                         details={**details, **audit_binding(proposal)})
     if is_postgres():
         ((started,),) = rows(_PG_START, [*start, *attempt, *audit])
         return bool(started == 1)
@@ -298,9 +296,13 @@ def operation_evidence(
         ).update(evidence=evidence)
         if changed != 1:
             return False
+        proposal = operation.proposal
         audit_record(tenant_id=operation.tenant_id, kind="operation.evidence", actor=actor,
                      at=now, operation_id=operation.id, proposal_id=operation.proposal_id,
-                     details={"evidence": evidence, "previous": operation.evidence})
+                     digest=proposal.digest,
+                     details={"evidence": audit_text(proposal, evidence),
+                              "previous": audit_text(proposal, operation.evidence),
+                              **audit_binding(proposal)})
     operation.evidence = evidence
     return True
 
@@ -310,8 +312,12 @@ def attempt_answer_ignored(
 ) -> None:
     """A late answer of an attempt that no longer settles the operation: kept as evidence for
     whoever resolves it, never as the outcome."""
+    proposal = operation.proposal
     with transaction.atomic():
         audit_record(tenant_id=operation.tenant_id, kind="attempt.ignored", actor="dispatcher",
                      at=now, operation_id=operation.id, proposal_id=operation.proposal_id,
-                     details={"attempt": attempt, "outcome": outcome, "error": error,
-                              "reason": "a newer attempt or a reconciliation settles it"})
+                     digest=proposal.digest,
+                     details={"attempt": attempt, "outcome": outcome,
+                              "error": audit_text(proposal, error),
+                              "reason": "a newer attempt or a reconciliation settles it",
+                              **audit_binding(proposal)})

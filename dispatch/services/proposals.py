@@ -18,7 +18,7 @@ from dispatch.models import ApprovalRequest, Principal, Proposal, ProposalResour
 from dispatch.runtime import get_runtime
 from dispatch.services.admission import Admission, Stage, admit, validate_arguments
 from dispatch.services.approvals import approval_open
-from dispatch.services.audit import audit_record
+from dispatch.services.audit import audit_binding, audit_record
 from dispatch.services.resources import resource_move
 from protocols.canonical import (
     CanonicalizationError,
@@ -189,8 +189,10 @@ def _proposal_insert(
         audit_record(tenant_id=principal.tenant_id, kind="proposal.created",
                      actor=principal.name, at=now, proposal_id=proposal.id,
                      digest=proposal_digest,
-                     details={"operation": contract.qualified_name, "execution_id": execution_id,
-                              "arguments": full})
+                     # The snapshot is referenced by the proposal's id and digest: the
+                     # audit holds no argument value (spec §12).
+                     details={"operation": contract.qualified_name,
+                              **audit_binding(proposal)})
         approval = None
         if expires_in is not None:
             assert contract.approval_requirement is not None

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from protocols.redaction import REDACTED, redact
+from protocols.redaction import MASKED, REDACTED, mask_values, redact, string_values
 
 FIELDS = ["password", "secret", "token", "api_key", "authorization"]
 
@@ -95,3 +95,34 @@ def test_secrets_inside_tuples_are_redacted() -> None:
     """Audit details are built in Python; a tuple is stored as a JSON array like a list."""
     assert redact({"calls": ({"api_key": "k"},)}, FIELDS) in (
         {"calls": ({"api_key": REDACTED},)}, {"calls": [{"api_key": REDACTED}]})
+
+
+# --- values quoted in text: masked before the audit (spec §12, no payloads) ---------------------
+
+def test_every_string_value_quoted_in_text_is_masked() -> None:
+    arguments = {"draft": {"payload": {"to": ["ada@example.com"], "subject": "Refund 42",
+                                       "cc": []}}, "amount": "10.00", "count": 7}
+    text = "recipients refused at RCPT: {'ada@example.com': (550, b'no')} re Refund 42"
+    assert mask_values(text, string_values(arguments)) == (
+        f"recipients refused at RCPT: {{'{MASKED}': (550, b'no')}} re {MASKED}")
+
+
+def test_the_longest_value_is_masked_first() -> None:
+    """A value inside a longer one never leaves the rest of the longer one behind."""
+    assert mask_values("to bob@example.com.au", ["bob@example.com", "bob@example.com.au"]) \
+        == f"to {MASKED}"
+
+
+def test_short_values_and_non_strings_are_not_values_to_mask() -> None:
+    """Too short to identify anything, and masking them would mangle ordinary words."""
+    assert sorted(string_values({"currency": "EUR", "memo": "", "n": 1234, "ok": True,
+                                 "to": ["abcd"]})) == ["abcd"]
+    assert mask_values("bank answered 500 for EUR", string_values({"c": "EUR"})) == (
+        "bank answered 500 for EUR")
+
+
+def test_text_without_a_value_is_unchanged() -> None:
+    assert mask_values("no outcome within the contract timeout of 15s",
+                       string_values({"to": "ada@example.com"})) == (
+        "no outcome within the contract timeout of 15s")
+    assert mask_values("", ["ada@example.com"]) == ""

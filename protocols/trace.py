@@ -1,0 +1,290 @@
+"""The trace safety property (spec §7): every dispatch has a preceding valid claim, and every
+committed state transition follows its table.
+
+The audit is the runtime's trace: each move of an operation writes one event in the move's own
+transaction (`OPERATION_EVENT_KINDS` names it), and a permit's claim, revocation and expiry are
+events too. `check_trace` replays a tenant's events in append order through the tables of
+`protocols.lifecycle`, from each record's initial state, and returns every event that breaks
+the property: an attempt whose operation holds no committed claim, a move its table does not
+declare, an attempt out of order, a permit claimed twice or after it lapsed. It says nothing
+about liveness: an operation left `claimed` is a valid trace.
+
+Pure: it reads the events it is given, in the order given (the audit's id order, which is the
+commit order of the moves of one operation: each starts after the one before committed, or
+waits for its row lock).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Final
+
+from protocols.lifecycle import (
+    OPERATION_LIFECYCLE,
+    PERMIT_LIFECYCLE,
+    OperationEvent,
+    OperationState,
+    PermitEvent,
+    PermitState,
+)
+
+#: The audit kind each operation event writes: `operation_move` and the claim write these,
+#: the replay reads them back.
+OPERATION_EVENT_KINDS: Final[Mapping[OperationEvent, str]] = {
+    OperationEvent.CLAIM: "permit.claimed",
+    OperationEvent.COMPLETE: "operation.completed",
+    OperationEvent.FAIL_NO_EFFECT: "operation.failed_no_effect",
+    OperationEvent.UNCERTAIN: "operation.unknown",
+    OperationEvent.RETRY: "operation.retried",
+    OperationEvent.RECONCILE_COMPLETED: "operation.reconciled",
+    OperationEvent.RECONCILE_NO_EFFECT: "operation.reconciled",
+}
+
+ATTEMPT_STARTED: Final = "attempt.started"
+
+#: Events of an operation that move none of its states; they need its claim before them.
+OPERATION_NOTES: Final = frozenset({"attempt.ignored", "operation.evidence"})
+
+#: Kinds that are always an operation's: an event of one of them must name it.
+_OPERATION_KINDS: Final = frozenset(
+    {*OPERATION_EVENT_KINDS.values(), ATTEMPT_STARTED, *OPERATION_NOTES})
+
+#: Kinds that may name an operation without being one of its moves.
+_MAY_NAME_AN_OPERATION: Final = frozenset({"proposal.cancelled"})
+
+_EVENTS_OF_KIND: Final[Mapping[str, tuple[OperationEvent, ...]]] = {
+    kind: tuple(e for e, k in OPERATION_EVENT_KINDS.items() if k == kind)
+    for kind in set(OPERATION_EVENT_KINDS.values())
+}
+
+
+class TraceCode(StrEnum):
+    """Why an event breaks the property; stable, for whoever reads the report."""
+
+    ATTEMPT_UNCLAIMED = "attempt_unclaimed"          # an attempt with no claim before it
+    EVENT_UNCLAIMED = "event_unclaimed"              # any other operation event before its claim
+    TRANSITION_INVALID = "transition_invalid"        # not in the record's table
+    OUTCOME_MISMATCH = "outcome_mismatch"            # the recorded state is not the table's
+    ATTEMPT_STATE_INVALID = "attempt_state_invalid"  # an attempt of an operation not claimed
+    ATTEMPT_OUT_OF_ORDER = "attempt_out_of_order"    # not the next attempt, or not the latest
+    KIND_UNDECLARED = "kind_undeclared"              # an operation's event of no known kind
+    OPERATION_MISSING = "operation_missing"          # an operation's kind naming no operation
+    PERMIT_UNISSUED = "permit_unissued"              # a claim of a permit no grant minted
+    PERMIT_MISMATCH = "permit_mismatch"              # a permit claimed for another proposal
+    PROPOSAL_CLAIMED_TWICE = "proposal_claimed_twice"  # one proposal, two operations
+    CLAIM_AFTER_CANCEL = "claim_after_cancel"        # a claim of a proposal cancelled unclaimed
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    """One audit event, as the replay needs it."""
+
+    id: int
+    kind: str
+    operation_id: str
+    proposal_id: str
+    details: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Violation:
+    event_id: int
+    operation_id: str
+    kind: str
+    code: TraceCode
+    message: str
+
+
+@dataclass
+class TraceReport:
+    events: int = 0
+    operations: int = 0
+    permits: int = 0
+    states: Counter[str] = field(default_factory=Counter)
+    violations: list[Violation] = field(default_factory=list)
+
+
+@dataclass
+class _Operation:
+    state: OperationState | None = None  # None: no claim seen yet (pending, or never claimed)
+    attempts: int = 0
+
+
+@dataclass
+class _Permit:
+    proposal_id: str
+    state: PermitState = PERMIT_LIFECYCLE.initial
+
+
+class TraceChecker:
+    """The replay, fed one event at a time in append order (a stream: the audit need not fit
+    in memory, only one small record per operation and permit)."""
+
+    def __init__(self) -> None:
+        self._report = TraceReport()
+        self._operations: dict[str, _Operation] = {}
+        self._permits: dict[str, _Permit] = {}
+        self._permit_of_approval: dict[str, str] = {}
+        self._permit_of_proposal: dict[str, str] = {}
+        self._claimed: dict[str, str] = {}  # proposal -> its operation
+        self._cancelled: set[str] = set()  # proposals cancelled before any claim
+
+    def feed(self, event: TraceEvent) -> None:
+        self._report.events += 1
+        self._permit_events(event)
+        if event.kind in _OPERATION_KINDS and not event.operation_id:
+            self._violate(event, TraceCode.OPERATION_MISSING,
+                          f"a '{event.kind}' event names no operation")
+            return
+        if not event.operation_id:
+            return  # an event of another record (a proposal, an approval, a grant)
+        if event.kind not in _OPERATION_KINDS and event.kind not in _MAY_NAME_AN_OPERATION:
+            self._violate(event, TraceCode.KIND_UNDECLARED,
+                          f"'{event.kind}' is no declared event of an operation")
+            return
+        operation = self._operations.setdefault(event.operation_id, _Operation())
+        if event.kind in _MAY_NAME_AN_OPERATION and operation.state is not None:
+            return  # it names a claimed operation and moves none of its states
+        if event.kind == OPERATION_EVENT_KINDS[OperationEvent.CLAIM]:
+            self._claim(event, operation)
+        elif operation.state is None:
+            if event.kind == ATTEMPT_STARTED:
+                self._violate(event, TraceCode.ATTEMPT_UNCLAIMED,
+                              "an attempt started with no permit.claimed before it")
+            else:
+                self._violate(event, TraceCode.EVENT_UNCLAIMED,
+                              f"'{event.kind}' before the operation's permit.claimed")
+        elif event.kind == ATTEMPT_STARTED:
+            self._attempt(event, operation)
+        elif event.kind in _EVENTS_OF_KIND:
+            self._move(event, operation)
+
+    def report(self) -> TraceReport:
+        report = self._report
+        claimed = [o for o in self._operations.values() if o.state is not None]
+        report.operations = len(claimed)
+        report.permits = len(self._permits)
+        report.states = Counter(o.state.value for o in claimed if o.state is not None)
+        return report
+
+    # --- operations -------------------------------------------------------------------------
+
+    def _claim(self, event: TraceEvent, operation: _Operation) -> None:
+        self._claim_of_proposal(event)
+        self._move(event, operation, event_of=(OperationEvent.CLAIM,),
+                   initial=OPERATION_LIFECYCLE.initial)
+
+    def _move(self, event: TraceEvent, operation: _Operation, *,
+              event_of: tuple[OperationEvent, ...] | None = None,
+              initial: OperationState | None = None) -> None:
+        source = operation.state or initial
+        assert source is not None
+        recorded = event.details.get("outcome")
+        candidates = event_of or _EVENTS_OF_KIND[event.kind]
+        allowed = [e for e in candidates if OPERATION_LIFECYCLE.allows(source, e)]
+        if not allowed:
+            self._violate(event, TraceCode.TRANSITION_INVALID,
+                          f"operation: '{event.kind}' is not allowed in state '{source}'")
+            return
+        targets = {OPERATION_LIFECYCLE.transitions[(source, e)].value for e in allowed}
+        if recorded not in targets and (recorded is not None or len(targets) > 1):
+            self._violate(event, TraceCode.OUTCOME_MISMATCH,
+                          f"'{event.kind}' from '{source}' records '{recorded}', the table "
+                          f"gives {' or '.join(sorted(targets))}")
+            return
+        if event_of is None and event.details.get("attempt") != operation.attempts:
+            self._violate(event, TraceCode.ATTEMPT_OUT_OF_ORDER,
+                          f"'{event.kind}' settles attempt {event.details.get('attempt')}; "
+                          f"the latest started is {operation.attempts}")
+            return
+        target = recorded if recorded is not None else targets.pop()
+        operation.state = OperationState(target)
+
+    def _attempt(self, event: TraceEvent, operation: _Operation) -> None:
+        if operation.state is not OperationState.CLAIMED:
+            self._violate(event, TraceCode.ATTEMPT_STATE_INVALID,
+                          f"an attempt started in state '{operation.state}'; only a claimed "
+                          "operation starts one")
+            return
+        number, retry_of = event.details.get("attempt"), event.details.get("retry_of")
+        if number != operation.attempts + 1 or (
+                retry_of is not None and retry_of != operation.attempts):
+            self._violate(event, TraceCode.ATTEMPT_OUT_OF_ORDER,
+                          f"attempt {number} started after attempt {operation.attempts}")
+            return
+        operation.attempts += 1
+
+    def _claim_of_proposal(self, event: TraceEvent) -> None:
+        proposal = event.proposal_id
+        # With a permit, the permit's own table refuses a claim after a cancellation.
+        if proposal in self._cancelled and event.details.get("permit_id") is None:
+            self._violate(event, TraceCode.CLAIM_AFTER_CANCEL,
+                          f"proposal {proposal} was cancelled before any claim")
+        elif self._claimed.setdefault(proposal, event.operation_id) != event.operation_id:
+            self._violate(event, TraceCode.PROPOSAL_CLAIMED_TWICE,
+                          f"proposal {proposal} already has operation "
+                          f"{self._claimed[proposal]}")
+
+    # --- permits ----------------------------------------------------------------------------
+
+    def _permit_events(self, event: TraceEvent) -> None:
+        details, kind = event.details, event.kind
+        if kind == "approval.granted" and isinstance(details.get("permit_id"), str):
+            permit_id = details["permit_id"]
+            self._permits[permit_id] = _Permit(proposal_id=event.proposal_id)
+            self._permit_of_proposal[event.proposal_id] = permit_id
+            if isinstance(details.get("approval_id"), str):
+                self._permit_of_approval[details["approval_id"]] = permit_id
+        elif kind == OPERATION_EVENT_KINDS[OperationEvent.CLAIM] and \
+                details.get("permit_id") is not None:
+            self._permit_claim(event, str(details["permit_id"]))
+        elif kind == "permit.revoked":
+            self._permit_move(event, details.get("permit_id"), PermitEvent.REVOKE)
+        elif kind == "approval.expired":
+            found = self._permit_of_approval.get(str(details.get("approval_id")))
+            if found is not None:  # a granted approval expires with its issued permit
+                self._permit_move(event, found, PermitEvent.EXPIRE)
+        elif kind == "proposal.cancelled" and details.get("before_claim") is True:
+            self._cancelled.add(event.proposal_id)
+            found = self._permit_of_proposal.get(event.proposal_id)
+            permit = self._permits.get(found) if found is not None else None
+            # The cancellation revokes the proposal's permit if it is still issued.
+            if permit is not None and PERMIT_LIFECYCLE.allows(permit.state, PermitEvent.REVOKE):
+                self._permit_move(event, found, PermitEvent.REVOKE)
+
+    def _permit_claim(self, event: TraceEvent, permit_id: str) -> None:
+        permit = self._permits.get(permit_id)
+        if permit is None:
+            self._violate(event, TraceCode.PERMIT_UNISSUED,
+                          f"permit {permit_id} was never issued by a grant")
+        elif permit.proposal_id != event.proposal_id:
+            self._violate(event, TraceCode.PERMIT_MISMATCH,
+                          f"permit {permit_id} was issued for proposal {permit.proposal_id}")
+        else:
+            self._permit_move(event, permit_id, PermitEvent.CLAIM)
+
+    def _permit_move(self, event: TraceEvent, permit_id: object, move: PermitEvent) -> None:
+        permit = self._permits.get(str(permit_id))
+        if permit is None:
+            return  # a permit this trace never saw issued: only its claim is checked
+        if not PERMIT_LIFECYCLE.allows(permit.state, move):
+            self._violate(event, TraceCode.TRANSITION_INVALID,
+                          f"permit {permit_id}: '{move.value}' is not allowed in state "
+                          f"'{permit.state.value}'")
+            return
+        permit.state = PERMIT_LIFECYCLE.transitions[(permit.state, move)]
+
+    def _violate(self, event: TraceEvent, code: TraceCode, message: str) -> None:
+        self._report.violations.append(
+            Violation(event.id, event.operation_id, event.kind, code, message))
+
+
+def check_trace(events: Iterable[TraceEvent]) -> TraceReport:
+    """Replay `events` (one tenant's, or all, in append order); every violation, in order."""
+    checker = TraceChecker()
+    for event in events:
+        checker.feed(event)
+    return checker.report()

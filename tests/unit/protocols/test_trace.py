@@ -1,0 +1,236 @@
+"""The trace safety property (spec §7, protocols.trace): a replay of audit events through the
+transition tables finds every dispatch without a preceding claim and every move its table does
+not declare, and nothing in the traces the runtime writes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import count
+from typing import Any
+
+import pytest
+
+from protocols.lifecycle import OPERATION_LIFECYCLE, OperationEvent
+from protocols.trace import (
+    OPERATION_EVENT_KINDS,
+    TraceCode,
+    TraceEvent,
+    check_trace,
+)
+
+_ids: Iterator[int] = count(1)
+
+
+def ev(kind: str, op: str = "op_1", proposal: str = "prp_1", **details: Any) -> TraceEvent:
+    return TraceEvent(id=next(_ids), kind=kind, operation_id=op, proposal_id=proposal,
+                      details=details)
+
+
+def granted(proposal: str = "prp_1", permit: str = "prm_1",
+            approval: str = "apr_1") -> TraceEvent:
+    return ev("approval.granted", op="", proposal=proposal, approval_id=approval,
+              permit_id=permit)
+
+
+def claimed(op: str = "op_1", proposal: str = "prp_1", permit: str | None = None) -> TraceEvent:
+    return ev("permit.claimed", op=op, proposal=proposal, permit_id=permit)
+
+
+def started(number: int, op: str = "op_1", **details: Any) -> TraceEvent:
+    return ev("attempt.started", op=op, attempt=number, **details)
+
+
+def moved(kind: str, attempt: int, outcome: str, op: str = "op_1") -> TraceEvent:
+    return ev(kind, op=op, attempt=attempt, outcome=outcome)
+
+
+def codes(*events: TraceEvent) -> list[TraceCode]:
+    return [v.code for v in check_trace(events).violations]
+
+
+# --- traces the runtime writes: no violation --------------------------------------------------
+
+VALID = {
+    "approved and completed": [
+        granted(), claimed(permit="prm_1"), started(1),
+        moved("operation.completed", 1, "completed")],
+    "no approval needed, failed before any effect": [
+        claimed(), started(1), moved("operation.failed_no_effect", 1, "failed_no_effect")],
+    "unknown, reconciled as completed": [
+        claimed(), started(1), moved("operation.unknown", 1, "unknown"),
+        moved("operation.reconciled", 1, "reconciled_completed")],
+    "unknown, resolved as no effect, a late answer ignored": [
+        claimed(), started(1), moved("operation.unknown", 1, "unknown"),
+        ev("operation.evidence", evidence="inconclusive"),
+        moved("operation.reconciled", 1, "reconciled_no_effect"),
+        ev("attempt.ignored", attempt=1, outcome="completed")],
+    "retried by the worker with the same key": [
+        claimed(), started(1), started(2, retry_of=1),
+        moved("operation.completed", 2, "completed")],
+    "absent per lookup, retried by the reconciler": [
+        claimed(), started(1), moved("operation.unknown", 1, "unknown"),
+        moved("operation.retried", 1, "claimed"), started(2),
+        moved("operation.completed", 2, "completed")],
+    "cancelled after the claim, before any attempt": [
+        claimed(), moved("operation.failed_no_effect", 0, "failed_no_effect"),
+        ev("proposal.cancelled", before_claim=False)],
+    "cancelled during an attempt": [
+        claimed(), started(1), ev("proposal.cancelled", before_claim=False),
+        moved("operation.failed_no_effect", 1, "failed_no_effect")],
+    "refused by a changed deployment before any attempt": [
+        claimed(), moved("operation.failed_no_effect", 0, "failed_no_effect")],
+    "events of other records are not the operation's": [
+        ev("proposal.created", op=""), ev("approval.requested", op=""),
+        ev("dispatch.denied", op="", code="approval_pending"), granted(),
+        ev("resource.created", op=""), claimed(permit="prm_1"), started(1),
+        moved("operation.completed", 1, "completed")],
+}
+
+
+@pytest.mark.parametrize("events", VALID.values(), ids=VALID.keys())
+def test_a_trace_the_runtime_writes_has_no_violation(events: list[TraceEvent]) -> None:
+    report = check_trace(events)
+    assert report.violations == []
+    assert report.operations == 1
+    assert report.events == len(events)
+
+
+def test_the_report_counts_operations_permits_and_final_states() -> None:
+    report = check_trace([
+        granted(), claimed(permit="prm_1"), started(1),
+        moved("operation.completed", 1, "completed"),
+        claimed(op="op_2", proposal="prp_2"), started(1, op="op_2"),
+        moved("operation.unknown", 1, "unknown", op="op_2")])
+    assert (report.operations, report.permits) == (2, 1)
+    assert report.states == {"completed": 1, "unknown": 1}
+
+
+def test_every_operation_event_has_its_audit_kind() -> None:
+    assert set(OPERATION_EVENT_KINDS) == {event for (_s, event) in
+                                          OPERATION_LIFECYCLE.transitions}
+
+
+# --- the safety property: every dispatch has a preceding claim ----------------------------------
+
+def test_an_attempt_without_any_claim_is_a_violation() -> None:
+    assert codes(started(1), moved("operation.completed", 1, "completed")) == [
+        TraceCode.ATTEMPT_UNCLAIMED, TraceCode.EVENT_UNCLAIMED]
+
+
+def test_an_attempt_before_its_claim_is_a_violation() -> None:
+    assert codes(started(1), claimed()) == [TraceCode.ATTEMPT_UNCLAIMED]
+
+
+def test_a_claim_of_another_operation_does_not_count() -> None:
+    found = check_trace([claimed(op="op_2", proposal="prp_2"), started(1, op="op_1")])
+    assert [(v.code, v.operation_id) for v in found.violations] == [
+        (TraceCode.ATTEMPT_UNCLAIMED, "op_1")]
+
+
+def test_the_violation_names_the_event() -> None:
+    bad = started(1, op="op_9")
+    (violation,) = check_trace([bad]).violations
+    assert (violation.event_id, violation.operation_id, violation.kind) == (
+        bad.id, "op_9", "attempt.started")
+    assert "permit.claimed" in violation.message
+
+
+# --- every transition is in its table ---------------------------------------------------------
+
+@pytest.mark.parametrize("events", [
+    [claimed(), claimed()],
+    [claimed(), started(1), moved("operation.completed", 1, "completed"),
+     moved("operation.completed", 1, "completed")],
+    [claimed(), started(1), moved("operation.reconciled", 1, "reconciled_completed")],
+    [claimed(), started(1), moved("operation.retried", 1, "claimed")],
+    [claimed(), started(1), moved("operation.completed", 1, "completed"),
+     moved("operation.unknown", 1, "unknown")],
+], ids=["claimed twice", "completed twice", "reconciled while claimed",
+        "retried while claimed", "unknown after completed"])
+def test_a_move_its_table_does_not_declare_is_a_violation(events: list[TraceEvent]) -> None:
+    assert codes(*events) == [TraceCode.TRANSITION_INVALID]
+
+
+def test_a_recorded_outcome_the_table_does_not_give_is_a_violation() -> None:
+    assert codes(claimed(), started(1), moved("operation.unknown", 1, "completed")) == [
+        TraceCode.OUTCOME_MISMATCH]
+
+
+def test_an_attempt_outside_claimed_is_a_violation() -> None:
+    assert codes(claimed(), started(1), moved("operation.unknown", 1, "unknown"),
+                 started(2)) == [TraceCode.ATTEMPT_STATE_INVALID]
+
+
+@pytest.mark.parametrize("events", [
+    [claimed(), started(2)],
+    [claimed(), started(1), started(1)],
+    [claimed(), started(1), started(2, retry_of=0)],
+    [claimed(), started(1), started(2), moved("operation.completed", 1, "completed")],
+    [claimed(), started(1), moved("operation.unknown", 0, "unknown")],
+], ids=["skips attempt 1", "starts attempt 1 twice", "retries another attempt",
+        "settled by an older attempt", "settled naming no attempt"])
+def test_attempts_out_of_order_are_a_violation(events: list[TraceEvent]) -> None:
+    assert codes(*events) == [TraceCode.ATTEMPT_OUT_OF_ORDER]
+
+
+def test_an_undeclared_kind_on_an_operation_is_a_violation() -> None:
+    assert codes(claimed(), ev("operation.teleported")) == [TraceCode.KIND_UNDECLARED]
+
+
+def test_an_operation_event_without_its_operation_is_a_violation() -> None:
+    assert codes(ev("attempt.started", op="", attempt=1)) == [TraceCode.OPERATION_MISSING]
+
+
+def test_one_violation_does_not_hide_the_next() -> None:
+    assert codes(claimed(), started(1), moved("operation.completed", 1, "completed"),
+                 moved("operation.completed", 1, "completed"), started(2)) == [
+        TraceCode.TRANSITION_INVALID, TraceCode.ATTEMPT_STATE_INVALID]
+
+
+# --- the permit's own table: one-shot, bound to its proposal -----------------------------------
+
+def test_a_permit_claimed_by_two_operations_is_a_violation() -> None:
+    assert codes(granted(), claimed(permit="prm_1"),
+                 claimed(op="op_2", permit="prm_1")) == [TraceCode.TRANSITION_INVALID,
+                                                         TraceCode.PROPOSAL_CLAIMED_TWICE]
+
+
+def test_a_permit_no_grant_issued_is_a_violation() -> None:
+    assert codes(claimed(permit="prm_forged")) == [TraceCode.PERMIT_UNISSUED]
+
+
+def test_a_permit_of_another_proposal_is_a_violation() -> None:
+    assert codes(granted(proposal="prp_2", permit="prm_2"),
+                 claimed(proposal="prp_1", permit="prm_2")) == [TraceCode.PERMIT_MISMATCH]
+
+
+@pytest.mark.parametrize("lapse", [
+    ev("permit.revoked", op="", permit_id="prm_1", approval_id="apr_1"),
+    ev("approval.expired", op="", approval_id="apr_1"),
+    ev("proposal.cancelled", op="", before_claim=True),
+], ids=["revoked", "expired", "cancelled"])
+def test_a_permit_claimed_after_it_lapsed_is_a_violation(lapse: TraceEvent) -> None:
+    assert codes(granted(), lapse, claimed(permit="prm_1")) == [
+        TraceCode.TRANSITION_INVALID]
+
+
+def test_a_revocation_after_the_claim_is_a_violation() -> None:
+    """permits_revoke_resting_on moves only issued permits: a claimed one ran."""
+    assert codes(granted(), claimed(permit="prm_1"),
+                 ev("permit.revoked", op="", permit_id="prm_1")) == [
+        TraceCode.TRANSITION_INVALID]
+
+
+def test_a_claim_without_a_permit_after_a_cancellation_is_a_violation() -> None:
+    assert codes(ev("proposal.cancelled", op="", before_claim=True), claimed()) == [
+        TraceCode.CLAIM_AFTER_CANCEL]
+
+
+def test_a_second_operation_of_one_proposal_is_a_violation() -> None:
+    assert codes(claimed(op="op_1"), claimed(op="op_2")) == [
+        TraceCode.PROPOSAL_CLAIMED_TWICE]
+
+
+def test_the_tables_are_the_ones_of_protocols_lifecycle() -> None:
+    """The replay reads the one table; it has no copy of its own."""
+    assert OPERATION_EVENT_KINDS[OperationEvent.CLAIM] == "permit.claimed"
