@@ -344,14 +344,21 @@ def audit_list(
 
 
 def audit_kinds(*, viewer: Principal) -> list[str]:
-    """The audit kinds the runtime writes, for the filter's choices (a fixed list, no scan)."""
-    return sorted({
-        "proposal.created", "approval.requested", "approval.granted", "approval.denied",
-        "approval.expired", "permit.claimed", "attempt.started", "operation.completed",
-        "operation.failed_no_effect", "operation.unknown", "operation.reconciled",
-        "grant.issued", "grant.revoked", "grant.delegated", "dispatch.denied",
-        "resource.created", "resource.revised",
-    })
+    """The audit kinds the runtime writes, for the filter's choices (a fixed list, no scan;
+    tests/unit/test_audit_kinds.py checks that every kind a service writes is in it)."""
+    return sorted(AUDIT_KINDS)
+
+
+#: Every kind of audit event the runtime appends.
+AUDIT_KINDS = frozenset({
+    "proposal.created", "proposal.cancelled", "approval.requested", "approval.granted",
+    "approval.denied", "approval.expired", "permit.claimed", "permit.revoked",
+    "attempt.started", "attempt.ignored", "operation.completed", "operation.failed_no_effect",
+    "operation.unknown", "operation.retried", "operation.reconciled", "operation.evidence",
+    "renewal.requested", "renewal.granted", "renewal.denied",
+    "grant.issued", "grant.revoked", "grant.delegated", "dispatch.denied",
+    "resource.created", "resource.revised",
+})
 
 
 def execution_usage(execution_id: str) -> Usage:

@@ -135,7 +135,7 @@ def renewal_decide(
                               attempt=renewal.attempt - 1, now=now, actor=approver.name,
                               evidence=f"renewed approval {renewal.id} for attempt "
                                        f"{renewal.attempt}",
-                              details={"renewal_id": renewal.id, "attempt": renewal.attempt}):
+                              details={"renewal_id": renewal.id}):
             raise Denial(DenialCode.PROTOCOL_STATE_INVALID, "The operation moved on since "
                          "the renewal was requested.", state=operation.state)
         _audit(renewal, "renewal.granted", approver, now)
