@@ -236,7 +236,8 @@ def _detail_page(
         "denial": denial,
         "denial_headline": _refusal_headline(denial, decision, principal),
         "canonical_bytes": len(proposal.canonical.encode()),
-        "usage": _reported(selectors.execution_usage(proposal.execution_id)),
+        "usage": _reported(selectors.execution_usage(proposal.execution_id,
+                                                     principal_id=proposal.principal_id)),
     }
     return page(request, "console/approval_detail.html", context, principal=principal,
                 status=status)
@@ -383,8 +384,9 @@ def _operation_page(
         "renewal": pending,
         "renewal_form": renewal_form or DecisionForm(
             initial={"digest": operation.proposal.digest}),
-        "may_decide_renewal": pending is not None and principal.id not in (
-            pending.requested_by_id, operation.principal_id),
+        "renewal_expired": pending is not None and now >= pending.expires_at,
+        "may_decide_renewal": pending is not None and now < pending.expires_at
+        and principal.id not in (pending.requested_by_id, operation.principal_id),
         "renewal_refusal": None if pending is not None else renewal_refusal(operation, now),
         "operation": operation,
         "summary": snapshot_summary(snapshot, limit=6),

@@ -40,7 +40,8 @@ def _before_effect(ctx: HandlerContext) -> None:
 
 class EmailSendHandler(Handler):
     name = "email.send"
-    implementation_fingerprint = FromCode()
+    implementation_fingerprint = FromCode("demo.destinations.smtp_client",
+                                          "demo.destinations.smtp_sink")
 
     def destination(self) -> dict[str, Any]:
         cfg = settings.DESTINATIONS
@@ -69,7 +70,7 @@ class EmailSendHandler(Handler):
 
 class PaymentsTransferHandler(Handler):
     name = "payments.transfer"
-    implementation_fingerprint = FromCode()
+    implementation_fingerprint = FromCode("demo.destinations.bank_client")
 
     def destination(self) -> dict[str, Any]:
         return {"name": "bank", "address": settings.DESTINATIONS["bank_url"]}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import inspect
 import itertools
 import math
@@ -173,36 +174,49 @@ def within_deadline(ctx: HandlerContext, call: Callable[[], T]) -> T:
     return answer[0]
 
 
-def code_fingerprint(cls: type) -> str:
+def code_fingerprint(cls: type, modules: tuple[str, ...] = ()) -> str:
     """The implementation fingerprint of a handler class, derived from its code (spec §8,
     §10): the digest of its qualified name and of the source of every module that defines a
-    class it inherits from (this port module aside). Any edit of that code, a helper function
-    beside the handler included, is a new fingerprint, so a proposal approved under the old
-    code is refused (`contract_mismatch`) rather than run by the new."""
-    return _code_fingerprint(cls)
+    class it inherits from (this port module aside), and of the named `modules` it relies on
+    (its destination client, where what counts as no effect is decided). Any edit of that
+    code, a helper function beside the handler included, is a new fingerprint, so a proposal
+    approved under the old code is refused (`contract_mismatch`) rather than run by the new.
+    Each module's source is read once per process, when first fingerprinted."""
+    return _code_fingerprint(cls, modules)
 
 
 @functools.cache
-def _code_fingerprint(cls: type) -> str:
-    modules: dict[str, str] = {}
-    for base in cls.__mro__:
-        name = base.__module__
-        if name in (__name__, "builtins", "typing", "abc") or name in modules:
-            continue
-        path = inspect.getsourcefile(sys.modules[name])
-        if path is None:
-            raise ValueError(f"{cls.__qualname__}: module {name} has no source to fingerprint")
-        modules[name] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+def _code_fingerprint(cls: type, extra: tuple[str, ...]) -> str:
+    names = [base.__module__ for base in cls.__mro__ if base.__module__ not in (
+        __name__, "builtins", "typing", "abc")]
+    modules = {name: _module_digest(name) for name in [*names, *extra]}
     return digest({"handler": f"{cls.__module__}.{cls.__qualname__}", "modules": modules})
 
 
+@functools.cache
+def _module_digest(name: str) -> str:
+    module = sys.modules.get(name) or importlib.import_module(name)
+    path = inspect.getsourcefile(module)
+    if path is None:
+        raise ValueError(f"module {name} has no source to fingerprint")
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
 class FromCode:
-    """`implementation_fingerprint = FromCode()` on a handler class: the fingerprint is
-    `code_fingerprint` of the class it is read from (a subclass gets its own), never a
-    hand-written label."""
+    """`implementation_fingerprint = FromCode("pkg.client", ...)` on a handler class: the
+    fingerprint is `code_fingerprint` of the class it is read from (a subclass gets its own)
+    and of the named modules, never a hand-written label. The defining class's code is read
+    when the class is created, at import: the fingerprint is that of the code this process
+    runs, not of a file edited since."""
+
+    def __init__(self, *modules: str) -> None:
+        self.modules = modules
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        code_fingerprint(owner, self.modules)
 
     def __get__(self, instance: object, owner: type) -> str:
-        return code_fingerprint(owner)
+        return code_fingerprint(owner, self.modules)
 
 
 @dataclass(frozen=True)

@@ -289,9 +289,11 @@ class Renewal(models.Model):
 
     class Meta:
         constraints = [
-            # One renewal per further attempt: a second request waits for the first's fate.
+            # One pending renewal per further attempt: a second request waits for the first's
+            # fate; after a denial or expiry another may be asked.
             models.UniqueConstraint(fields=["operation", "attempt"],
-                                    name="one_renewal_per_attempt"),
+                                    condition=Q(state="pending"),
+                                    name="one_pending_renewal_per_attempt"),
         ]
 
 

@@ -355,19 +355,20 @@ AUDIT_KINDS = frozenset({
     "approval.denied", "approval.expired", "permit.claimed", "permit.revoked",
     "attempt.started", "attempt.ignored", "operation.completed", "operation.failed_no_effect",
     "operation.unknown", "operation.retried", "operation.reconciled", "operation.evidence",
-    "renewal.requested", "renewal.granted", "renewal.denied",
+    "renewal.requested", "renewal.granted", "renewal.denied", "renewal.expired",
     "grant.issued", "grant.revoked", "grant.delegated", "dispatch.denied",
     "resource.created", "resource.revised",
 })
 
 
-def execution_usage(execution_id: str) -> Usage:
-    """The model usage an execution's transcript records, summed over its turns (spec §9):
-    what the adapter reported, accounting only."""
+def execution_usage(execution_id: str, *, principal_id: str) -> Usage:
+    """The model usage an execution of `principal_id` records, summed over its turns (spec
+    §9): what the adapter reported, accounting only. A proposal's `execution_id` is the
+    caller's word, so only an execution of the proposal's own principal counts."""
     totals = {"input_tokens": 0, "output_tokens": 0}
     cost = Decimal(0)
     for payload in TranscriptEntry.objects.filter(
-            execution_id=execution_id,
+            execution_id=execution_id, execution__principal_id=principal_id,
             kind__in=[TranscriptEntry.Kind.TOOL_CALL, TranscriptEntry.Kind.FINAL],
     ).values_list("payload", flat=True):
         usage = payload.get("usage") if isinstance(payload, dict) else None

@@ -48,7 +48,8 @@ ATTEMPT_STARTED: Final = "attempt.started"
 #: Events of an operation that move none of its states; they need its claim before them. A
 #: renewal's grant moves the operation by its own `operation.retried`, written beside it.
 OPERATION_NOTES: Final = frozenset({"attempt.ignored", "operation.evidence",
-                                    "renewal.requested", "renewal.granted", "renewal.denied"})
+                                    "renewal.requested", "renewal.granted", "renewal.denied",
+                                    "renewal.expired"})
 
 #: Kinds that are always an operation's: an event of one of them must name it.
 _OPERATION_KINDS: Final = frozenset(

@@ -21,7 +21,7 @@ from dispatch.handlers import HandlerContext
 from dispatch.models import Execution, Principal, Proposal, Resource, TranscriptEntry
 from dispatch.runtime import get_runtime
 from dispatch.services.access import resource_kinds_of
-from dispatch.services.budgets import budget_release, budget_take
+from dispatch.services.budgets import budget_adjust, budget_take
 from dispatch.services.cancellation import proposal_cancel
 from dispatch.services.executions import (
     JournalEntry,
@@ -201,25 +201,28 @@ def _reserve_model_tokens(execution_id: str, adapter: ModelAdapter) -> int | Non
     hold it (the model is not asked). 0: nothing reserved, because no limit is set or the
     adapter promises no maximum (then usage is accounted, never limited)."""
     limit = settings.BUDGET_MODEL_TOKENS_PER_EXECUTION
-    maximum = adapter.max_tokens_per_call
-    if not limit or maximum is None:
+    if not limit:
+        return 0
+    # An adapter written before usage accounting has no such attribute: it promises nothing.
+    maximum = getattr(adapter, "max_tokens_per_call", None)
+    if maximum is None:
         return 0
     try:
         with transaction.atomic():
             budget_take(limits=[(model_tokens_key(execution_id), limit)], cost=maximum)
     except Denial:
         return None
-    return maximum
+    return int(maximum)
 
 
 def _return_unused_tokens(execution_id: str, reserved: int, usage: Usage | None) -> None:
-    """Keep what the call used (all of the reservation when it reported nothing, or more
-    than it promised), give back the rest. A crash before this keeps the whole reservation:
-    the budget is over-counted, never under."""
-    if reserved and usage is not None:
-        budget_release(key=model_tokens_key(execution_id),
-                       amount=reserved - min(usage.tokens, reserved))
-
+    """Settle the reservation with what the call used: give back the rest, or, when it used
+    more than it promised, charge the excess up to the limit, so the next call is refused. A
+    call that reported nothing, or a crash before this, keeps the whole reservation: the
+    budget is over-counted, never under."""
+    if not reserved or usage is None:
+        return
+    budget_adjust(key=model_tokens_key(execution_id), delta=usage.tokens - reserved)
 
 
 def _advance(

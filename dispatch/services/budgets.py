@@ -4,7 +4,7 @@ One conditional upsert adds the action's cost to every counter it counts against
 nothing: a counter that would go over its limit is neither updated nor returned, and the claim
 then rolls back as a whole, so a failed claim holds no capacity and needs no release. The
 CheckConstraint on the table is the backstop. Work already attempted is not refunded; the
-unused part of a reservation is (`budget_release`: a model call's maximum, reserved before the
+unused part of a reservation is (`budget_adjust`: a model call's maximum, reserved before the
 call, less what it used).
 """
 
@@ -17,7 +17,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db import connection
 from django.db.models import F, Value
-from django.db.models.functions import Greatest
+from django.db.models.functions import Greatest, Least
 
 from dispatch.models import BudgetCounter
 from protocols.denials import Denial, DenialCode
@@ -73,9 +73,11 @@ def budget_take(*, limits: Limits, cost: int) -> None:
             raise Denial(DenialCode.BUDGET_EXHAUSTED, budget=name.split(":")[0])
 
 
-def budget_release(*, key: str, amount: int) -> None:
-    """Give back `amount` of what was reserved on counter `key` (never below zero)."""
-    if amount <= 0:
+def budget_adjust(*, key: str, delta: int) -> None:
+    """Settle what was reserved on counter `key`: give back `-delta` (never below zero), or
+    charge `delta` more, up to the counter's limit (the CheckConstraint's bound): a counter
+    charged to its limit refuses the next reservation."""
+    if delta == 0:
         return
     BudgetCounter.objects.filter(key=key).update(
-        used=Greatest(F("used") - amount, Value(0)))
+        used=Greatest(Least(F("used") + delta, F("limit")), Value(0)))

@@ -49,8 +49,17 @@ def proposal_dispatch(
             audit_record(tenant_id=principal.tenant_id, kind="dispatch.denied",
                          actor=principal.name, at=now,
                          proposal_id=_id_or_blank(proposal_id),
-                         details={"code": denial.code.value, **denial.details})
+                         details={"code": denial.code.value, **_without_values(denial)})
         raise
+
+
+#: Details of a denial that quote an argument: the caller hears them, the audit does not
+#: keep them (spec §12: the audit holds references, never payloads).
+_VALUE_DETAILS = frozenset({"value", "errors"})
+
+
+def _without_values(denial: Denial) -> dict[str, object]:
+    return {k: v for k, v in denial.details.items() if k not in _VALUE_DETAILS}
 
 
 def _id_or_blank(value: object) -> str:

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, connection
+from django.db import connection
 from django.utils import timezone
 
 from dispatch.failpoints import failpoint
@@ -210,8 +210,8 @@ def handler_invoke(
     anything else raises `UnclaimedInvocationError` before any I/O. `started`, minted by the
     attempt's own conditional start in this process, is that proof; without it the store is
     asked."""
-    if started is not None and (started.operation_id, started.number) == (
-            ctx.operation_id, ctx.attempt):
+    if started is not None and (started.operation_id, started.number, started.operation) == (
+            ctx.operation_id, ctx.attempt, handler.name):
         return handler.perform(ctx)
     held = Attempt.objects.filter(
         operation_id=ctx.operation_id, number=ctx.attempt, ended_at__isnull=True,
@@ -237,7 +237,12 @@ def _run_handler(
     except Exception as exc:  # a handler bug: it may have written before failing
         log.exception("handler %s failed", contract.qualified_name)
         return _unusable(contract), None, f"{type(exc).__name__}: {exc}"
-    # Step 9: the result is checked against the contract before it is kept or handed back.
+    # Step 9: the result is checked against the contract before it is kept or handed back,
+    # and must be a JSON value the store can keep.
+    try:
+        json.dumps(result, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        return _unusable(contract), None, f"{OUTPUT_INVALID}: /result is not JSON ({exc})"
     problems = contract.output_errors(result)
     if problems:
         first = problems[0]
@@ -294,7 +299,7 @@ def _record_outcome(
     """Step 9. If the outcome cannot be recorded after an effect, record `unknown`."""
     try:
         _settle_attempt(operation, number, outcome, result, error, now)
-    except DatabaseError:
+    except Exception:  # a store error, or a value it could not take: never lose the attempt
         log.exception("could not record the outcome of %s; recording unknown", operation.id)
         if outcome == Attempt.Outcome.UNCERTAIN:
             return  # reconciliation moves a stale claim to unknown
@@ -302,7 +307,7 @@ def _record_outcome(
         try:
             _settle_attempt(operation, number, Attempt.Outcome.UNCERTAIN, None,
                             f"outcome {outcome} could not be recorded", now)
-        except DatabaseError:
+        except Exception:
             log.exception("could not record unknown for %s either", operation.id)
 
 

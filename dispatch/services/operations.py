@@ -223,6 +223,8 @@ class StartedAttempt:
     operation_id: str
     number: int
     mint: object = field(repr=False, compare=False, default=None)
+    # The operation's qualified name: the proof opens only its own contract's handler.
+    operation: str = ""
 
     def __post_init__(self) -> None:
         if self.mint is not _MINT:
@@ -237,7 +239,7 @@ def attempt_start(operation: Operation, number: int, now: datetime) -> StartedAt
                              details={"attempt": number}):
             return None
     operation.attempts_made, operation.updated_at = number, now
-    return StartedAttempt(operation.id, number, _MINT)
+    return StartedAttempt(operation.id, number, _MINT, operation.operation)
 
 
 def attempt_retry(
@@ -255,7 +257,7 @@ def attempt_retry(
             transaction.set_rollback(True)
             return None
     operation.attempts_made, operation.updated_at = number + 1, now
-    return StartedAttempt(operation.id, number + 1, _MINT)
+    return StartedAttempt(operation.id, number + 1, _MINT, operation.operation)
 
 
 def _attempt_open(

@@ -85,8 +85,10 @@ def _reconcile_claimed(operation: Operation, now: datetime, *, enqueue: bool) ->
     timeout = contract.scheduling_contract.timeout if contract else 15.0
     if (now - operation.updated_at).total_seconds() < timeout:
         return None
-    if operation.attempts_made == 0:
-        # Claimed but never started (the task was lost): nothing ran, run it now.
+    if operation.attempts_made == 0 or not Attempt.objects.filter(
+            operation_id=operation.id, ended_at__isnull=True).exists():
+        # Claimed but its next attempt never started (the task was lost: the first one, or
+        # the one after a same-key retry or a renewed approval): nothing runs, run it now.
         if enqueue:
             execute_now(operation.id)
         return "requeued"
@@ -118,8 +120,10 @@ def _reconcile_unknown(operation: Operation, now: datetime, *, enqueue: bool) ->
         _note(operation, what, now)
         return "inconclusive"
     if found.found == "present":
-        _settle_unknown(operation, OperationEvent.RECONCILE_COMPLETED, found.evidence,
-                        actor="reconciler", now=now)
+        if not operation_move(operation=operation, event=OperationEvent.RECONCILE_COMPLETED,
+                              attempt=operation.attempts_made, now=now, actor="reconciler",
+                              evidence=found.evidence):
+            return "inconclusive"  # moved meanwhile (an admin, a renewal): this pass goes on
         return "reconciled"
     # An absence, authoritative as the contract says: retry with the same key, if allowed.
     refusal = retry_refusal(operation, contract, operation.attempts_made, now)

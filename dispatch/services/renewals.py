@@ -29,7 +29,7 @@ from dispatch.runtime import get_runtime
 from dispatch.services.access import access_operation_for_page
 from dispatch.services.admission import Stage, admit, deployment_refusal, validate_arguments
 from dispatch.services.audit import audit_record
-from dispatch.services.authority import has_role, require_role
+from dispatch.services.authority import require_role
 from dispatch.services.operations import operation_move
 from dispatch.services.reconciliation import lookup_bounded
 from protocols.contracts import OperationContract, Reconciliation
@@ -46,6 +46,10 @@ from protocols.roles import Role
 
 #: How long a renewal waits for its decision when the contract names no approval window.
 DEFAULT_WINDOW = timedelta(hours=1)
+#: For a destination that does not deduplicate, how many contract timeouts after the last
+#: attempt started its absence is taken as final (every socket wait of a call is bounded by
+#: the timeout, so a request not delivered by then is presumed never to be).
+RENEWAL_FENCE_TIMEOUTS = 3
 
 
 def operation_reauthorize(
@@ -54,12 +58,16 @@ def operation_reauthorize(
     """Ask for a renewed approval of attempt N+1 of an `unknown` operation: by an admin of
     its tenant, or by the principal it runs for. The request itself changes no operation."""
     operation = access_operation_for_page(actor, operation_id)
-    if actor.id != operation.principal_id and not has_role(actor, Role.ADMIN):
-        # Another principal's operation is as invisible as a forged id.
-        raise Denial(DenialCode.NOT_FOUND, kind="operation", id=operation.id)
+    if actor.id != operation.principal_id:
+        require_role(actor, Role.ADMIN)  # as operation_resolve: the tenant sees the operation
     if not isinstance(reason, str):
         raise Denial(DenialCode.SCHEMA_INVALID, errors=[
             {"pointer": "/reason", "message": "must be a string"}])
+    waiting = _pending(operation)
+    if waiting is not None and now >= waiting.expires_at:
+        _expire(waiting, now)  # its window passed unanswered: another may be asked
+    elif waiting is not None:  # before asking the destination anything
+        raise _already_pending(operation)
     contract = _renewable(operation, now)
     window = (contract.approval_requirement.expires_in if contract.approval_requirement
               else int(DEFAULT_WINDOW.total_seconds()))
@@ -75,9 +83,24 @@ def operation_reauthorize(
                          proposal_id=operation.proposal_id, digest=renewal.digest,
                          details={"renewal_id": renewal.id, "attempt": renewal.attempt})
     except IntegrityError:
-        raise Denial(DenialCode.APPROVAL_PENDING, "A renewal of this attempt was already "
-                     "requested; it waits for its decision.", operation_id=operation.id) from None
+        raise _already_pending(operation) from None
     return renewal
+
+
+def _expire(renewal: Renewal, now: datetime) -> None:
+    with transaction.atomic():
+        if _move(renewal, ApprovalEvent.EXPIRE, now=now):
+            _audit(renewal, "renewal.expired", None, now)
+
+
+def _pending(operation: Operation) -> Renewal | None:
+    return Renewal.objects.filter(operation_id=operation.id,
+                                  state=ApprovalState.PENDING).first()
+
+
+def _already_pending(operation: Operation) -> Denial:
+    return Denial(DenialCode.APPROVAL_PENDING, "A renewal of this attempt was already "
+                  "requested; it waits for its decision.", operation_id=operation.id)
 
 
 def renewal_decide(
@@ -111,7 +134,7 @@ def renewal_decide(
     if renewal.state != ApprovalState.PENDING:
         raise Denial(DenialCode.APPROVAL_DECIDED, state=renewal.state)
     if now >= renewal.expires_at:
-        _move(renewal, ApprovalEvent.EXPIRE, now=now)
+        _expire(renewal, now)
         raise Denial(DenialCode.APPROVAL_EXPIRED)
     if decision == "deny":
         with transaction.atomic():
@@ -159,6 +182,10 @@ def _renewable(
     if operation.state != OperationState.UNKNOWN:
         raise Denial(DenialCode.PROTOCOL_STATE_INVALID, "Only an operation whose outcome is "
                      "unknown can be renewed.", state=operation.state)
+    if operation.proposal.cancelled_at is not None:
+        raise Denial(DenialCode.PROTOCOL_STATE_INVALID, "The action was cancelled; a "
+                     "cancelled action is never attempted again: resolve it.",
+                     state=operation.state)
     if operation.proposal.resource_refs:
         raise Denial(DenialCode.PROTOCOL_STATE_INVALID, "An operation on a resource cannot be "
                      "renewed: its resource protocol has no way back from unknown; resolve it.",
@@ -177,6 +204,15 @@ def _renewable(
         raise Denial(DenialCode.UNSAFE_RETRY, operation_id=operation.id,
                      reason="the destination does not deduplicate and its lookups cannot "
                             "prove the effect absent")
+    # An absence proves nothing while the last request may still be on its way: a worker
+    # presumed lost, or a call abandoned at the contract timeout, may yet deliver it. Only
+    # once the fence has passed since that attempt started is an absence taken as final.
+    fence = timedelta(seconds=RENEWAL_FENCE_TIMEOUTS * contract.scheduling_contract.timeout)
+    last = operation.attempts.order_by("-number").first()
+    if last is not None and (last.ended_at is None or now - last.started_at < fence):
+        raise Denial(DenialCode.UNSAFE_RETRY, operation_id=operation.id,
+                     reason=f"attempt {last.number} may still be delivered; ask again "
+                            f"{fence.total_seconds():g}s after it started")
     if ask_destination:
         found = lookup_bounded(runtime.handler(contract), operation.id,
                                json.loads(operation.proposal.canonical))
@@ -202,8 +238,9 @@ def _move(renewal: Renewal, event: ApprovalEvent, *, now: datetime,
     return moved == 1
 
 
-def _audit(renewal: Renewal, kind: str, approver: Principal, now: datetime) -> None:
-    audit_record(tenant_id=renewal.tenant_id, kind=kind, actor=approver.name, at=now,
+def _audit(renewal: Renewal, kind: str, approver: Principal | None, now: datetime) -> None:
+    audit_record(tenant_id=renewal.tenant_id, kind=kind,
+                 actor=approver.name if approver else "system", at=now,
                  operation_id=renewal.operation_id, proposal_id=renewal.operation.proposal_id,
                  digest=renewal.digest,
                  details={"renewal_id": renewal.id, "attempt": renewal.attempt})

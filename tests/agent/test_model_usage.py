@@ -31,6 +31,10 @@ def run(world: World, script: dict[str, Any]) -> Any:
     return execution_run(execution_id=execution.id, adapter=adapter, mode="inline")
 
 
+def usage_of(world: World, result: Any) -> Usage:
+    return execution_usage(result.execution_id, principal_id=world.owner.id)
+
+
 def calls_made(execution_id: str) -> int:
     return TranscriptEntry.objects.filter(execution_id=execution_id, kind="tool_call").count()
 
@@ -47,7 +51,7 @@ def test_usage_is_recorded_per_turn_and_summed_per_execution(world: World) -> No
         {"input_tokens": 100, "output_tokens": 20, "cost": "0.002"},
         {"input_tokens": 150, "output_tokens": 30, "cost": "0.003"},
         {"input_tokens": 200, "output_tokens": 5, "cost": "0"}]
-    assert execution_usage(result.execution_id) == Usage(450, 55, "0.005")
+    assert usage_of(world, result) == Usage(450, 55, "0.005")
 
 
 def test_a_declared_maximum_is_reserved_and_the_limit_holds(
@@ -62,7 +66,7 @@ def test_a_declared_maximum_is_reserved_and_the_limit_holds(
     final = TranscriptEntry.objects.get(execution_id=result.execution_id, kind="final").payload
     assert final["stopped"] == "budget_exhausted"
     assert BudgetCounter.objects.get(key=model_tokens_key(result.execution_id)).used == 240
-    assert execution_usage(result.execution_id).tokens == 240
+    assert usage_of(world, result).tokens == 240
 
 
 def test_without_a_declared_maximum_usage_is_accounted_never_limited(
@@ -71,7 +75,7 @@ def test_without_a_declared_maximum_usage_is_accounted_never_limited(
     settings.BUDGET_MODEL_TOKENS_PER_EXECUTION = 300
     result = run(world, {"steps": [turn(100, 20), turn(100, 20), turn(100, 20), {"final": "x"}]})
     assert calls_made(result.execution_id) == 3
-    assert execution_usage(result.execution_id).tokens == 360  # over the "limit": accounted
+    assert usage_of(world, result).tokens == 360  # over the "limit", accounted
     assert not BudgetCounter.objects.filter(key=model_tokens_key(result.execution_id)).exists()
 
 
@@ -104,3 +108,88 @@ def test_the_approval_page_shows_the_executions_model_usage(live: World) -> None
     assert "Model usage" in page
     assert "2555 tokens" in page
     assert "(2500 in, 55 out), cost 0.0087" in page
+
+
+class OverReporting:
+    """An adapter that promises a maximum and then reports more (a provider's max_tokens
+    bounds the output, its usage counts the input too)."""
+
+    name = "over-reporting"
+    max_tokens_per_call = 100
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def config(self) -> dict[str, Any]:
+        return {}
+
+    def next_action(self, transcript: Any, tools: Any) -> Any:
+        from dispatch.agent import ToolCall
+
+        self.asked += 1
+        return ToolCall(name="crm.lookup", arguments={"customer_id": "cus-001"},
+                        usage=Usage(input_tokens=250, output_tokens=50))
+
+
+def test_usage_over_the_promised_maximum_is_charged_and_stops_the_run(
+    world: World, settings: Any,
+) -> None:
+    settings.BUDGET_MODEL_TOKENS_PER_EXECUTION = 500
+    adapter = OverReporting()
+    execution = execution_open(principal=world.owner, adapter=adapter, now=world.now)
+    result = execution_run(execution_id=execution.id, adapter=adapter, mode="inline")
+    # Turn 1: 100 reserved, 300 used: charged 300. Turn 2: 300 + 100 fits, 300 used: charged
+    # to the limit, 500. Turn 3: nothing fits, the model is not asked.
+    assert adapter.asked == 2
+    assert BudgetCounter.objects.get(key=model_tokens_key(result.execution_id)).used == 500
+    assert usage_of(world, result).tokens == 600  # the truth: the transcript
+    final = TranscriptEntry.objects.get(execution_id=result.execution_id, kind="final").payload
+    assert final["stopped"] == "budget_exhausted"
+
+
+class Legacy:
+    """An adapter written before usage accounting: no max_tokens_per_call, no usage."""
+
+    name = "legacy"
+
+    def config(self) -> dict[str, Any]:
+        return {}
+
+    def next_action(self, transcript: Any, tools: Any) -> Any:
+        from dispatch.agent import FinalAnswer
+
+        return FinalAnswer("done")
+
+
+def test_an_adapter_without_the_new_attribute_still_runs(world: World, settings: Any) -> None:
+    settings.BUDGET_MODEL_TOKENS_PER_EXECUTION = 500
+    adapter = Legacy()
+    execution = execution_open(principal=world.owner, adapter=adapter,  # type: ignore[arg-type]
+                               now=world.now)
+    result = execution_run(execution_id=execution.id, adapter=adapter)  # type: ignore[arg-type]
+    assert (result.state, result.final) == ("finished", "done")
+
+
+def test_a_proposal_naming_another_principals_execution_shows_no_usage(
+    live: World, destinations: Any,
+) -> None:
+    """A proposal's execution_id is the caller's word: another agent's execution (or another
+    tenant's) lends it no usage figures on the approval page."""
+    from django.test import Client
+
+    from dispatch.services.proposals import proposal_create
+    from dispatch.services.resources import resource_create
+
+    other = run(live, {"steps": [turn(9000, 999, "12.5")]})
+    resource, _ = resource_create(principal=live.outsider, kind="email_draft", payload={
+        "from": "ops@globex.example", "to": ["a@example.com"], "subject": "s", "body": "b"},
+        now=live.now)
+    proposal = proposal_create(principal=live.outsider, operation="email.send", arguments={
+        "draft": {"id": resource.id, "revision": 1}}, execution_id=other.execution_id,
+        now=live.now)
+    client = Client()
+    assert client.login(username="outsider-operator", password="pw")
+    page = client.get(f"/console/approvals/{proposal.approval.id}/").content.decode()
+    assert proposal.execution_id == other.execution_id
+    assert "Model usage" not in page
+    assert "9999" not in page

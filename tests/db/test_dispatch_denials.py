@@ -1426,3 +1426,22 @@ def test_lapse_of_a_second_proposal_leaves_the_first_approvable(world: World) ->
     _, permit = decide(world, pending, now=later)
     assert permit is not None
     assert state_of(draft) == "authorized"
+
+
+def test_a_dispatch_denial_is_audited_without_the_argument_it_quotes(
+    world: World, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Spec §12: the caller hears which value fell outside the scope; the audit keeps the
+    code and the key, never the value. (A scope violation cannot be reached at dispatch
+    through the services since a revoked covering grant answers authority_revoked: the
+    admission is made to raise it.)"""
+    proposal = propose_lookup(world)
+
+    def outside(*args: Any, **kwargs: Any) -> Any:
+        raise Denial(DenialCode.SCOPE_VIOLATION, key="customer", value="cus-secret-42")
+
+    monkeypatch.setattr("dispatch.services.dispatcher.admit", outside)
+    denial = refused(dispatch, world=world, proposal=proposal)
+    assert denial.details == {"key": "customer", "value": "cus-secret-42"}
+    event = AuditEvent.objects.filter(kind="dispatch.denied").latest("id")
+    assert event.details == {"code": "scope_violation", "key": "customer"}

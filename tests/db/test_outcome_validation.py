@@ -5,9 +5,11 @@ that may have written it is `unknown`, never no effect, and never retried."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 from typing import Any
 
 import pytest
+from jsonschema.exceptions import SchemaError
 
 from demo.destinations.runner import list_all
 from dispatch.handlers import HandlerContext
@@ -98,3 +100,40 @@ def test_a_result_that_keeps_its_contract_is_kept(live: World) -> None:
     stored = Operation.objects.get(id=operation.id).result
     assert isinstance(stored, dict) and isinstance(stored["message_id"], str)
     assert get_runtime().contract("email.send").output_errors(stored) == []
+
+
+@pytest.mark.parametrize("result", [{"message_id": "m", "amount": Decimal("1.5")},
+                                    {"message_id": "m", "at": object()},
+                                    {"message_id": "m", "x": float("nan")}])
+def test_a_result_the_store_cannot_keep_is_unknown_and_ends_the_attempt(
+    live: World, destinations: Destinations, answers: Callable[[str, Any], None], result: Any,
+) -> None:
+    """A value JSON cannot encode used to escape as a TypeError after the effect, leaving the
+    operation claimed and its attempt open."""
+    answers("email.send", result)
+    proposal, _ = live.approved_email()
+    operation = run(live, proposal)
+    assert operation.state == "unknown"
+    attempt = Attempt.objects.get(operation_id=operation.id)
+    assert attempt.ended_at is not None
+    assert attempt.error.startswith(f"{OUTPUT_INVALID}: /result is not JSON")
+    assert len(list_all(destinations.directory)["email"]) == 1
+
+
+def test_a_contract_whose_output_schema_cannot_compile_is_not_registered() -> None:
+    from dataclasses import replace
+
+    from demo.contracts import crm_lookup
+    from demo.handlers import CrmLookupHandler
+    from dispatch.runtime import Runtime
+    from protocols.contracts import ContractRegistry
+    from protocols.grants import Policy
+
+    runtime = Runtime(registry=ContractRegistry(), handlers={},
+                      policy=Policy(allowed_effects=frozenset({"read"})))
+    handler = CrmLookupHandler()
+    broken = replace(crm_lookup(handler.implementation_fingerprint),
+                     output_type={"type": "object", "properties": {"x": {"type": 12}}})
+    with pytest.raises(SchemaError):
+        runtime.register(broken, handler)
+    assert len(runtime.registry) == 0

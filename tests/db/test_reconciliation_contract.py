@@ -108,3 +108,35 @@ def test_under_presence_and_absence_an_absence_allows_a_retry_with_the_same_key(
     counts = unknown_after_a_pass(world, operation)  # a stale claim, then its lookup
     assert (counts["unknown"], counts["retried"]) == (1, 1)
     assert (operation.state, operation.attempts_made) == ("claimed", 1)  # same id: same key
+
+
+def test_an_operation_moved_during_its_lookup_leaves_the_rest_of_the_pass_alone(
+    world: World, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An admin resolves one unknown while the pass asks its destination: the pass counts it
+    inconclusive and goes on to the next, instead of stopping at a denial."""
+    from dispatch.services import reconciliation
+    from dispatch.services.reconciliation import operation_reconcile, operation_resolve
+
+    first = lost(world, world.propose_transfer())
+    second = lost(world, world.propose_transfer(amount="11.00"))
+    for operation in (first, second):  # both become unknown (stale), lookups inconclusive
+        monkeypatch.setattr(reconciliation, "lookup_bounded",
+                            lambda handler, op_id, snapshot: LookupResult("unknown", "down"))
+        operation_reconcile(operation_id=operation.id, now=world.now + LATER, enqueue=False)
+        operation_reconcile(operation_id=operation.id, now=world.now + LATER, enqueue=False)
+        operation.refresh_from_db()
+        assert operation.state == "unknown"
+
+    def resolving_lookup(handler: Any, op_id: str, snapshot: Any) -> LookupResult:
+        if op_id == first.id:
+            operation_resolve(admin=world.admin, operation_id=first.id, outcome="completed",
+                              evidence="I checked the bank", now=world.now + LATER)
+        return LookupResult("present", "the bank holds it")
+
+    monkeypatch.setattr(reconciliation, "lookup_bounded", resolving_lookup)
+    counts = reconcile_operations(now=world.now + LATER, enqueue=False)
+    assert (counts["reconciled"], counts["inconclusive"]) == (1, 1)
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert first.state == second.state == "reconciled_completed"

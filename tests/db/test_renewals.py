@@ -30,6 +30,11 @@ pytestmark = pytest.mark.django_db
 LATER = timedelta(hours=2)  # past the demo approval window: the permit lapsed
 
 
+def PAST_FENCE(world: World) -> Any:
+    """Three contract timeouts (15 s) after the world's attempts started, and a little."""
+    return world.now + timedelta(seconds=46)
+
+
 def refused(call: Any, **kwargs: Any) -> Denial:
     with pytest.raises(Denial) as caught:
         call(**kwargs)
@@ -86,8 +91,10 @@ def test_a_renewed_approval_runs_attempt_two_under_the_same_key(
 def test_the_agent_may_ask_for_its_own_operation_only(live: World) -> None:
     operation = stopped_transfer(live)
     other, _ = agent_create(name="other-bot", tenant="acme", tools=ALL_TOOLS)
-    assert refused(operation_reauthorize, actor=other, operation_id=operation.id,
-                   now=live.now).code is DenialCode.NOT_FOUND
+    # The tenant sees the operation (GET operations/{id}/): role_required, as for resolve.
+    for principal in (other, live.approver):
+        assert refused(operation_reauthorize, actor=principal, operation_id=operation.id,
+                       now=live.now).code is DenialCode.ROLE_REQUIRED
     assert refused(operation_reauthorize, actor=live.outsider_operator,
                    operation_id=operation.id, now=live.now).code is DenialCode.NOT_FOUND
     renewal = operation_reauthorize(actor=live.owner, operation_id=operation.id, now=live.now)
@@ -123,6 +130,41 @@ def test_a_denied_or_lapsed_renewal_leaves_the_operation_unknown(live: World) ->
     assert Renewal.objects.get(id=renewal.id).state == "denied"
     assert Operation.objects.get(id=operation.id).state == "unknown"
     assert refused(grant, world=live, renewal=renewal).code is DenialCode.APPROVAL_DECIDED
+    # Denied is not "waiting": the attempt may be asked for again, and granted.
+    again = operation_reauthorize(actor=live.admin, operation_id=operation.id,
+                                  now=live.now + LATER)
+    assert (again.state, again.attempt) == ("pending", renewal.attempt)
+    assert grant(live, again).state == "granted"
+
+
+def cancelled_while_running(world: World) -> Operation:
+    """Attempt 1 started, the owner cancelled, the worker was lost: unknown, and cancelled."""
+    from dispatch.services.cancellation import proposal_cancel
+    from dispatch.services.operations import attempt_start
+    from dispatch.services.reconciliation import reconcile_operations
+
+    proposal = world.propose_transfer()
+    world.grant(proposal)
+    operation = proposal_dispatch(principal=world.owner, proposal_id=proposal.id,
+                                  now=world.now, enqueue=False)
+    assert attempt_start(operation, 1, world.now)
+    proposal_cancel(actor=world.owner, proposal_id=proposal.id, now=world.now)
+    reconcile_operations(now=world.now + timedelta(seconds=16), enqueue=False)
+    operation.refresh_from_db()
+    assert operation.state == "unknown"
+    return operation
+
+
+def test_a_cancelled_action_is_never_renewed(
+    world: World, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("demo.handlers.bank_lookup", lambda base_url, key, timeout: None)
+    operation = cancelled_while_running(world)
+    denial = refused(operation_reauthorize, actor=world.admin, operation_id=operation.id,
+                     now=world.now + LATER)
+    assert denial.code is DenialCode.PROTOCOL_STATE_INVALID
+    assert "cancelled" in denial.message
+    assert not Renewal.objects.exists()
 
 
 def test_a_renewal_past_its_window_expires(live: World) -> None:
@@ -133,6 +175,16 @@ def test_a_renewal_past_its_window_expires(live: World) -> None:
     assert denial.code is DenialCode.APPROVAL_EXPIRED
     assert Renewal.objects.get(id=renewal.id).state == "expired"
     assert Operation.objects.get(id=operation.id).state == "unknown"
+    assert AuditEvent.objects.filter(kind="renewal.expired", operation_id=operation.id).exists()
+
+
+def test_a_renewal_left_unanswered_past_its_window_can_be_asked_again(live: World) -> None:
+    operation = stopped_transfer(live)
+    first = operation_reauthorize(actor=live.admin, operation_id=operation.id, now=live.now)
+    again = operation_reauthorize(actor=live.admin, operation_id=operation.id,
+                                  now=live.now + LATER)
+    assert Renewal.objects.get(id=first.id).state == "expired"
+    assert (again.state, again.attempt) == ("pending", first.attempt)
 
 
 def test_a_revocation_before_the_grant_refuses_it(live: World) -> None:
@@ -197,12 +249,27 @@ def test_without_dedup_only_an_authoritative_absence_allows_a_renewal(
     operation = stopped_transfer_once(live)
     monkeypatch.setattr("demo.handlers.bank_lookup", lambda base_url, key, timeout: answer)
     if allowed:
+        # Within the fence the last request may still land: an absence proves nothing yet.
+        early = refused(operation_reauthorize, actor=live.admin, operation_id=operation.id,
+                        now=live.now + timedelta(seconds=30))
+        assert early.code is DenialCode.UNSAFE_RETRY
+        assert "may still be delivered" in early.details["reason"]
         renewal = operation_reauthorize(actor=live.admin, operation_id=operation.id,
-                                        now=live.now)
+                                        now=PAST_FENCE(live))
         assert renewal.attempt == 2
+        # Asked again at the grant: a presence found now refuses it.
+        monkeypatch.setattr("demo.handlers.bank_lookup",
+                            lambda base_url, key, timeout: {"key": key})
+        denial = refused(renewal_decide, approver=live.approver, renewal_id=renewal.id,
+                         decision="grant", digest=renewal.digest, now=PAST_FENCE(live))
+        assert denial.code is DenialCode.UNSAFE_RETRY
+        assert Operation.objects.get(id=operation.id).state == "unknown"
+        monkeypatch.setattr("demo.handlers.bank_lookup", lambda base_url, key, timeout: None)
+        assert renewal_decide(approver=live.approver, renewal_id=renewal.id, decision="grant",
+                              digest=renewal.digest, now=PAST_FENCE(live)).state == "granted"
     else:
         denial = refused(operation_reauthorize, actor=live.admin, operation_id=operation.id,
-                         now=live.now)
+                         now=PAST_FENCE(live))
         assert denial.code is DenialCode.UNSAFE_RETRY
         assert not Renewal.objects.exists()
 
@@ -223,3 +290,22 @@ def test_a_human_operator_who_is_not_an_admin_may_decide(live: World) -> None:
                                     now=live.now + LATER)
     operator, _ = human_create(name="olive", tenant="acme", role="operator", password="pw")
     assert grant(live, renewal, approver=operator).state == "granted"
+
+
+def test_a_granted_renewal_whose_task_was_lost_is_requeued_by_reconciliation(
+    live: World, destinations: Destinations, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The grant's enqueue never reached a worker: the operation is claimed with its last
+    attempt closed. Reconciliation used to try to end an attempt that was not open, forever."""
+    from dispatch.services.reconciliation import reconcile_operations
+
+    operation = stopped_transfer(live)
+    renewal = operation_reauthorize(actor=live.admin, operation_id=operation.id,
+                                    now=live.now + LATER)
+    grant(live, renewal)  # on_commit never runs here: the task is "lost"
+    queued: list[str] = []
+    monkeypatch.setattr("dispatch.services.reconciliation.execute_now", queued.append)
+    counts = reconcile_operations(now=live.now + LATER + timedelta(seconds=16))
+    assert counts["requeued"] == 1
+    assert queued == [operation.id]
+    assert operation_execute(operation_id=operation.id).state == "completed"

@@ -85,6 +85,9 @@ def test_a_started_attempt_opens_only_its_own_contracts_handler(
         # Its proof names another operation: the store is asked, and refuses.
         with pytest.raises(UnclaimedInvocationError):
             handler_invoke(handler, context(f"op_other_{name}", 1, snapshot), started)
+        # Its proof, for its own operation and attempt, opens only crm.lookup's handler.
+        with pytest.raises(UnclaimedInvocationError):
+            handler_invoke(handler, context(lookup.id, 1, snapshot), started)
     assert nothing_sent(destinations)
 
 

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from demo.contracts import EMAIL_DRAFT_KIND
-from dispatch.handlers import code_fingerprint
 from dispatch.runtime import get_runtime
 from protocols.contracts import ResourceKind
 from protocols.denials import Denial, DenialCode
@@ -55,7 +54,8 @@ def test_the_default_extension_is_the_demo(fresh_runtime: None) -> None:
     }
     for contract in runtime.registry:
         handler = runtime.handler(contract)
-        assert contract.implementation_fingerprint == code_fingerprint(type(handler))
+        assert contract.implementation_fingerprint == type(handler).implementation_fingerprint
+        assert contract.implementation_fingerprint.startswith("sha256:")
     assert runtime.resource_kinds == {"email_draft": EMAIL_DRAFT_KIND}
 
 

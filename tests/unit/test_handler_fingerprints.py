@@ -4,6 +4,8 @@ version (spec §8, §10): registering v2 never replaces the handler a pending v1
 from __future__ import annotations
 
 import importlib
+import os
+import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -18,6 +20,8 @@ from protocols.contracts import ContractRegistry
 from protocols.grants import Policy
 from tests.support.runtime import ChangedEmailSendHandler
 
+ROOT = Path(__file__).resolve().parents[2]
+
 HANDLER_SOURCE = '''
 from demo.handlers import EmailSendHandler
 
@@ -31,29 +35,53 @@ class Sender(EmailSendHandler):
 '''
 
 
+EMAIL_CLIENTS = ("demo.destinations.smtp_client", "demo.destinations.smtp_sink")
+
+
 def test_the_fingerprint_is_derived_from_the_code() -> None:
-    fingerprint = code_fingerprint(EmailSendHandler)
+    fingerprint = code_fingerprint(EmailSendHandler, EMAIL_CLIENTS)
     assert fingerprint.startswith("sha256:")
     assert EmailSendHandler.implementation_fingerprint == fingerprint
     assert EmailSendHandler().implementation_fingerprint == fingerprint
+    # The destination client it names is part of it: where "no effect" is decided.
+    assert code_fingerprint(EmailSendHandler) != fingerprint
     # Same behaviour, other code (a subclass in another module): another fingerprint.
     assert ChangedEmailSendHandler.implementation_fingerprint != fingerprint
 
 
-def test_an_edit_of_the_handlers_module_is_a_new_fingerprint(
+FINGERPRINT_OF = (
+    "import sys; sys.path.insert(0, sys.argv[1]); import django; django.setup(); "
+    "import edited_handler; print(edited_handler.Sender.implementation_fingerprint)"
+)
+
+
+def fingerprint_in_a_new_process(folder: Path, cwd: Path) -> str:
+    env = {**os.environ, "PYTHONPATH": str(ROOT),
+           "DJANGO_SETTINGS_MODULE": "config.test_settings"}
+    done = subprocess.run([sys.executable, "-c", FINGERPRINT_OF, str(folder)], cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=120, check=True)
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_an_edit_of_the_handlers_module_is_a_new_fingerprint_in_every_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Even an edit of a helper beside the class, not of the class itself."""
-    module = tmp_path / "edited_handler.py"
+    """Even an edit of a helper beside the class; and two processes (another working
+    directory) agree on the same code, as the web process and the worker must. A process
+    keeps the fingerprint of the code it imported, whatever the file says later."""
+    folder = tmp_path / "code"
+    folder.mkdir()
+    module = folder / "edited_handler.py"
     module.write_text(HANDLER_SOURCE.format(version=1))
-    monkeypatch.syspath_prepend(str(tmp_path))
+    first = fingerprint_in_a_new_process(folder, cwd=ROOT)
+    assert fingerprint_in_a_new_process(folder, cwd=tmp_path) == first
+    monkeypatch.syspath_prepend(str(folder))
     imported = importlib.import_module("edited_handler")
     try:
-        before = imported.Sender.implementation_fingerprint
-        assert before == imported.Sender.implementation_fingerprint  # stable
+        assert imported.Sender.implementation_fingerprint == first
         module.write_text(HANDLER_SOURCE.format(version=2))
-        after = importlib.reload(imported).Sender.implementation_fingerprint
-        assert after != before
+        assert fingerprint_in_a_new_process(folder, cwd=ROOT) != first
+        assert imported.Sender.implementation_fingerprint == first  # what this process runs
     finally:
         sys.modules.pop("edited_handler", None)
 
