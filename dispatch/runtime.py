@@ -1,14 +1,16 @@
-"""The process-wide runtime: contract registry, handlers, resource kinds and deployment policy.
+"""The process-wide runtime: contracts, handlers, resource kinds, validators, deployment policy.
 
-The runtime ships no contract, handler or resource kind of its own: extensions add them. Each
-module named in `settings.DISPATCH_EXTENSIONS` declares the extension API version it implements
-(`EXTENSION_API = 1`) and has a `register(runtime)` function that calls
-`runtime.register(contract, handler)` and `runtime.register_resource_kind(kind)`; every process
-(web and worker) builds the runtime the same way, once, lazily. A module without the version,
-or with one this runtime does not support, is refused before its `register` runs (spec §10:
-extension contracts are versioned; docs/compatibility.md says what version 1 promises). A
-contract is registered together with its handler, whose implementation fingerprint is part of
-the contract's fingerprint (spec §4.2).
+The runtime ships no contract, handler, resource kind or validator of its own: extensions add
+them. Each module named in `settings.DISPATCH_EXTENSIONS` declares the extension API version it
+implements (`EXTENSION_API = 1`) and has a `register(runtime)` function that calls
+`runtime.register(contract, handler)`, `runtime.register_resource_kind(kind)` and
+`runtime.register_validator(name, version, policy, fn)`; every process (web and worker) builds
+the runtime the same way, once, lazily. A module without the version, or with one this runtime
+does not support, is refused before its `register` runs (spec §10: extension contracts are
+versioned; docs/compatibility.md says what version 1 promises). A contract is registered
+together with its handler, whose implementation fingerprint is part of the contract's
+fingerprint (spec §4.2). A validator decides what may be published (DESIGN §11), so a
+deployment trusts one by loading the extension that registers it, never by default.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from dispatch.handlers import Handler
 from protocols.canonical import digest
 from protocols.contracts import ContractRegistry, OperationContract, ResourceKind
 from protocols.denials import Denial, DenialCode
+from protocols.evidence import Validator, ValidatorRegistry, ValidatorSpec
 from protocols.grants import Policy
 from protocols.lifecycle import RESOURCE_PROTOCOLS
 
@@ -43,6 +46,7 @@ class Runtime:
     handlers: dict[tuple[str, int], Handler]
     policy: Policy
     resource_kinds: dict[str, ResourceKind] = field(default_factory=dict)
+    validators: ValidatorRegistry = field(default_factory=ValidatorRegistry)
 
     def register(self, contract: OperationContract, handler: Handler) -> OperationContract:
         """Register a trusted contract with its handler (embedding API, spec §10).
@@ -77,6 +81,15 @@ class Runtime:
         if existing != kind:
             raise ValueError(f"resource kind {kind.name!r} is already registered otherwise")
         return existing
+
+    def register_validator(self, name: str, version: int, policy: str,
+                           fn: Validator) -> ValidatorSpec:
+        """Register a trusted validator `name@version` judging reports under `policy` (DESIGN
+        §11): `evidence.attest` runs the newest version serving the policy it names. The same
+        `name@version` with another function or policy, or a policy already served by another
+        name, is `ValidatorConflictError` (`protocols.evidence.ValidatorRegistry`)."""
+        return self.validators.register(
+            ValidatorSpec(name=name, version=version, policy=policy, fn=fn))
 
     def contract(self, name: object) -> OperationContract:
         if not isinstance(name, str):
