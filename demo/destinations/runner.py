@@ -9,7 +9,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from .bank import BankServer, list_transfers
+from . import bank
+from .bank import list_transfers
+from .http_server import HttpDestinationsServer
 from .smtp_sink import list_messages, start_smtp_sink
 from .storage import StrPath
 
@@ -18,6 +20,7 @@ __all__ = ["BANK_KEYS", "EMAIL_KEYS", "list_all", "serve"]
 HOST = "127.0.0.1"
 EMAIL_KEYS = ("message_id", "from", "to", "cc", "subject", "body")
 BANK_KEYS = ("key", "from_account", "to_account", "amount", "currency", "memo")
+HTTP_ROUTES = (bank.ROUTE,)
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 # How often the foreground loop re-checks the stop event; bounds shutdown latency.
@@ -75,14 +78,16 @@ def serve(
     stop_event = stop if stop is not None else threading.Event()
     previous_handlers = _install_stop_signals(stop_event)
     try:
-        bank = BankServer(root, port=bank_port, hang_seconds=hang_seconds, host=HOST)
+        web = HttpDestinationsServer(
+            root, port=bank_port, hang_seconds=hang_seconds, routes=HTTP_ROUTES, host=HOST
+        )
         try:
             sink = start_smtp_sink(root, port=smtp_port, hang_seconds=hang_seconds, host=HOST)
         except BaseException:
-            bank.server_close()
+            web.server_close()
             raise
-        bank_thread = threading.Thread(target=bank.serve_forever, name="bank", daemon=True)
-        bank_thread.start()
+        web_thread = threading.Thread(target=web.serve_forever, name="http", daemon=True)
+        web_thread.start()
         try:
             print(
                 f"destinations ready smtp={HOST}:{smtp_port} "
@@ -95,8 +100,8 @@ def serve(
                 pass
         finally:
             sink.stop()
-            bank.stop()
-            bank_thread.join()
+            web.stop()
+            web_thread.join()
     finally:
         for signum, handler in previous_handlers.items():
             signal.signal(signum, handler)
