@@ -1,6 +1,7 @@
 """A fake bank over HTTP/JSON that records transfers in ``bank.sqlite3`` (receiver_dedup).
 
-Served under ``/transfers`` by the shared HTTP server (:mod:`.http_server`).
+A :class:`.ledger.Ledger` served under ``/transfers`` by the shared HTTP server
+(:mod:`.http_server`).
 
 ``POST /transfers`` with ``{"key", "from_account", "to_account", "amount", "currency", "memo"}``
 records a transfer once per ``key`` (a UNIQUE constraint is the backstop): a new key answers 201,
@@ -22,19 +23,15 @@ Every record is committed before the response (or the dropped connection) that f
 
 from __future__ import annotations
 
-import datetime as dt
-import json
-import sqlite3
+from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
-from http import HTTPStatus
-from pathlib import Path
 from typing import Any
 
-from .faults import fault_for_memo
-from .http_server import Exchange, Route
-from .storage import StrPath, initialize, insert_once, read_rows
+from .faults import Fault, fault_for_memo
+from .ledger import BadRequestError, Ledger, parse_object
+from .storage import StrPath
 
-__all__ = ["BANK_DB_NAME", "ROUTE", "list_transfers", "lookup_transfer"]
+__all__ = ["BANK_DB_NAME", "LEDGER", "ROUTE", "list_transfers", "lookup_transfer"]
 
 BANK_DB_NAME = "bank.sqlite3"
 
@@ -50,42 +47,12 @@ CREATE TABLE IF NOT EXISTS transfers (
     created_at TEXT NOT NULL      -- ISO 8601, UTC
 );
 """
-
-_SELECT_BY_KEY = """
-SELECT key, from_account, to_account, amount, currency, memo, created_at
-FROM transfers WHERE key = ?
-"""
-_SELECT_ALL = """
-SELECT key, from_account, to_account, amount, currency, memo, created_at
-FROM transfers ORDER BY id
-"""
-_INSERT = """
-INSERT INTO transfers (key, from_account, to_account, amount, currency, memo, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?)
-"""
 _REQUIRED = ("key", "from_account", "to_account", "amount", "currency")
-
-
-def bank_db_path(directory: StrPath) -> Path:
-    """Return the path of the bank's SQLite file inside ``directory``."""
-    return Path(directory) / BANK_DB_NAME
-
-
-class BadRequestError(ValueError):
-    """The request body is not a valid transfer; answered with 400."""
 
 
 def parse_transfer(raw: bytes) -> dict[str, str]:
     """Validate a ``POST /transfers`` body and return its fields (``memo`` defaults to ``""``)."""
-    try:
-        data = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise BadRequestError(f"body is not JSON: {error}") from None
-    if not isinstance(data, dict):
-        raise BadRequestError("body must be a JSON object")
-    missing = [name for name in _REQUIRED if not isinstance(data.get(name), str) or not data[name]]
-    if missing:
-        raise BadRequestError(f"missing or non-string fields: {', '.join(missing)}")
+    data = parse_object(raw, non_empty=_REQUIRED)
     memo = data.get("memo", "")
     if not isinstance(memo, str):
         raise BadRequestError("memo must be a string")
@@ -98,64 +65,22 @@ def parse_transfer(raw: bytes) -> dict[str, str]:
     return {name: data[name] for name in _REQUIRED} | {"memo": memo}
 
 
-def _row_to_dict(row: sqlite3.Row) -> dict[str, Any]:
-    """Convert a stored row to the public transfer shape."""
-    return dict(row)
+def _fault(transfer: Mapping[str, Any]) -> Fault | None:
+    return fault_for_memo(transfer["memo"])
 
 
-def record_transfer(path: Path, transfer: dict[str, str]) -> tuple[dict[str, Any], bool]:
-    """Record ``transfer`` unless its key exists; return the stored transfer and ``created``.
+LEDGER = Ledger(
+    noun="transfer",
+    db_name=BANK_DB_NAME,
+    schema=_SCHEMA,
+    table="transfers",
+    fields=(*_REQUIRED, "memo"),
+    stamp="created_at",
+    parse=parse_transfer,
+    fault=_fault,
+)
 
-    Concurrent requests with one key serialize in :func:`.storage.insert_once`; the UNIQUE
-    constraint on ``key`` is the backstop. Committed on return.
-    """
-    row, created = insert_once(
-        path,
-        select_by_key=_SELECT_BY_KEY,
-        insert=_INSERT,
-        key=transfer["key"],
-        values=(
-            transfer["key"],
-            transfer["from_account"],
-            transfer["to_account"],
-            transfer["amount"],
-            transfer["currency"],
-            transfer["memo"],
-            dt.datetime.now(dt.UTC).isoformat(),
-        ),
-    )
-    return _row_to_dict(row), created
-
-
-def _get(exchange: Exchange, key: str) -> None:
-    """``GET /transfers/<key>``: 200 with the transfer, else 404."""
-    transfer = lookup_transfer(exchange.directory, key)
-    if transfer is None:
-        exchange.send_json(HTTPStatus.NOT_FOUND, {"error": "no such transfer"})
-    else:
-        exchange.send_json(HTTPStatus.OK, transfer)
-
-
-def _post(exchange: Exchange, raw: bytes) -> None:
-    """``POST /transfers``: record once per key, then answer, drop or hang per the memo."""
-    try:
-        transfer = parse_transfer(raw)
-    except BadRequestError as error:
-        exchange.send_json(HTTPStatus.BAD_REQUEST, {"error": str(error)})
-        return
-    exchange.answer_keyed_write(
-        fault_for_memo(transfer["memo"]),
-        lambda: record_transfer(bank_db_path(exchange.directory), transfer),
-        noun="transfer",
-    )
-
-
-def _prepare(directory: Path, base_url: str) -> None:
-    """Create the bank's database before the server serves."""
-    initialize(bank_db_path(directory), _SCHEMA)
-
-
-ROUTE = Route(prefix="/transfers", prepare=_prepare, get=_get, post=_post)
+ROUTE = LEDGER.route("/transfers")
 """The bank's part of the shared HTTP server (:mod:`.http_server`)."""
 
 
@@ -165,11 +90,9 @@ def lookup_transfer(directory: StrPath, key: str) -> dict[str, Any] | None:
     Keys: ``key``, ``from_account``, ``to_account``, ``amount``, ``currency``, ``memo``,
     ``created_at``. Works whether or not the bank is running.
     """
-    rows = read_rows(bank_db_path(directory), _SELECT_BY_KEY, (key,))
-    return _row_to_dict(rows[0]) if rows else None
+    return LEDGER.lookup(directory, key)
 
 
 def list_transfers(directory: StrPath) -> list[dict[str, Any]]:
     """Return every recorded transfer in recording order (same keys as lookup_transfer)."""
-    rows = read_rows(bank_db_path(directory), _SELECT_ALL)
-    return [_row_to_dict(row) for row in rows]
+    return LEDGER.list(directory)
