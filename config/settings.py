@@ -246,6 +246,10 @@ DESTINATIONS = {
     "smtp_port": env.int("SMTP_SINK_PORT", default=8025),
     "bank_url": env.str("BANK_URL", default="http://127.0.0.1:8026"),
 }
+# The publisher and the source server (DESIGN §11) share the bank's HTTP server; a source's URL
+# is {sources_url}/{name}.
+DESTINATIONS["publisher_url"] = DESTINATIONS["bank_url"]
+DESTINATIONS["sources_url"] = f"{str(DESTINATIONS['bank_url']).rstrip('/')}/sources"
 
 # --- Policy ---------------------------------------------------------------------------------------
 # Deployment policy: effects this deployment allows at all (DESIGN §5 step 3/4).

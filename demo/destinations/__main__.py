@@ -9,14 +9,22 @@ from .runner import serve
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse the command line and run both destinations until SIGTERM or SIGINT."""
+    """Parse the command line and run the destinations until SIGTERM or SIGINT."""
     parser = argparse.ArgumentParser(
         prog="python -m demo.destinations",
-        description="Run the demo destinations: a loopback SMTP sink and a fake bank.",
+        description=(
+            "Run the demo destinations: a loopback SMTP sink, and a fake bank, a publisher and "
+            "a source server on one HTTP port."
+        ),
     )
-    parser.add_argument("--dir", required=True, help="directory for email/bank.sqlite3")
+    parser.add_argument("--dir", required=True, help="directory for their SQLite files")
     parser.add_argument("--smtp-port", type=int, required=True, help="SMTP port on 127.0.0.1")
-    parser.add_argument("--bank-port", type=int, required=True, help="HTTP port on 127.0.0.1")
+    parser.add_argument(
+        "--bank-port",
+        type=int,
+        required=True,
+        help="HTTP port on 127.0.0.1 of the bank, the publisher and the sources",
+    )
     parser.add_argument(
         "--hang-seconds",
         type=float,

@@ -2,81 +2,12 @@
 
 from __future__ import annotations
 
-import http.client
-import json
-from http import HTTPStatus
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
-from dispatch.handlers import DefiniteFailure, LookupFailedError, UncertainOutcome
+from .http_client import get_keyed, post_keyed
 
 __all__ = ["bank_lookup", "bank_transfer"]
-
-
-_SUCCESS = range(200, 300)
-# Refusals that a server gives before acting on a request: the request itself was unusable.
-# Any other 4xx (409 "the same key is in progress", 408, 425, 429, ...) answers a request the
-# bank may have received and acted on, so it is uncertain, never no effect.
-_REFUSED_BEFORE_ANY_EFFECT = frozenset({400, 401, 403, 404, 405, 411, 413, 414, 415, 422})
-
-
-class _ConnectError(Exception):
-    """No connection could be opened, so no request byte was sent."""
-
-
-class _ExchangeError(Exception):
-    """The request was (or may have been) sent, but no complete response arrived."""
-
-
-def _exchange(
-    base_url: str, method: str, path: str, *, body: bytes | None, timeout: float
-) -> tuple[int, bytes | None]:
-    """Send one request; return the status and the body (``None`` if it could not be read).
-
-    Raises :class:`_ConnectError` when the connection was never established and
-    :class:`_ExchangeError` for any failure once request bytes may have left.
-    """
-    parts = urlsplit(base_url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise _ConnectError(f"unsupported base URL {base_url!r}")
-    connection_class = (
-        http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    )
-    try:
-        connection = connection_class(parts.hostname, parts.port, timeout=timeout)
-    except (ValueError, http.client.HTTPException) as error:  # e.g. a non-numeric port
-        raise _ConnectError(f"unsupported base URL {base_url!r}: {error}") from error
-    try:
-        try:
-            connection.connect()
-        except (OSError, http.client.HTTPException) as error:
-            raise _ConnectError(f"could not connect to {base_url}: {error!r}") from error
-        headers = {"Accept": "application/json", "Connection": "close"}
-        if body is not None:
-            headers["Content-Type"] = "application/json"
-        try:
-            connection.request(method, parts.path.rstrip("/") + path, body=body, headers=headers)
-            response = connection.getresponse()
-        except (OSError, http.client.HTTPException) as error:
-            raise _ExchangeError(f"no response from {base_url}: {error!r}") from error
-        try:
-            content: bytes | None = response.read()
-        except (OSError, http.client.HTTPException):
-            content = None  # The status line arrived; the body did not (all of it).
-        return response.status, content
-    finally:
-        connection.close()
-
-
-def _json_object(content: bytes | None) -> dict[str, Any] | None:
-    """Decode a JSON object from ``content``; ``None`` when it is missing or not an object."""
-    if content is None:
-        return None
-    try:
-        data = json.loads(content)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def bank_transfer(
@@ -97,7 +28,7 @@ def bank_transfer(
     the key had already been recorded (a safe retry). ``timeout`` bounds the connect and every
     single socket wait.
 
-    Classification:
+    Classification (:func:`.http_client.post_keyed`):
 
     - :class:`DefiniteFailure` -- the bank certainly made no transfer for this call: the base
       URL is unusable, the connection could not be opened (refused, unreachable, DNS failure,
@@ -110,32 +41,17 @@ def bank_transfer(
       object for ``key``. Because the bank deduplicates on ``key``, the caller may retry an
       uncertain call with the same key.
     """
-    body = json.dumps(
-        {
-            "key": key,
-            "from_account": from_account,
-            "to_account": to_account,
-            "amount": amount,
-            "currency": currency,
-            "memo": memo,
-        }
-    ).encode("utf-8")
-    try:
-        status, content = _exchange(base_url, "POST", "/transfers", body=body, timeout=timeout)
-    except _ConnectError as error:
-        raise DefiniteFailure(str(error)) from error
-    except _ExchangeError as error:
-        raise UncertainOutcome(str(error)) from error
-
-    if status in _REFUSED_BEFORE_ANY_EFFECT:
-        detail = _json_object(content) or {}
-        raise DefiniteFailure(f"bank refused the transfer: {status} {detail.get('error', '')}")
-    if status not in _SUCCESS:
-        raise UncertainOutcome(f"bank answered {status}")
-    transfer = _json_object(content)
-    if transfer is None or transfer.get("key") != key:
-        raise UncertainOutcome(f"bank answered {status} with an unusable body: {content!r}")
-    return transfer
+    fields = {
+        "key": key,
+        "from_account": from_account,
+        "to_account": to_account,
+        "amount": amount,
+        "currency": currency,
+        "memo": memo,
+    }
+    return post_keyed(
+        base_url, "/transfers", fields, timeout=timeout, destination="bank", noun="transfer"
+    )
 
 
 def bank_lookup(base_url: str, key: str, timeout: float) -> dict[str, Any] | None:
@@ -145,13 +61,4 @@ def bank_lookup(base_url: str, key: str, timeout: float) -> dict[str, Any] | Non
     a status other than 200/404, or a 200 without a JSON object); that settles nothing.
     """
     path = f"/transfers/{quote(key, safe='')}"
-    try:
-        status, content = _exchange(base_url, "GET", path, body=None, timeout=timeout)
-    except (_ConnectError, _ExchangeError) as error:
-        raise LookupFailedError(str(error)) from error
-    if status == HTTPStatus.NOT_FOUND:
-        return None
-    transfer = _json_object(content) if status == HTTPStatus.OK else None
-    if transfer is None:
-        raise LookupFailedError(f"bank answered {status} with an unusable body: {content!r}")
-    return transfer
+    return get_keyed(base_url, path, timeout=timeout, destination="bank")

@@ -1,7 +1,8 @@
 """Fault triggers chosen by the data, as payment processors' test cards do (DESIGN §8).
 
-A recipient domain (email) or a memo (bank) equal to one of the trigger names below makes the
-destination misbehave in a known way, so that any client can provoke each failure mode.
+A recipient domain (email), a memo (bank) or a report title (publisher, DESIGN §11) equal to one
+of the trigger names below makes the destination misbehave in a known way, so that any client can
+provoke each failure mode.
 """
 
 from __future__ import annotations
@@ -9,11 +10,11 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 
-__all__ = ["Fault", "fault_for_addresses", "fault_for_memo"]
+__all__ = ["Fault", "fault_for_addresses", "fault_for_memo", "fault_for_title"]
 
 
 class Fault(enum.StrEnum):
-    """The trigger names; each value is both the email domain and the memo that selects it."""
+    """The trigger names; each value is the email domain, the memo and the title selecting it."""
 
     FAIL_BEFORE = "fail-before.test"
     """Refuse before any effect (SMTP 550 at RCPT, HTTP 422); nothing is recorded."""
@@ -45,7 +46,17 @@ def fault_for_addresses(addresses: Iterable[str]) -> Fault | None:
     return next((fault for fault in _PRECEDENCE if fault.value in domains), None)
 
 
+def _fault_for_text(text: str) -> Fault | None:
+    """Return the fault whose name ``text`` equals (trimmed, case-insensitive), else ``None``."""
+    normalized = text.strip().lower()
+    return next((fault for fault in _PRECEDENCE if fault.value == normalized), None)
+
+
 def fault_for_memo(memo: str) -> Fault | None:
     """Return the fault selected by a transfer memo equal to a trigger name, else ``None``."""
-    normalized = memo.strip().lower()
-    return next((fault for fault in _PRECEDENCE if fault.value == normalized), None)
+    return _fault_for_text(memo)
+
+
+def fault_for_title(title: str) -> Fault | None:
+    """Return the fault selected by a publication title equal to a trigger name, else ``None``."""
+    return _fault_for_text(title)

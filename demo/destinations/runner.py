@@ -1,4 +1,8 @@
-"""Run both demo destinations together, and read what they have recorded (DESIGN §8, §10)."""
+"""Run the demo destinations together, and read what they have recorded (DESIGN §8, §10, §11).
+
+Two servers: the SMTP sink, and one HTTP server on the bank's port for the bank
+(``/transfers``), the publisher (``/publications``) and the source server (``/sources``).
+"""
 
 from __future__ import annotations
 
@@ -9,15 +13,29 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from .bank import BankServer, list_transfers
+from . import bank, publisher, sources
+from .bank import list_transfers
+from .http_server import HttpDestinationsServer
+from .publisher import list_publications
 from .smtp_sink import list_messages, start_smtp_sink
+from .sources import list_sources
 from .storage import StrPath
 
-__all__ = ["BANK_KEYS", "EMAIL_KEYS", "list_all", "serve"]
+__all__ = [
+    "BANK_KEYS",
+    "EMAIL_KEYS",
+    "PUBLICATION_KEYS",
+    "SOURCE_KEYS",
+    "list_all",
+    "serve",
+]
 
 HOST = "127.0.0.1"
 EMAIL_KEYS = ("message_id", "from", "to", "cc", "subject", "body")
 BANK_KEYS = ("key", "from_account", "to_account", "amount", "currency", "memo")
+SOURCE_KEYS = ("url", "digest")
+PUBLICATION_KEYS = ("key", "report_id", "revision", "digest", "title")
+HTTP_ROUTES = (bank.ROUTE, publisher.ROUTE, sources.ROUTE)
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 # How often the foreground loop re-checks the stop event; bounds shutdown latency.
@@ -25,15 +43,22 @@ _POLL_SECONDS = 0.2
 
 
 def list_all(directory: StrPath) -> dict[str, list[dict[str, Any]]]:
-    """Return every recorded effect, in recording order, in the shape DESIGN §8 fixes.
+    """Return every recorded effect, in recording order, in the shape DESIGN §8 and §11 fix.
 
     ``{"email": [{"message_id", "from", "to", "cc", "subject", "body"}], "bank": [{"key",
-    "from_account", "to_account", "amount", "currency", "memo"}]}``, exactly these keys. Reads
-    the SQLite files directly; missing files are empty lists.
+    "from_account", "to_account", "amount", "currency", "memo"}], "sources": [{"url",
+    "digest"}], "publications": [{"key", "report_id", "revision", "digest", "title"}]}``,
+    exactly these keys. ``sources`` are the documents the source server serves, with the digest
+    (``sha256:<hex>``) of their bytes now. Reads the SQLite files directly; missing files are
+    empty lists.
     """
     return {
         "email": [{key: row[key] for key in EMAIL_KEYS} for row in list_messages(directory)],
         "bank": [{key: row[key] for key in BANK_KEYS} for row in list_transfers(directory)],
+        "sources": [{key: row[key] for key in SOURCE_KEYS} for row in list_sources(directory)],
+        "publications": [
+            {key: row[key] for key in PUBLICATION_KEYS} for row in list_publications(directory)
+        ],
     }
 
 
@@ -61,11 +86,13 @@ def serve(
     ready: Callable[[], object] | None = None,
     stop: threading.Event | None = None,
 ) -> None:
-    """Run the SMTP sink and the bank on 127.0.0.1 in the foreground until told to stop.
+    """Run the SMTP sink and the HTTP destinations on 127.0.0.1 in the foreground until stopped.
 
-    Records go to ``email.sqlite3`` and ``bank.sqlite3`` in ``directory`` (created if needed).
-    Once both listen, prints one flushed line
-    ``destinations ready smtp=127.0.0.1:P bank=http://127.0.0.1:Q dir=D`` (``D`` absolute)
+    The bank, the publisher and the source server share ``bank_port``. Records go to
+    ``email.sqlite3``, ``bank.sqlite3``, ``publisher.sqlite3`` and ``sources.sqlite3`` in
+    ``directory`` (created if needed). Once both servers listen, prints one flushed line
+    ``destinations ready smtp=127.0.0.1:P bank=http://127.0.0.1:Q
+    publisher=http://127.0.0.1:Q sources=http://127.0.0.1:Q/sources dir=D`` (``D`` absolute)
     and then calls ``ready()``. Returns after SIGTERM or SIGINT (when called from the main
     thread) or once ``stop`` is set, having stopped both servers; ``hang.test`` requests still
     waiting are abandoned.
@@ -75,18 +102,21 @@ def serve(
     stop_event = stop if stop is not None else threading.Event()
     previous_handlers = _install_stop_signals(stop_event)
     try:
-        bank = BankServer(root, port=bank_port, hang_seconds=hang_seconds, host=HOST)
+        web = HttpDestinationsServer(
+            root, port=bank_port, hang_seconds=hang_seconds, routes=HTTP_ROUTES, host=HOST
+        )
         try:
             sink = start_smtp_sink(root, port=smtp_port, hang_seconds=hang_seconds, host=HOST)
         except BaseException:
-            bank.server_close()
+            web.server_close()
             raise
-        bank_thread = threading.Thread(target=bank.serve_forever, name="bank", daemon=True)
-        bank_thread.start()
+        web_thread = threading.Thread(target=web.serve_forever, name="http", daemon=True)
+        web_thread.start()
         try:
+            base = web.base_url
             print(
-                f"destinations ready smtp={HOST}:{smtp_port} "
-                f"bank=http://{HOST}:{bank_port} dir={root}",
+                f"destinations ready smtp={HOST}:{smtp_port} bank={base} "
+                f"publisher={base} sources={base}{sources.ROUTE.prefix} dir={root}",
                 flush=True,
             )
             if ready is not None:
@@ -95,8 +125,8 @@ def serve(
                 pass
         finally:
             sink.stop()
-            bank.stop()
-            bank_thread.join()
+            web.stop()
+            web_thread.join()
     finally:
         for signum, handler in previous_handlers.items():
             signal.signal(signum, handler)

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TypeAlias
 
-__all__ = ["StrPath", "initialize", "read_rows", "write_transaction"]
+__all__ = ["StrPath", "initialize", "insert_once", "read_rows", "write_transaction"]
 
 StrPath: TypeAlias = str | os.PathLike[str]
 """A directory argument: a ``str`` or any path-like object."""
@@ -64,6 +64,23 @@ def write_transaction(path: Path) -> Iterator[sqlite3.Connection]:
         conn.execute("COMMIT")
     finally:
         conn.close()
+
+
+def insert_once(
+    path: Path, *, select_by_key: str, insert: str, key: str, values: Sequence[object]
+) -> tuple[sqlite3.Row, bool]:
+    """Insert ``values`` unless ``select_by_key`` finds ``key``; return the row and ``created``.
+
+    The receiver-side deduplication of the bank and the publisher: the existence check and the
+    insert share one ``BEGIN IMMEDIATE`` transaction, so concurrent requests with one key
+    serialize here and exactly one inserts. Committed on return.
+    """
+    with write_transaction(path) as conn:
+        existing = conn.execute(select_by_key, (key,)).fetchone()
+        if existing is not None:
+            return existing, False
+        conn.execute(insert, values)
+        return conn.execute(select_by_key, (key,)).fetchone(), True
 
 
 def read_rows(path: Path, sql: str, params: Sequence[object] = ()) -> list[sqlite3.Row]:

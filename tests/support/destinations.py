@@ -1,4 +1,5 @@
-"""Run the demo destinations (SMTP sink and bank) as a real subprocess for a test."""
+"""Run the demo destinations (SMTP sink; bank, publisher and sources on one HTTP port) as a real
+subprocess for a test."""
 
 from __future__ import annotations
 
@@ -32,9 +33,18 @@ class Destinations:
     def bank_url(self) -> str:
         return f"http://127.0.0.1:{self.bank_port}"
 
+    @property
+    def publisher_url(self) -> str:
+        return self.bank_url
+
+    @property
+    def sources_url(self) -> str:
+        return f"{self.bank_url}/sources"
+
     def settings(self) -> dict[str, object]:
         return {"dir": str(self.directory), "smtp_host": "127.0.0.1",
-                "smtp_port": self.smtp_port, "bank_url": self.bank_url}
+                "smtp_port": self.smtp_port, "bank_url": self.bank_url,
+                "publisher_url": self.publisher_url, "sources_url": self.sources_url}
 
     def env(self) -> dict[str, str]:
         return {"DESTINATIONS_DIR": str(self.directory), "SMTP_SINK_PORT": str(self.smtp_port),

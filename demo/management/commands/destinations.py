@@ -11,7 +11,9 @@ from demo.destinations.runner import list_all
 
 class Command(BaseCommand):
     help = ("Print what each demo destination has recorded: every email the SMTP sink "
-            "accepted and every transfer the bank made, read from their own files.")
+            "accepted, every transfer the bank made, every source the source server serves "
+            "(with the digest of its bytes) and every report the publisher published, read "
+            "from their own files.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--json", action="store_true", help="machine-readable output")
@@ -29,3 +31,10 @@ class Command(BaseCommand):
         for t in found["bank"]:
             self.stdout.write(f"  {t['key']}  {t['from_account']} -> {t['to_account']}: "
                               f"{t['amount']} {t['currency']}")
+        self.stdout.write(f"sources ({len(found['sources'])}):")
+        for s in found["sources"]:
+            self.stdout.write(f"  {s['url']}  {s['digest']}")
+        self.stdout.write(f"publications ({len(found['publications'])}):")
+        for p in found["publications"]:
+            self.stdout.write(f"  {p['key']}  {p['report_id']} r{p['revision']} {p['digest']}: "
+                              f"{p['title']}")

@@ -11,7 +11,8 @@ from demo.destinations.runner import serve
 
 class Command(BaseCommand):
     help = ("Run the SMTP sink and the fake bank in the foreground on the ports the settings "
-            "name (SMTP_SINK_PORT, BANK_URL), keeping records in DESTINATIONS_DIR.")
+            "name (SMTP_SINK_PORT, BANK_URL), with the publisher and the source server on the "
+            "bank's port, keeping records in DESTINATIONS_DIR.")
 
     def handle(self, *args: Any, **opts: Any) -> None:
         cfg = settings.DESTINATIONS
