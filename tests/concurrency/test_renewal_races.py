@@ -71,3 +71,25 @@ def test_of_two_operators_granting_one_renewal_one_moves_the_operation(
     assert AuditEvent.objects.filter(kind="operation.retried",
                                      operation_id=operation.id).count() == 1
     assert AuditEvent.objects.filter(kind="renewal.granted").count() == 1
+
+
+def test_an_admin_resolving_while_a_renewal_is_granted_leaves_one_outcome(
+    live: World, destinations: Destinations, tmp_path: Path,
+) -> None:
+    """The grant has checked the operation unknown; an admin resolves it before the grant's
+    transaction: the grant is refused and rolls back whole, nothing is attempted again."""
+    from dispatch.services.reconciliation import operation_resolve
+
+    operation, renewal = requested(live)
+    with PausedChild(tmp_path, "renew", live.approver.id, renewal.id, renewal.digest,
+                     pause=PAUSE) as child:
+        child.reached()
+        operation_resolve(admin=live.admin, operation_id=operation.id, outcome="completed",
+                          evidence="the bank shows the transfer", now=timezone.now())
+        child.release()
+        assert child.result() == {"denied": "protocol_state_invalid"}
+    moved = Operation.objects.get(id=operation.id)
+    assert (moved.state, moved.attempts_made) == ("reconciled_completed", 1)
+    assert Renewal.objects.get(id=renewal.id).state == "pending"
+    assert not AuditEvent.objects.filter(kind__in=["renewal.granted", "operation.retried"],
+                                         operation_id=operation.id).exists()
