@@ -21,7 +21,7 @@ from protocols.contracts import (
     ResourceKind,
     SchedulingContract,
 )
-from protocols.lifecycle import EMAIL_DRAFT
+from protocols.lifecycle import EMAIL_DRAFT, QUESTION, REPORT
 
 # One plain address per field (protocols.addresses): no display name, no line break, no
 # invisible character; an internationalized domain is shown to the operator in both forms.
@@ -50,6 +50,52 @@ EMAIL_DRAFT_KIND = ResourceKind(
         },
     },
 )
+
+# Stage 3 (DESIGN §11): what is researched, and what is published. A report's citations
+# name receipts (`evr_…`), which only the dispatcher issues; the schema checks their shape.
+QUESTION_KIND = ResourceKind(
+    name="question",
+    protocol=QUESTION,
+    payload_schema={
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["topic", "text"],
+        "properties": {
+            "topic": {"type": "string", "minLength": 1, "maxLength": 100,
+                      "pattern": "^[a-z0-9][a-z0-9-]*$"},
+            "text": {"type": "string", "minLength": 1, "maxLength": 2000},
+        },
+    },
+)
+
+REPORT_KIND = ResourceKind(
+    name="report",
+    protocol=REPORT,
+    payload_schema={
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["question", "title", "body", "citations"],
+        "properties": {
+            "question": {"type": "string", "minLength": 1, "maxLength": 40},
+            "title": HEADER_TEXT,
+            "body": {"type": "string", "maxLength": 200_000},
+            "citations": {
+                "type": "array", "maxItems": 100,
+                "items": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["receipt", "quote"],
+                    "properties": {
+                        "receipt": {"type": "string", "pattern": "^evr_[A-Za-z0-9]{1,36}$"},
+                        "quote": {"type": "string", "minLength": 1, "maxLength": 2000},
+                    },
+                },
+            },
+        },
+    },
+)
+
+RESOURCE_KINDS = (EMAIL_DRAFT_KIND, QUESTION_KIND, REPORT_KIND)
 
 RESOURCE_REF: Mapping[str, Any] = {
     "type": "object",

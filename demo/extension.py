@@ -9,7 +9,7 @@ validators the pure core ships (`protocols.evidence.VALIDATORS`: `cited-sources@
 
 from __future__ import annotations
 
-from demo.contracts import CONTRACTS, EMAIL_DRAFT_KIND
+from demo.contracts import CONTRACTS, RESOURCE_KINDS
 from demo.handlers import HANDLERS
 from dispatch.runtime import Runtime
 from protocols.evidence import VALIDATORS
@@ -19,7 +19,8 @@ EXTENSION_API = 1
 
 
 def register(runtime: Runtime) -> None:
-    runtime.register_resource_kind(EMAIL_DRAFT_KIND)
+    for kind in RESOURCE_KINDS:
+        runtime.register_resource_kind(kind)
     for name, contract in CONTRACTS.items():
         handler = HANDLERS[name]
         runtime.register(contract(handler.implementation_fingerprint), handler)

@@ -17,7 +17,8 @@ from protocols.denials import Denial, DenialCode
 
 
 class ResourceState(StrEnum):
-    """States of the `email_draft` protocol (spec §5.1), lowercase as on the wire (DESIGN §7)."""
+    """States of the resource protocols (spec §5.1, §11): `email_draft`, `question`, `report`;
+    lowercase as on the wire (DESIGN §7). Each protocol's table says which it uses."""
 
     DRAFT = "draft"
     PROPOSED = "proposed"
@@ -27,6 +28,10 @@ class ResourceState(StrEnum):
     SENT = "sent"
     FAILED_NO_EFFECT = "failed_no_effect"
     UNKNOWN = "unknown"
+    OPEN = "open"
+    ANSWERED = "answered"
+    ATTESTED = "attested"
+    PUBLISHED = "published"
 
 
 class ResourceEvent(StrEnum):
@@ -41,6 +46,8 @@ class ResourceEvent(StrEnum):
     UNCERTAIN = "uncertain"
     RECONCILE_COMPLETED = "reconcile_completed"
     RECONCILE_NO_EFFECT = "reconcile_no_effect"
+    ATTEST = "attest"  # a trusted validator's passing attestation of this exact revision
+    ANSWER = "answer"  # a report on the question was published
 
 
 class OperationState(StrEnum):
@@ -174,6 +181,55 @@ EMAIL_DRAFT: Final = Protocol[ResourceState, ResourceEvent](
     },
 )
 
+# Stage 3 (DESIGN §11). A question is researched while open: fetches neither move nor
+# block it (each claim and outcome leaves it open), and it is answered once.
+QUESTION: Final = Protocol[ResourceState, ResourceEvent](
+    name="question",
+    initial=R.OPEN,
+    transitions={
+        (R.OPEN, RE.EDIT): R.OPEN,
+        (R.OPEN, RE.PROPOSE): R.OPEN,
+        (R.OPEN, RE.CLAIM): R.OPEN,
+        (R.OPEN, RE.COMPLETE): R.OPEN,
+        (R.OPEN, RE.FAIL_NO_EFFECT): R.OPEN,
+        (R.OPEN, RE.UNCERTAIN): R.OPEN,
+        (R.OPEN, RE.ANSWER): R.ANSWERED,
+    },
+)
+
+# A report is attested, then proposed for publication. Editing makes a new revision in the
+# draft state, so an attestation never covers bytes it did not judge; never once the
+# publication may have run. A lapsed or denied approval leaves the attestation standing.
+REPORT: Final = Protocol[ResourceState, ResourceEvent](
+    name="report",
+    initial=R.DRAFT,
+    transitions={
+        (R.DRAFT, RE.EDIT): R.DRAFT,
+        (R.ATTESTED, RE.EDIT): R.DRAFT,
+        (R.PROPOSED, RE.EDIT): R.DRAFT,
+        (R.AUTHORIZED, RE.EDIT): R.DRAFT,
+        (R.DENIED, RE.EDIT): R.DRAFT,
+        (R.FAILED_NO_EFFECT, RE.EDIT): R.DRAFT,
+        (R.DRAFT, RE.ATTEST): R.ATTESTED,
+        (R.ATTESTED, RE.PROPOSE): R.PROPOSED,
+        (R.PROPOSED, RE.PROPOSE): R.PROPOSED,
+        (R.AUTHORIZED, RE.PROPOSE): R.AUTHORIZED,
+        (R.FAILED_NO_EFFECT, RE.PROPOSE): R.PROPOSED,
+        (R.PROPOSED, RE.GRANT): R.AUTHORIZED,
+        (R.AUTHORIZED, RE.GRANT): R.AUTHORIZED,
+        (R.PROPOSED, RE.DENY): R.DENIED,
+        (R.AUTHORIZED, RE.DENY): R.AUTHORIZED,
+        (R.PROPOSED, RE.EXPIRE): R.ATTESTED,
+        (R.AUTHORIZED, RE.EXPIRE): R.ATTESTED,
+        (R.AUTHORIZED, RE.CLAIM): R.DISPATCHING,
+        (R.DISPATCHING, RE.COMPLETE): R.PUBLISHED,
+        (R.DISPATCHING, RE.FAIL_NO_EFFECT): R.FAILED_NO_EFFECT,
+        (R.DISPATCHING, RE.UNCERTAIN): R.UNKNOWN,
+        (R.UNKNOWN, RE.RECONCILE_COMPLETED): R.PUBLISHED,
+        (R.UNKNOWN, RE.RECONCILE_NO_EFFECT): R.FAILED_NO_EFFECT,
+    },
+)
+
 Op, OE = OperationState, OperationEvent
 OPERATION_LIFECYCLE: Final = Protocol[OperationState, OperationEvent](
     name="operation",
@@ -259,6 +315,8 @@ EVIDENCE: Final = Protocol[EvidenceState, EvidenceEvent](
 
 RESOURCE_PROTOCOLS: Final[Mapping[str, Protocol[ResourceState, ResourceEvent]]] = {
     EMAIL_DRAFT.name: EMAIL_DRAFT,
+    QUESTION.name: QUESTION,
+    REPORT.name: REPORT,
 }
 
 

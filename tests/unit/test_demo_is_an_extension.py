@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from demo.contracts import EMAIL_DRAFT_KIND
+from demo.contracts import EMAIL_DRAFT_KIND, QUESTION_KIND, REPORT_KIND
 from dispatch.runtime import get_runtime
 from protocols.contracts import ResourceKind
 from protocols.denials import Denial, DenialCode
@@ -56,7 +56,8 @@ def test_the_default_extension_is_the_demo(fresh_runtime: None) -> None:
         handler = runtime.handler(contract)
         assert contract.implementation_fingerprint == type(handler).implementation_fingerprint
         assert contract.implementation_fingerprint.startswith("sha256:")
-    assert runtime.resource_kinds == {"email_draft": EMAIL_DRAFT_KIND}
+    assert runtime.resource_kinds == {"email_draft": EMAIL_DRAFT_KIND,
+                                      "question": QUESTION_KIND, "report": REPORT_KIND}
 
 
 def test_a_resource_kind_needs_its_declared_protocol(fresh_runtime: None) -> None:

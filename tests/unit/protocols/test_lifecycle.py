@@ -15,6 +15,8 @@ from protocols.lifecycle import (
     EVIDENCE,
     OPERATION_LIFECYCLE,
     PERMIT_LIFECYCLE,
+    QUESTION,
+    REPORT,
     RESOURCE_PROTOCOLS,
     ApprovalEvent,
     ApprovalState,
@@ -79,6 +81,42 @@ EXPECTED: dict[str, set[tuple[str, str, str]]] = {
         ("issued", "expire", "expired"),
         ("issued", "revoke", "revoked"),
     },
+    # DESIGN §11: `question` open -> answered; `report` draft -> attested -> proposed ->
+    # authorized -> dispatching -> published | failed_no_effect | unknown, an edit to draft.
+    "question": {
+        ("open", "edit", "open"),
+        ("open", "propose", "open"),
+        ("open", "claim", "open"),
+        ("open", "complete", "open"),
+        ("open", "fail_no_effect", "open"),
+        ("open", "uncertain", "open"),
+        ("open", "answer", "answered"),
+    },
+    "report": {
+        ("draft", "edit", "draft"),
+        ("attested", "edit", "draft"),
+        ("proposed", "edit", "draft"),
+        ("authorized", "edit", "draft"),
+        ("denied", "edit", "draft"),
+        ("failed_no_effect", "edit", "draft"),
+        ("draft", "attest", "attested"),
+        ("attested", "propose", "proposed"),
+        ("proposed", "propose", "proposed"),
+        ("authorized", "propose", "authorized"),
+        ("failed_no_effect", "propose", "proposed"),
+        ("proposed", "grant", "authorized"),
+        ("authorized", "grant", "authorized"),
+        ("proposed", "deny", "denied"),
+        ("authorized", "deny", "authorized"),
+        ("proposed", "expire", "attested"),
+        ("authorized", "expire", "attested"),
+        ("authorized", "claim", "dispatching"),
+        ("dispatching", "complete", "published"),
+        ("dispatching", "fail_no_effect", "failed_no_effect"),
+        ("dispatching", "uncertain", "unknown"),
+        ("unknown", "reconcile_completed", "published"),
+        ("unknown", "reconcile_no_effect", "failed_no_effect"),
+    },
     "evidence": {
         ("unresearched", "collect", "collected"),
         ("collected", "check", "checked_against_policy"),
@@ -90,6 +128,8 @@ EXPECTED: dict[str, set[tuple[str, str, str]]] = {
 # protocol, its state enum, its event enum, its expected initial state
 PROTOCOLS: list[tuple[Protocol[Any, Any], type[StrEnum], type[StrEnum], str]] = [
     (EMAIL_DRAFT, ResourceState, ResourceEvent, "draft"),
+    (QUESTION, ResourceState, ResourceEvent, "open"),
+    (REPORT, ResourceState, ResourceEvent, "draft"),
     (OPERATION_LIFECYCLE, OperationState, OperationEvent, "pending"),
     (APPROVAL_LIFECYCLE, ApprovalState, ApprovalEvent, "pending"),
     (PERMIT_LIFECYCLE, PermitState, PermitEvent, "issued"),
@@ -99,6 +139,8 @@ BY_NAME = {protocol.name: (protocol, states, events) for protocol, states, event
 
 TERMINAL: list[tuple[str, str]] = [
     ("email_draft", "sent"),
+    ("question", "answered"),
+    ("report", "published"),
     ("operation", "completed"),
     ("operation", "failed_no_effect"),
     ("operation", "reconciled_completed"),
@@ -212,7 +254,8 @@ def test_terminal_state_allows_nothing(name: str, state: str) -> None:
 def test_terminal_states_are_exactly_those_without_outgoing_rows(
     protocol: Protocol[Any, Any], states: type[StrEnum], events: type[StrEnum], initial: str,
 ) -> None:
-    without_exit = {s.value for s in states
+    # The states this protocol uses: the resource protocols share one enum.
+    without_exit = {s.value for s in protocol.states
                     if not any(protocol.allows(s, e) for e in events)}
     assert without_exit == {state for name, state in TERMINAL if name == protocol.name}
 
@@ -286,12 +329,35 @@ def test_sources_of_email_draft_events(event: ResourceEvent, expected: set[str])
 
 
 def test_states_cover_every_enum_member() -> None:
+    """Each record kind's enum is its protocol's states; the resource protocols share one
+    enum, which their states cover together."""
     for protocol, states, _events, _ in PROTOCOLS:
-        assert protocol.states == frozenset(states)
+        if states is not ResourceState:
+            assert protocol.states == frozenset(states)
+    assert frozenset().union(*(p.states for p in RESOURCE_PROTOCOLS.values())) == frozenset(
+        ResourceState)
 
 
-def test_resource_protocols_register_the_email_draft() -> None:
-    assert dict(RESOURCE_PROTOCOLS) == {"email_draft": EMAIL_DRAFT}
+def test_resource_protocols_register_the_three_kinds() -> None:
+    assert dict(RESOURCE_PROTOCOLS) == {"email_draft": EMAIL_DRAFT, "question": QUESTION,
+                                        "report": REPORT}
+
+
+def test_an_edit_of_an_attested_report_drops_its_attestation() -> None:
+    """DESIGN §11: an attestation covers the revision it judged; editing makes a new one, in
+    draft, which must be attested again before it can be proposed."""
+    edited = transition(REPORT, ResourceState.ATTESTED, ResourceEvent.EDIT)
+    assert edited is ResourceState.DRAFT
+    with pytest.raises(Denial):
+        transition(REPORT, edited, ResourceEvent.PROPOSE)
+    assert transition(REPORT, edited, ResourceEvent.ATTEST) is ResourceState.ATTESTED
+    # A lapsed approval leaves the attestation standing.
+    assert transition(REPORT, ResourceState.PROPOSED, ResourceEvent.EXPIRE) is (
+        ResourceState.ATTESTED)
+    # Once the publication may have run, never back to a reusable state.
+    assert {transition(REPORT, ResourceState.UNKNOWN, e) for e in ResourceEvent
+            if REPORT.allows(ResourceState.UNKNOWN, e)} == {
+        ResourceState.PUBLISHED, ResourceState.FAILED_NO_EFFECT}
 
 
 def test_states_are_lowercase_wire_values() -> None:
