@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
+from console import operation_views as operations
 from console import views
 
 app_name = "console"
@@ -9,13 +10,13 @@ urlpatterns = [
     path("", views.approval_list, name="approval-list"),
     path("approvals/<str:approval_id>/", views.approval_detail, name="approval-detail"),
     path("approvals/<str:approval_id>/decide/", views.approval_decide, name="approval-decide"),
-    path("operations/unknown/", views.operation_list_unknown, name="operation-unknown-list"),
-    path("operations/<str:operation_id>/", views.operation_detail, name="operation-detail"),
-    path("operations/<str:operation_id>/resolve/", views.operation_resolve,
+    path("operations/unknown/", operations.operation_list_unknown, name="operation-unknown-list"),
+    path("operations/<str:operation_id>/", operations.operation_detail, name="operation-detail"),
+    path("operations/<str:operation_id>/resolve/", operations.operation_resolve,
          name="operation-resolve"),
-    path("operations/<str:operation_id>/reauthorize/", views.operation_reauthorize,
+    path("operations/<str:operation_id>/reauthorize/", operations.operation_reauthorize,
          name="operation-reauthorize"),
-    path("renewals/<str:renewal_id>/decide/", views.renewal_decide, name="renewal-decide"),
+    path("renewals/<str:renewal_id>/decide/", operations.renewal_decide, name="renewal-decide"),
     path("grants/", views.grant_list, name="grant-list"),
     path("grants/issue/", views.grant_issue, name="grant-issue"),
     path("grants/<str:grant_id>/revoke/", views.grant_revoke, name="grant-revoke"),

@@ -22,7 +22,6 @@ from console.forms import (
     DecisionForm,
     GrantIssueForm,
     QueueFilterForm,
-    ResolveForm,
 )
 from console.presenters import (
     address_views,
@@ -40,17 +39,13 @@ from dispatch import selectors
 from dispatch.services.approvals import approval_decide as approval_decide_service
 from dispatch.services.authority import grant_issue as grant_issue_service
 from dispatch.services.authority import grant_revoke as grant_revoke_service
-from dispatch.services.reconciliation import operation_resolve as operation_resolve_service
-from dispatch.services.renewals import operation_reauthorize as operation_reauthorize_service
-from dispatch.services.renewals import renewal_decide as renewal_decide_service
-from dispatch.services.renewals import renewal_refusal
 from protocols.approvals import effective_approval_state
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import ApprovalState
 from protocols.usage import Usage
 
 if TYPE_CHECKING:
-    from dispatch.models import ApprovalRequest, Operation, Principal
+    from dispatch.models import ApprovalRequest, Principal
 
 # A plain headline for the refusals a decision can meet; the service's message follows it.
 DECISION_REFUSALS = {
@@ -63,7 +58,7 @@ DECISION_REFUSALS = {
 POLL_SECONDS = 5
 
 
-def _not_found(request: HttpRequest, principal: Principal, denial: Denial) -> HttpResponse:
+def not_found_page(request: HttpRequest, principal: Principal, denial: Denial) -> HttpResponse:
     return refused(request, status=404, title="Not found", message=denial.message,
                    principal=principal)
 
@@ -101,9 +96,9 @@ def approval_list(request: HttpRequest, principal: Principal) -> HttpResponse:
     rows = [_queue_row(approval, now) for approval in queue.rows]
     context = {
         "form": form, "rows": rows, "count": count, "total": total, "now": now,
-        "older": _page_link(request, "after", queue.older),
-        "newer": _page_link(request, "before", queue.newer),
-        "first": _page_link(request, None, None) if queue.newer else "",
+        "older": page_link(request, "after", queue.older),
+        "newer": page_link(request, "before", queue.newer),
+        "first": page_link(request, None, None) if queue.newer else "",
         "poll_seconds": POLL_SECONDS,
     }
     template = "console/_approval_queue.html" if is_htmx(request) else \
@@ -127,7 +122,7 @@ def _queue_row(approval: ApprovalRequest, now: datetime) -> dict[str, Any]:
     }
 
 
-def _page_link(request: HttpRequest, key: str | None, cursor: tuple[Any, ...] | None) -> str:
+def page_link(request: HttpRequest, key: str | None, cursor: tuple[Any, ...] | None) -> str:
     """The current URL with its filters, moved to another page (or to the first one)."""
     params = request.GET.copy()
     for name in ("after", "before"):
@@ -152,7 +147,7 @@ def approval_detail(
     try:
         approval = selectors.approval_get(viewer=principal, approval_id=approval_id)
     except Denial as denial:
-        return _not_found(request, principal, denial)
+        return not_found_page(request, principal, denial)
     form = DecisionForm(initial={"digest": approval.proposal.digest})
     return _detail_page(request, principal, approval, form)
 
@@ -167,7 +162,7 @@ def approval_decide(
     try:
         approval = selectors.approval_get(viewer=principal, approval_id=approval_id)
     except Denial as denial:
-        return _not_found(request, principal, denial)
+        return not_found_page(request, principal, denial)
     form = DecisionForm(request.POST)
     if not form.is_valid():
         return _detail_page(request, principal, approval, form, status=400)
@@ -178,7 +173,7 @@ def approval_decide(
             digest=data["digest"], reason=data["reason"], now=timezone.now())
     except Denial as denial:
         if denial.code is DenialCode.NOT_FOUND:
-            return _not_found(request, principal, denial)
+            return not_found_page(request, principal, denial)
         # Show the current state (decided, expired) beside the refusal.
         approval = selectors.approval_get(viewer=principal, approval_id=approval.id)
         return _detail_page(request, principal, approval, form, denial=denial,
@@ -257,149 +252,6 @@ def _refusal_headline(denial: Denial | None, decision: Any, principal: Principal
     return DECISION_REFUSALS.get(denial.code)
 
 
-# --- unknown outcomes and timelines (admin) -----------------------------------------------------
-
-
-@require_GET
-@csp_protect
-@role_required("admin")
-def operation_list_unknown(request: HttpRequest, principal: Principal) -> HttpResponse:
-    listing = selectors.operation_list_unknown(
-        viewer=principal, after=paging.decode_time_id(request.GET.get("after")),
-        before=paging.decode_time_id(request.GET.get("before")))
-    rows = []
-    for op in listing.rows:
-        snapshot = parse_snapshot(op.proposal.canonical)
-        rows.append({"operation": op, "form": ResolveForm(),
-                     "summary": snapshot_summary(snapshot, limit=4),
-                     "destination": snapshot.get("destination")})
-    return page(request, "console/operation_unknown_list.html", {
-        "rows": rows,
-        "count": selectors.operation_count_unknown(viewer=principal),
-        "older": _page_link(request, "after", listing.older),
-        "newer": _page_link(request, "before", listing.newer),
-    }, principal=principal)
-
-
-@require_GET
-@csp_protect
-@role_required("admin")
-def operation_detail(
-    request: HttpRequest, principal: Principal, operation_id: str,
-) -> HttpResponse:
-    try:
-        operation = selectors.operation_get(viewer=principal, operation_id=operation_id)
-    except Denial as denial:
-        return _not_found(request, principal, denial)
-    return _operation_page(request, principal, operation, ResolveForm())
-
-
-@require_POST
-@csp_protect
-@role_required("admin")
-def operation_resolve(
-    request: HttpRequest, principal: Principal, operation_id: str,
-) -> HttpResponse:
-    """Settle an unknown outcome with a note of the evidence (`operation_resolve`)."""
-    try:
-        operation = selectors.operation_get(viewer=principal, operation_id=operation_id)
-    except Denial as denial:
-        return _not_found(request, principal, denial)
-    form = ResolveForm(request.POST)
-    if not form.is_valid():
-        return _operation_page(request, principal, operation, form, status=400)
-    try:
-        resolved = operation_resolve_service(
-            admin=principal, operation_id=operation.id, outcome=form.cleaned_data["outcome"],
-            evidence=form.cleaned_data["evidence"], now=timezone.now())
-    except Denial as denial:
-        operation = selectors.operation_get(viewer=principal, operation_id=operation.id)
-        return _operation_page(request, principal, operation, form, denial=denial,
-                               status=denial.status)
-    messages.success(request, f"Operation {resolved.id} is now {resolved.state}.")
-    return redirect("console:operation-unknown-list")
-
-
-@require_POST
-@csp_protect
-@role_required("admin")
-def operation_reauthorize(
-    request: HttpRequest, principal: Principal, operation_id: str,
-) -> HttpResponse:
-    """Ask for a renewed approval of the operation's next attempt (`operation_reauthorize`)."""
-    try:
-        operation = selectors.operation_get(viewer=principal, operation_id=operation_id)
-    except Denial as denial:
-        return _not_found(request, principal, denial)
-    reason = request.POST.get("reason", "").strip()[:2000]
-    try:
-        renewal = operation_reauthorize_service(actor=principal, operation_id=operation.id,
-                                                reason=reason, now=timezone.now())
-    except Denial as denial:
-        return _operation_page(request, principal, operation, ResolveForm(), denial=denial,
-                               status=denial.status)
-    messages.success(request, f"Renewal {renewal.id} asks another operator to approve attempt "
-                              f"{renewal.attempt} of this operation, under the same key.")
-    return redirect("console:operation-detail", operation_id=operation.id)
-
-
-@require_POST
-@csp_protect
-@role_required("operator")
-def renewal_decide(request: HttpRequest, principal: Principal, renewal_id: str) -> HttpResponse:
-    """Grant or deny a renewed approval, confirming the digest the page showed."""
-    form = DecisionForm(request.POST)
-    renewal = selectors.renewal_get(viewer=principal, renewal_id=renewal_id)
-    if renewal is None:
-        return _not_found(request, principal, Denial(DenialCode.NOT_FOUND, kind="renewal"))
-    operation = selectors.operation_get(viewer=principal, operation_id=renewal.operation_id)
-    if not form.is_valid():
-        return _operation_page(request, principal, operation, ResolveForm(), status=400,
-                               renewal_form=form)
-    data = form.cleaned_data
-    try:
-        decided = renewal_decide_service(
-            approver=principal, renewal_id=renewal.id, decision=data["decision"],
-            digest=data["digest"], reason=data["reason"], now=timezone.now())
-    except Denial as denial:
-        operation = selectors.operation_get(viewer=principal, operation_id=operation.id)
-        return _operation_page(request, principal, operation, ResolveForm(), denial=denial,
-                               status=denial.status, renewal_form=form)
-    messages.success(request, f"Renewal {decided.id} {decided.state}."
-                     + (f" Attempt {decided.attempt} is queued under the same key."
-                        if decided.state == "granted" else ""))
-    return redirect("console:operation-detail", operation_id=operation.id)
-
-
-def _operation_page(
-    request: HttpRequest, principal: Principal, operation: Operation, form: ResolveForm,
-    *, denial: Denial | None = None, status: int = 200,
-    renewal_form: DecisionForm | None = None,
-) -> HttpResponse:
-    events = selectors.operation_timeline(viewer=principal, operation=operation)
-    snapshot = parse_snapshot(operation.proposal.canonical)
-    pending = selectors.renewal_pending(viewer=principal, operation=operation)
-    now = timezone.now()
-    return page(request, "console/operation_detail.html", {
-        "renewal": pending,
-        "renewal_form": renewal_form or DecisionForm(
-            initial={"digest": operation.proposal.digest}),
-        "renewal_expired": pending is not None and now >= pending.expires_at,
-        "may_decide_renewal": pending is not None and now < pending.expires_at
-        and principal.id not in (pending.requested_by_id, operation.principal_id),
-        "renewal_refusal": None if pending is not None else renewal_refusal(operation, now),
-        "operation": operation,
-        "summary": snapshot_summary(snapshot, limit=6),
-        "destination": snapshot.get("destination"),
-        "approval": selectors.approval_for_proposal(viewer=principal,
-                                                    proposal_id=operation.proposal_id),
-        "events": [{"event": e, "details": pretty_json(e.details)} for e in events],
-        "result": pretty_json(operation.result) if operation.result is not None else "",
-        "form": form,
-        "denial": denial,
-    }, principal=principal, status=status)
-
-
 # --- grants (admin) -----------------------------------------------------------------------------
 
 
@@ -448,7 +300,7 @@ def grant_revoke(request: HttpRequest, principal: Principal, grant_id: str) -> H
     try:
         grant = grant_revoke_service(actor=principal, grant_id=grant_id, now=timezone.now())
     except Denial as denial:
-        return _not_found(request, principal, denial)
+        return not_found_page(request, principal, denial)
     messages.success(request, f"Revoked {grant.id} and every grant delegated from it.")
     return redirect("console:grant-list")
 
@@ -468,7 +320,7 @@ def audit_list(request: HttpRequest, principal: Principal) -> HttpResponse:
     return page(request, "console/audit_list.html", {
         "form": form,
         "rows": [{"event": e, "details": pretty_json(e.details)} for e in listing.rows],
-        "older": _page_link(request, "after", listing.older),
-        "newer": _page_link(request, "before", listing.newer),
+        "older": page_link(request, "after", listing.older),
+        "newer": page_link(request, "before", listing.newer),
         "first": reverse("console:audit-list") if listing.newer else "",
     }, principal=principal)

@@ -1,0 +1,172 @@
+"""Console views of the admin's unknown outcomes: the list, one operation's page with its
+attempts and timeline, the resolve, and the renewed approval of a further attempt. Thin, as
+`console.views`: reads through `dispatch.selectors`, writes through `dispatch.services`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from console import paging
+from console.csp import csp_protect
+from console.forms import DecisionForm, ResolveForm
+from console.presenters import parse_snapshot, pretty_json, snapshot_summary
+from console.roles import page, role_required
+from console.views import not_found_page, page_link
+from dispatch import selectors
+from dispatch.services.reconciliation import operation_resolve as operation_resolve_service
+from dispatch.services.renewals import operation_reauthorize as operation_reauthorize_service
+from dispatch.services.renewals import renewal_decide as renewal_decide_service
+from dispatch.services.renewals import renewal_refusal
+from protocols.denials import Denial, DenialCode
+
+if TYPE_CHECKING:
+    from dispatch.models import Operation, Principal
+
+
+# --- unknown outcomes and timelines (admin) -----------------------------------------------------
+
+
+@require_GET
+@csp_protect
+@role_required("admin")
+def operation_list_unknown(request: HttpRequest, principal: Principal) -> HttpResponse:
+    listing = selectors.operation_list_unknown(
+        viewer=principal, after=paging.decode_time_id(request.GET.get("after")),
+        before=paging.decode_time_id(request.GET.get("before")))
+    rows = []
+    for op in listing.rows:
+        snapshot = parse_snapshot(op.proposal.canonical)
+        rows.append({"operation": op, "form": ResolveForm(),
+                     "summary": snapshot_summary(snapshot, limit=4),
+                     "destination": snapshot.get("destination")})
+    return page(request, "console/operation_unknown_list.html", {
+        "rows": rows,
+        "count": selectors.operation_count_unknown(viewer=principal),
+        "older": page_link(request, "after", listing.older),
+        "newer": page_link(request, "before", listing.newer),
+    }, principal=principal)
+
+
+@require_GET
+@csp_protect
+@role_required("admin")
+def operation_detail(
+    request: HttpRequest, principal: Principal, operation_id: str,
+) -> HttpResponse:
+    try:
+        operation = selectors.operation_get(viewer=principal, operation_id=operation_id)
+    except Denial as denial:
+        return not_found_page(request, principal, denial)
+    return _operation_page(request, principal, operation, ResolveForm())
+
+
+@require_POST
+@csp_protect
+@role_required("admin")
+def operation_resolve(
+    request: HttpRequest, principal: Principal, operation_id: str,
+) -> HttpResponse:
+    """Settle an unknown outcome with a note of the evidence (`operation_resolve`)."""
+    try:
+        operation = selectors.operation_get(viewer=principal, operation_id=operation_id)
+    except Denial as denial:
+        return not_found_page(request, principal, denial)
+    form = ResolveForm(request.POST)
+    if not form.is_valid():
+        return _operation_page(request, principal, operation, form, status=400)
+    try:
+        resolved = operation_resolve_service(
+            admin=principal, operation_id=operation.id, outcome=form.cleaned_data["outcome"],
+            evidence=form.cleaned_data["evidence"], now=timezone.now())
+    except Denial as denial:
+        operation = selectors.operation_get(viewer=principal, operation_id=operation.id)
+        return _operation_page(request, principal, operation, form, denial=denial,
+                               status=denial.status)
+    messages.success(request, f"Operation {resolved.id} is now {resolved.state}.")
+    return redirect("console:operation-unknown-list")
+
+
+@require_POST
+@csp_protect
+@role_required("admin")
+def operation_reauthorize(
+    request: HttpRequest, principal: Principal, operation_id: str,
+) -> HttpResponse:
+    """Ask for a renewed approval of the operation's next attempt (`operation_reauthorize`)."""
+    try:
+        operation = selectors.operation_get(viewer=principal, operation_id=operation_id)
+    except Denial as denial:
+        return not_found_page(request, principal, denial)
+    reason = request.POST.get("reason", "").strip()[:2000]
+    try:
+        renewal = operation_reauthorize_service(actor=principal, operation_id=operation.id,
+                                                reason=reason, now=timezone.now())
+    except Denial as denial:
+        return _operation_page(request, principal, operation, ResolveForm(), denial=denial,
+                               status=denial.status)
+    messages.success(request, f"Renewal {renewal.id} asks another operator to approve attempt "
+                              f"{renewal.attempt} of this operation, under the same key.")
+    return redirect("console:operation-detail", operation_id=operation.id)
+
+
+@require_POST
+@csp_protect
+@role_required("operator")
+def renewal_decide(request: HttpRequest, principal: Principal, renewal_id: str) -> HttpResponse:
+    """Grant or deny a renewed approval, confirming the digest the page showed."""
+    form = DecisionForm(request.POST)
+    renewal = selectors.renewal_get(viewer=principal, renewal_id=renewal_id)
+    if renewal is None:
+        return not_found_page(request, principal, Denial(DenialCode.NOT_FOUND, kind="renewal"))
+    operation = selectors.operation_get(viewer=principal, operation_id=renewal.operation_id)
+    if not form.is_valid():
+        return _operation_page(request, principal, operation, ResolveForm(), status=400,
+                               renewal_form=form)
+    data = form.cleaned_data
+    try:
+        decided = renewal_decide_service(
+            approver=principal, renewal_id=renewal.id, decision=data["decision"],
+            digest=data["digest"], reason=data["reason"], now=timezone.now())
+    except Denial as denial:
+        operation = selectors.operation_get(viewer=principal, operation_id=operation.id)
+        return _operation_page(request, principal, operation, ResolveForm(), denial=denial,
+                               status=denial.status, renewal_form=form)
+    messages.success(request, f"Renewal {decided.id} {decided.state}."
+                     + (f" Attempt {decided.attempt} is queued under the same key."
+                        if decided.state == "granted" else ""))
+    return redirect("console:operation-detail", operation_id=operation.id)
+
+
+def _operation_page(
+    request: HttpRequest, principal: Principal, operation: Operation, form: ResolveForm,
+    *, denial: Denial | None = None, status: int = 200,
+    renewal_form: DecisionForm | None = None,
+) -> HttpResponse:
+    events = selectors.operation_timeline(viewer=principal, operation=operation)
+    snapshot = parse_snapshot(operation.proposal.canonical)
+    pending = selectors.renewal_pending(viewer=principal, operation=operation)
+    now = timezone.now()
+    return page(request, "console/operation_detail.html", {
+        "renewal": pending,
+        "renewal_form": renewal_form or DecisionForm(
+            initial={"digest": operation.proposal.digest}),
+        "renewal_expired": pending is not None and now >= pending.expires_at,
+        "may_decide_renewal": pending is not None and now < pending.expires_at
+        and principal.id not in (pending.requested_by_id, operation.principal_id),
+        "renewal_refusal": None if pending is not None else renewal_refusal(operation, now),
+        "operation": operation,
+        "summary": snapshot_summary(snapshot, limit=6),
+        "destination": snapshot.get("destination"),
+        "approval": selectors.approval_for_proposal(viewer=principal,
+                                                    proposal_id=operation.proposal_id),
+        "events": [{"event": e, "details": pretty_json(e.details)} for e in events],
+        "result": pretty_json(operation.result) if operation.result is not None else "",
+        "form": form,
+        "denial": denial,
+    }, principal=principal, status=status)
