@@ -147,11 +147,8 @@ class OperationReauthorizeApi(ApiView):
 
 
 class RenewalDecideApi(ApiView):
-    class InputSerializer(StrictInputSerializer):
-        decision = serializers.ChoiceField(choices=["grant", "deny"])
-        digest = StrictCharField(max_length=DIGEST_MAX,
-                                 help_text="The proposal digest the human was shown.")
-        reason = StrictCharField(required=False, allow_blank=True, max_length=TEXT_MAX)
+    class InputSerializer(ApprovalDecideApi.InputSerializer):
+        """The same decision as an approval's: grant or deny, the digest shown, a reason."""
 
     @extend_schema(operation_id="renewals_decision", summary="Grant or deny a renewed approval",
                    description="Humans holding the operator role who neither requested the "
