@@ -59,10 +59,7 @@ class Runtime:
         if handler.implementation_fingerprint != contract.implementation_fingerprint:
             raise ValueError(f"{contract.qualified_name}: the handler's implementation "
                              "fingerprint differs from the contract's")
-        # Both schemas compile now, or registration fails: never after an effect, when the
-        # result is checked against them.
-        contract.schema_errors({})
-        contract.output_errors({})
+        contract.compile_schemas()  # or registration fails: never after an effect
         registered = self.registry.register(contract)
         self.handlers[(contract.qualified_name, contract.contract_version)] = handler
         return registered

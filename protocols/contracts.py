@@ -191,6 +191,11 @@ class OperationContract:
         """Schema violations of `arguments`, pointers from the request body's root."""
         return schema_errors(self._validator, arguments, root=root)
 
+    def compile_schemas(self) -> None:
+        """Compile the input and output schemas now (a `SchemaError` if either is invalid),
+        so that none is compiled for the first time after an effect."""
+        _ = self._validator, self._output_validator
+
     @cached_property
     def _output_validator(self) -> Any:
         return compile_schema(self.output_type)
