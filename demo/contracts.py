@@ -12,9 +12,11 @@ from typing import Any
 
 from protocols.contracts import (
     ApprovalRequirement,
+    AttestationRequirement,
     AuthorityRequirement,
     ContractRegistry,
     Effect,
+    EvidenceRole,
     Idempotency,
     OperationContract,
     Reconciliation,
@@ -93,6 +95,8 @@ REPORT_KIND = ResourceKind(
             },
         },
     },
+    # The report's topic (its authority key) is its question's: resolved through the store.
+    links={"question": "question"},
 )
 
 RESOURCE_KINDS = (EMAIL_DRAFT_KIND, QUESTION_KIND, REPORT_KIND)
@@ -186,17 +190,138 @@ def crm_lookup(implementation_fingerprint: str) -> OperationContract:
     )
 
 
+# Stage 3 (DESIGN §11). Every one has the authority key `topic`: a question's own, a report's
+# through the question it names.
+QUESTION_TOPIC = AuthorityRequirement("topic", "/question/payload/topic")
+REPORT_TOPIC = AuthorityRequirement("topic", "/report/links/question/payload/topic")
+#: The policy a publication's attestation must have been judged under.
+PUBLICATION_POLICY = "cited-sources/1"
+
+
+def research_fetch(implementation_fingerprint: str) -> OperationContract:
+    """Retrieve one allow-listed source for a question; the dispatcher issues the receipt."""
+    return OperationContract(
+        qualified_name="research.fetch",
+        contract_version=1,
+        implementation_fingerprint=implementation_fingerprint,
+        input_type={
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["question", "source"],
+            "properties": {
+                "question": RESOURCE_REF,
+                "source": {"type": "string", "minLength": 1, "maxLength": 2000,
+                           "pattern": "^https?://[^\\s]+$"},
+            },
+        },
+        output_type={
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["content"],
+            "properties": {"content": {"type": "string"}},
+        },
+        authority_requirements=(QUESTION_TOPIC,),
+        possible_effects=frozenset({Effect.READ}),
+        protocol_preconditions={"question": "question"},
+        idempotency_contract=Idempotency.IDEMPOTENT,
+        scheduling_contract=SchedulingContract(timeout=15.0, max_attempts=3, budget_cost=1),
+        destination="sources",
+        reconciliation=Reconciliation.NONE,
+        evidence=EvidenceRole.RECEIPT,
+    )
+
+
+def evidence_attest(implementation_fingerprint: str) -> OperationContract:
+    """Have the validator serving `policy` judge one report revision against its receipts."""
+    return OperationContract(
+        qualified_name="evidence.attest",
+        contract_version=1,
+        implementation_fingerprint=implementation_fingerprint,
+        input_type={
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["report"],
+            "properties": {
+                "report": RESOURCE_REF,
+                "policy": {"type": "string", "maxLength": 100,
+                           "pattern": "^[a-z][a-z0-9-]*/[1-9][0-9]*$",
+                           "default": PUBLICATION_POLICY},
+            },
+        },
+        output_type={
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["validator", "policy", "evidence", "result", "findings"],
+            "properties": {
+                "validator": {"type": "string"},
+                "policy": {"type": "string"},
+                "evidence": {"type": "array", "items": {"type": "string"}},
+                "result": {"enum": ["pass", "fail"]},
+                "findings": {"type": "array", "items": {
+                    "type": "object", "required": ["citation", "message"],
+                    "properties": {"citation": {"type": ["integer", "null"]},
+                                   "message": {"type": "string"}}}},
+            },
+        },
+        authority_requirements=(REPORT_TOPIC,),
+        possible_effects=frozenset({Effect.READ}),
+        protocol_preconditions={"report": "report"},
+        idempotency_contract=Idempotency.IDEMPOTENT,
+        scheduling_contract=SchedulingContract(timeout=15.0, max_attempts=1, budget_cost=1),
+        destination="validator",
+        reconciliation=Reconciliation.NONE,
+        reads=frozenset({"report"}),
+        evidence=EvidenceRole.ATTESTATION,
+    )
+
+
+def report_publish(implementation_fingerprint: str) -> OperationContract:
+    """Publish the exact attested report revision; the publisher deduplicates on the key."""
+    return OperationContract(
+        qualified_name="report.publish",
+        contract_version=1,
+        implementation_fingerprint=implementation_fingerprint,
+        input_type={
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["report", "attestation"],
+            "properties": {
+                "report": RESOURCE_REF,
+                # any string: one naming no attestation is attestation_missing (DESIGN §11)
+                "attestation": {"type": "string"},
+            },
+        },
+        output_type={"type": "object"},
+        authority_requirements=(REPORT_TOPIC,),
+        possible_effects=frozenset({Effect.EXTERNAL_WRITE}),
+        protocol_preconditions={"report": "report"},
+        approval_requirement=ApprovalRequirement(role="operator", expires_in=3600),
+        idempotency_contract=Idempotency.RECEIVER_DEDUP,
+        scheduling_contract=SchedulingContract(timeout=15.0, max_attempts=3, budget_cost=1),
+        destination="publisher",
+        reconciliation=Reconciliation.PRESENCE_AND_ABSENCE,
+        evidence=EvidenceRole.PUBLICATION,
+        attestation=AttestationRequirement(argument="attestation", report="report",
+                                           policy=PUBLICATION_POLICY),
+    )
+
+
 # Each demo contract by name: a factory taking its handler's implementation fingerprint.
 CONTRACTS: Mapping[str, Callable[[str], OperationContract]] = {
     "email.send": email_send,
     "payments.transfer": payments_transfer,
     "crm.lookup": crm_lookup,
+    "research.fetch": research_fetch,
+    "evidence.attest": evidence_attest,
+    "report.publish": report_publish,
 }
 
 
 def build_registry(fingerprints: Mapping[str, str]) -> ContractRegistry:
-    """A registry of the demo contracts under the given implementation fingerprints."""
+    """A registry of the demo contracts named in `fingerprints`, each under its
+    implementation fingerprint there."""
     registry = ContractRegistry()
     for name, factory in CONTRACTS.items():
-        registry.register(factory(fingerprints[name]))
+        if name in fingerprints:
+            registry.register(factory(fingerprints[name]))
     return registry

@@ -1,4 +1,5 @@
-"""The demo contracts' handlers (DESIGN §8): the SMTP sink, the fake bank and an in-memory CRM.
+"""The demo contracts' handlers (DESIGN §8, §11): the SMTP sink, the fake bank, an in-memory
+CRM, the source server, the validator and the publisher.
 
 Each implements the handler port (`dispatch.handlers.Handler`). `HANDLERS` is what
 `demo.extension.register` installs; a test swaps an entry there to re-register a contract
@@ -12,8 +13,10 @@ from typing import Any
 from django.conf import settings
 
 from demo.destinations.bank_client import bank_lookup, bank_transfer
+from demo.destinations.publisher_client import publication_lookup, publish
 from demo.destinations.smtp_client import send_email
 from demo.destinations.smtp_sink import lookup_message
+from demo.destinations.source_client import fetch_source
 from dispatch.handlers import (
     DefiniteFailure,
     FromCode,
@@ -23,9 +26,11 @@ from dispatch.handlers import (
     LookupResult,
     within_deadline,
 )
+from dispatch.services.evidence import attestation_judge, source_allowlist
 
 __all__ = ["CUSTOMERS", "HANDLERS", "CrmLookupHandler", "EmailSendHandler",
-           "PaymentsTransferHandler"]
+           "EvidenceAttestHandler", "PaymentsTransferHandler", "ReportPublishHandler",
+           "ResearchFetchHandler"]
 
 
 def _timeout(ctx: HandlerContext) -> float:
@@ -116,6 +121,85 @@ class CrmLookupHandler(Handler):
         return {"customer_id": customer, **CUSTOMERS[customer]}
 
 
+def _read_allowed(url: str, timeout: float) -> bytes:
+    """The bytes an allow-listed source serves now; anything else is refused unread."""
+    if not any(url.startswith(prefix) for prefix in source_allowlist()):
+        raise DefiniteFailure(f"{url} is not on the deployment's source allow-list; not read")
+    return fetch_source(url, timeout=timeout)
+
+
+class ResearchFetchHandler(Handler):
+    """Retrieve one source's text; the dispatcher issues the receipt over its exact bytes."""
+
+    name = "research.fetch"
+    implementation_fingerprint = FromCode("demo.destinations.source_client",
+                                          "dispatch.services.evidence")
+
+    def destination(self) -> dict[str, Any]:
+        return {"name": "sources", "allow": source_allowlist()}
+
+    def perform(self, ctx: HandlerContext) -> dict[str, Any]:
+        url = str(ctx.arguments["source"])
+        _before_effect(ctx)
+        data = within_deadline(ctx, lambda: _read_allowed(url, _timeout(ctx)))
+        try:
+            # Strict UTF-8: the text encodes back to exactly the bytes retrieved, which is
+            # what the receipt's digest is over.
+            return {"content": data.decode("utf-8")}
+        except UnicodeDecodeError as exc:
+            raise DefiniteFailure(f"{url} is not UTF-8 text (invalid byte at offset "
+                                  f"{exc.start}); no receipt") from None
+
+
+class EvidenceAttestHandler(Handler):
+    """Judge one report revision by the validator serving its policy (a read of each cited
+    source); the dispatcher issues the attestation."""
+
+    name = "evidence.attest"
+    implementation_fingerprint = FromCode("demo.destinations.source_client",
+                                          "dispatch.services.evidence", "protocols.evidence")
+
+    def destination(self) -> dict[str, Any]:
+        return {"name": "validator", "address": "in-process", "allow": source_allowlist()}
+
+    def perform(self, ctx: HandlerContext) -> dict[str, Any]:
+        _before_effect(ctx)
+        return attestation_judge(ctx, lambda url: _read_allowed(url, _timeout(ctx)))
+
+
+class ReportPublishHandler(Handler):
+    """Publish the exact attested report revision, deduplicated on the operation id."""
+
+    name = "report.publish"
+    implementation_fingerprint = FromCode("demo.destinations.publisher_client")
+
+    def destination(self) -> dict[str, Any]:
+        return {"name": "publisher", "address": settings.DESTINATIONS["publisher_url"]}
+
+    def perform(self, ctx: HandlerContext) -> dict[str, Any]:
+        report = ctx.arguments["report"]
+        payload = report["payload"]
+        _before_effect(ctx)
+        return within_deadline(ctx, lambda: publish(
+            str(ctx.destination["address"]), key=ctx.operation_id, report_id=report["id"],
+            revision=report["revision"], digest=report["digest"], title=payload["title"],
+            body=payload["body"], timeout=_timeout(ctx)))
+
+    def lookup(self, operation_id: str, snapshot: dict[str, Any]) -> LookupResult:
+        try:
+            found = publication_lookup(str(snapshot["destination"]["address"]), operation_id,
+                                       timeout=5.0)
+        except LookupFailedError as exc:
+            return LookupResult("unknown", f"publisher lookup failed: {exc.reason}")
+        if found is None:
+            return LookupResult("absent", f"publisher has no publication with key "
+                                          f"{operation_id}")
+        return LookupResult("present", f"publisher holds publication {operation_id} "
+                                       f"(report {found.get('report_id')} revision "
+                                       f"{found.get('revision')})")
+
+
 HANDLERS: dict[str, Handler] = {
-    h.name: h for h in (EmailSendHandler(), PaymentsTransferHandler(), CrmLookupHandler())
+    h.name: h for h in (EmailSendHandler(), PaymentsTransferHandler(), CrmLookupHandler(),
+                        ResearchFetchHandler(), EvidenceAttestHandler(), ReportPublishHandler())
 }

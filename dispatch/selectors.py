@@ -357,7 +357,7 @@ AUDIT_KINDS = frozenset({
     "operation.unknown", "operation.retried", "operation.reconciled", "operation.evidence",
     "renewal.requested", "renewal.granted", "renewal.denied", "renewal.expired",
     "grant.issued", "grant.revoked", "grant.delegated", "dispatch.denied",
-    "resource.created", "resource.revised",
+    "resource.created", "resource.revised", "receipt.issued", "attestation.issued",
 })
 
 

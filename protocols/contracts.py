@@ -97,15 +97,46 @@ class SchedulingContract:
     budget_cost: int = 1
 
 
+class EvidenceRole(StrEnum):
+    """The evidence record the dispatcher itself writes when an operation of the contract
+    completes, in the outcome's transaction (DESIGN §11): never an agent, a model or an API.
+
+    - `receipt`: an evidence receipt over the exact bytes the handler retrieved;
+    - `attestation`: the judgement of the validator serving the named policy on the exact
+      report revision; a `pass` moves that revision to `attested`;
+    - `publication`: the report's question is answered.
+    """
+
+    RECEIPT = "receipt"
+    ATTESTATION = "attestation"
+    PUBLICATION = "publication"
+
+
+@dataclass(frozen=True)
+class AttestationRequirement:
+    """An operation that may run only on an attested report (DESIGN §11): argument `argument`
+    names an attestation (`att_…`) that must have passed, under `policy`, the exact revision
+    the resource argument `report` references."""
+
+    argument: str
+    report: str
+    policy: str
+
+
 @dataclass(frozen=True)
 class ResourceKind:
     """A kind of resource operations act on (DESIGN §4): its name, the finite protocol its
     revisions move through (declared in `protocols.lifecycle.RESOURCE_PROTOCOLS` under the same
-    name) and the JSON schema of a revision's payload."""
+    name) and the JSON schema of a revision's payload.
+
+    `links` maps a payload member holding another resource's id to that resource's kind (a
+    report's `question`): admission resolves it through the store too, so an authority key can
+    live one resource away (`/report/links/question/payload/topic`)."""
 
     name: str
     protocol: Protocol[ResourceState, ResourceEvent]
     payload_schema: Mapping[str, Any]
+    links: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -131,8 +162,21 @@ class OperationContract:
     normalizers: Mapping[str, str] = field(default_factory=dict)
     # what the handler's lookup may settle after an uncertain attempt (spec §14.5)
     reconciliation: Reconciliation = Reconciliation.NONE
+    # Stage 3 (DESIGN §11). Resource arguments the operation only reads: resolved through the
+    # store and bound like any other, but never moved by a proposal, decision, claim or outcome.
+    reads: frozenset[str] = frozenset()
+    evidence: EvidenceRole | None = None
+    attestation: AttestationRequirement | None = None
 
     def __post_init__(self) -> None:
+        for name in self.reads:
+            if name not in self.protocol_preconditions:
+                raise ValueError(f"{self.qualified_name}: read argument {name!r} is not a "
+                                 "resource argument (protocol_preconditions)")
+        need = self.attestation
+        if need is not None and need.report not in self.protocol_preconditions:
+            raise ValueError(f"{self.qualified_name}: the attested argument {need.report!r} "
+                             "is not a resource argument (protocol_preconditions)")
         if Effect.FINANCIAL_WRITE in self.possible_effects and (
             Effect.EXTERNAL_WRITE not in self.possible_effects
         ):
@@ -168,6 +212,14 @@ class OperationContract:
             "normalizers": dict(self.normalizers),
             "reconciliation": self.reconciliation.value,
             "protocols": protocol_tables(self.protocol_preconditions.values()),
+            # Stage 3's fields are declared only where set, so that a contract without them
+            # keeps the fingerprint it had before they existed.
+            **({"reads": sorted(self.reads)} if self.reads else {}),
+            **({"evidence": self.evidence.value} if self.evidence else {}),
+            **({"attestation": {"argument": self.attestation.argument,
+                                "report": self.attestation.report,
+                                "policy": self.attestation.policy}}
+               if self.attestation else {}),
         }
 
     @cached_property

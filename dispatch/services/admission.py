@@ -10,7 +10,7 @@ existing proposal passes its digest: a snapshot that no longer matches is refuse
 from __future__ import annotations
 
 import hmac
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -18,6 +18,7 @@ from typing import Any
 from dispatch.models import Principal, Proposal, Resource, Revision
 from dispatch.runtime import Runtime, get_runtime
 from dispatch.services.authority import check_authority
+from dispatch.services.evidence import attestation_refusal, source_refusal
 from protocols.canonical import (
     CANON_VERSION,
     CanonicalizationError,
@@ -56,6 +57,7 @@ class Resolved:
 
     arguments: dict[str, Any]
     refs: list[dict[str, Any]]
+    states: dict[str, str] = field(default_factory=dict)  # argument -> the resource's state
 
 
 def validate_arguments(contract: OperationContract, arguments: Any) -> dict[str, Any]:
@@ -76,33 +78,76 @@ def resolve_resources(
 ) -> Resolved:
     """Resolve `{"id","revision"}` references through the store, never from client fields.
 
-    The revision must be current and, unless `event` is None, the state must allow `event`.
+    The revision must be current and, unless `event` is None, the state of each resource the
+    operation acts on must allow `event` (`check_states`). A resource
+    kind's `links` (a report's question) are resolved too, at their current revision, under
+    `links`. Each ref a read marks `"read": true` (`moved_refs` leaves it out).
     """
     resolved = dict(arguments)
     refs: list[dict[str, Any]] = []
+    states: dict[str, str] = {}
     for name, protocol_name in sorted(contract.protocol_preconditions.items()):
         ref = arguments[name]
-        # The named revision with its resource, in one query on the hot path.
-        revision = Revision.objects.select_related("resource").filter(
-            resource_id=ref["id"], resource__tenant_id=principal.tenant_id,
-            resource__kind=protocol_name, number=ref["revision"]).first()
-        if revision is None:
-            resource = Resource.objects.filter(
-                id=ref["id"], tenant_id=principal.tenant_id, kind=protocol_name).first()
-            if resource is None:
-                raise Denial(DenialCode.NOT_FOUND, kind="resource", id=ref["id"])
-            raise Denial(DenialCode.STALE_REVISION, resource_id=resource.id,
-                         current_revision=resource.current_revision)
+        revision = _current_revision(principal, protocol_name, ref["id"], ref["revision"])
         resource = revision.resource
-        if resource.current_revision != ref["revision"]:
-            raise Denial(DenialCode.STALE_REVISION, resource_id=resource.id,
-                         current_revision=resource.current_revision)
-        if event is not None:
-            transition(RESOURCE_PROTOCOLS[protocol_name], ResourceState(resource.state), event)
+        states[name] = resource.state
         resolved[name] = {"id": resource.id, "revision": revision.number,
-                          "digest": revision.digest, "payload": revision.payload}
-        refs.append({"id": resource.id, "revision": revision.number, "digest": revision.digest})
-    return Resolved(arguments=resolved, refs=refs)
+                          "digest": revision.digest, "payload": revision.payload,
+                          **_links(principal, protocol_name, revision.payload)}
+        refs.append({"id": resource.id, "revision": revision.number, "digest": revision.digest,
+                     **({"read": True} if name in contract.reads else {})})
+    found = Resolved(arguments=resolved, refs=refs, states=states)
+    check_states(contract, found, event)
+    return found
+
+
+def check_states(contract: OperationContract, resolved: Resolved,
+                 event: ResourceEvent | None) -> None:
+    """The state of each resource the operation acts on, as resolved, allows `event` (None:
+    the stage's own compare-and-swap decides); one it only reads is never moved."""
+    if event is None:
+        return
+    for name, protocol_name in sorted(contract.protocol_preconditions.items()):
+        if name not in contract.reads:
+            transition(RESOURCE_PROTOCOLS[protocol_name],
+                       ResourceState(resolved.states[name]), event)
+
+
+def _current_revision(principal: Principal, kind: str, resource_id: Any,
+                      number: int) -> Revision:
+    """The named revision with its resource, in one query on the hot path; `not_found` for
+    nothing of this kind in the principal's tenant, `stale_revision` for an old revision."""
+    revision = Revision.objects.select_related("resource").filter(
+        resource_id=resource_id, resource__tenant_id=principal.tenant_id,
+        resource__kind=kind, number=number).first()
+    if revision is None:
+        resource = Resource.objects.filter(
+            id=resource_id, tenant_id=principal.tenant_id, kind=kind).first()
+        if resource is None:
+            raise Denial(DenialCode.NOT_FOUND, kind="resource", id=resource_id)
+        raise Denial(DenialCode.STALE_REVISION, resource_id=resource.id,
+                     current_revision=resource.current_revision)
+    if revision.resource.current_revision != number:
+        raise Denial(DenialCode.STALE_REVISION, resource_id=revision.resource_id,
+                     current_revision=revision.resource.current_revision)
+    return revision
+
+
+def _links(principal: Principal, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """`{"links": {member: the linked resource's current revision}}` for a kind with links."""
+    spec = get_runtime().resource_kinds.get(kind)
+    if spec is None or not spec.links:
+        return {}
+    links: dict[str, Any] = {}
+    for member, linked_kind in sorted(spec.links.items()):
+        linked = Resource.objects.filter(id=payload.get(member), tenant_id=principal.tenant_id,
+                                         kind=linked_kind).first()
+        if linked is None:
+            raise Denial(DenialCode.NOT_FOUND, kind="resource", id=payload.get(member))
+        revision = _current_revision(principal, linked_kind, linked.id, linked.current_revision)
+        links[member] = {"id": linked.id, "revision": revision.number,
+                         "digest": revision.digest, "payload": revision.payload}
+    return {"links": links}
 
 
 def snapshot_of(
@@ -164,9 +209,17 @@ def admit(
     one waits. Raises the denial of the first check that fails: stale or missing resources, a
     state that does not allow the stage, authority (tool set, policy, grants), a snapshot that
     cannot be encoded, or one that no longer matches `expect_digest` (`proposal_mismatch`).
+    Stage 3's checks (`dispatch.services.evidence`) come before the resources' states: the
+    attestation a publication rests on, and the source allow-list of a fetch.
     """
     runtime = get_runtime()
-    resolved = resolve_resources(contract, principal, arguments, event=_STAGE_EVENTS[stage])
+    resolved = resolve_resources(contract, principal, arguments, event=None)
+    # DESIGN §11: what a publication rests on is named before the report's state is.
+    refusal = attestation_refusal(contract, principal, arguments, resolved.arguments) or \
+        source_refusal(contract, arguments)
+    if refusal is not None:
+        raise refusal
+    check_states(contract, resolved, _STAGE_EVENTS[stage])
     grant = check_authority(runtime, contract, principal, resolved.arguments, now, lock=lock)
     try:
         canonical = canonicalize(snapshot_of(runtime, contract, resolved.arguments))

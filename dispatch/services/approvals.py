@@ -29,7 +29,7 @@ from dispatch.services.audit import audit_record
 from dispatch.services.authority import require_role
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.permits import permit_move
-from dispatch.services.resources import resource_move, resources_release
+from dispatch.services.resources import moved_refs, resource_move, resources_release
 from protocols.denials import Denial, DenialCode
 from protocols.grants import Grant as CoreGrant
 from protocols.grants import scope_as_json
@@ -99,7 +99,7 @@ def approval_decide(
                                     decided_at=now)
             permit = None
             if grant is not None:
-                for ref in proposal.resource_refs:
+                for ref in moved_refs(proposal.resource_refs):
                     resource_move(ref=ref, event=ResourceEvent.GRANT, now=now)
                 permit = _permit_mint(approval, proposal, approver, grant, now)
             else:

@@ -26,7 +26,7 @@ from dispatch.services.audit import (
 from dispatch.services.budgets import Limits, budget_take
 from dispatch.services.operations import OPERATION_CLAIMED, OPERATION_INSERT, OPERATION_INSERT_IF
 from dispatch.services.permits import PERMIT_CLAIM
-from dispatch.services.resources import resource_move
+from dispatch.services.resources import moved_refs, resource_move
 from dispatch.services.statements import cache_related, is_postgres, rows, run, value
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import OperationEvent, PermitState, ResourceEvent
@@ -69,7 +69,7 @@ def operation_claim(
                          details={"permit_id": permit.id if permit else None,
                                   **audit_binding(proposal)})
     try:
-        if is_postgres() and not proposal.resource_refs:
+        if is_postgres() and not moved_refs(proposal.resource_refs):
             # One round trip: the lock, the intent and its audit row, each only if the one
             # before it happened.
             ((locked,),) = rows(_PG_CLAIM.format(lock=lock), [*lock_params, *insert, *audit])
@@ -81,7 +81,7 @@ def operation_claim(
             # this claim does, so there is no row to lock for a proposal without a permit.
             if (permit is not None or is_postgres()) and run(lock, lock_params) != 1:
                 raise _lock_denial(permit, now)
-            for ref in proposal.resource_refs:
+            for ref in moved_refs(proposal.resource_refs):
                 # Compare-and-swap on revision and state: two permits naming one revision
                 # cannot both move it to dispatching.
                 resource_move(ref=ref, event=ResourceEvent.CLAIM, now=now)

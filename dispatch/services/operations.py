@@ -26,7 +26,8 @@ from dispatch.services.audit import (
     audit_text,
     audit_values,
 )
-from dispatch.services.resources import resource_move
+from dispatch.services.evidence import evidence_plan
+from dispatch.services.resources import moved_refs, resource_move
 from dispatch.services.statements import is_postgres, rows, run, value
 from protocols.lifecycle import (
     OPERATION_LIFECYCLE,
@@ -141,11 +142,17 @@ def operation_move(
     attempt is `attempt` (0: none was started); `updated_at`, when given, must be unchanged too.
     `end_attempt` ends that attempt row with this outcome, and the row must still be open.
     The resources move with the operation and the audit event is written in the same
-    transaction. Returns whether it moved; the caller's `operation` is updated when it did.
+    transaction, and so is the evidence record a completion issues (`evidence_plan`). Returns
+    whether it moved; the caller's `operation` is updated when it did.
     """
     source = OperationState(operation.state)
     target = transition(OPERATION_LIFECYCLE, source, event)
     answers = event in _ATTEMPT_EVENTS  # an attempt's answer replaces the result; others keep it
+    # Stage 3: the receipt or attestation a completion issues, written only where this move
+    # holds; the result the operation keeps names it.
+    issuance = evidence_plan(operation=operation, target=target, result=result, now=now)
+    if issuance is not None:
+        result = issuance.result
     move = [target.value, value(Operation, "updated_at", now),
             answers, value(Operation, "result", result), evidence,
             operation.id, source.value, attempt,
@@ -161,10 +168,10 @@ def operation_move(
                     else {}),
                  **audit_binding(proposal), **(details or {})})
     resource_event = _RESOURCE_EVENTS[target]
-    refs = proposal.resource_refs if resource_event is not None else []
+    refs = moved_refs(proposal.resource_refs) if resource_event is not None else []
     try:
         with transaction.atomic():
-            if is_postgres() and not refs:
+            if is_postgres() and not refs and issuance is None:
                 sql, params = ((_PG_MOVE_AND_END, [*move, *end, *audit]) if end_attempt
                                else (_PG_MOVE, [*move, *audit]))
                 ((moved, ended),) = rows(sql, params)
@@ -179,6 +186,8 @@ def operation_move(
                     assert resource_event is not None
                     resource_move(ref=ref, event=resource_event, now=now)
                 run(AUDIT_INSERT, audit)
+                if issuance is not None:
+                    issuance.write()
     except _Lost:
         return False
     operation.state, operation.updated_at = target, now

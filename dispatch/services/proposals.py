@@ -19,7 +19,7 @@ from dispatch.runtime import get_runtime
 from dispatch.services.admission import Admission, Stage, admit, validate_arguments
 from dispatch.services.approvals import approval_open
 from dispatch.services.audit import audit_binding, audit_record
-from dispatch.services.resources import resource_move
+from dispatch.services.resources import moved_refs, resource_move
 from protocols.canonical import (
     CanonicalizationError,
     canonicalize,
@@ -185,6 +185,7 @@ def _proposal_insert(
         for ref in resolved.refs:
             ProposalResource.objects.create(proposal=proposal, resource_id=ref["id"],
                                             revision=ref["revision"])
+        for ref in moved_refs(resolved.refs):
             resource_move(ref=ref, event=ResourceEvent.PROPOSE, now=now)
         audit_record(tenant_id=principal.tenant_id, kind="proposal.created",
                      actor=principal.name, at=now, proposal_id=proposal.id,

@@ -32,6 +32,7 @@ from dispatch.services.audit import audit_record
 from dispatch.services.authority import require_role
 from dispatch.services.operations import operation_move
 from dispatch.services.reconciliation import lookup_bounded
+from dispatch.services.resources import moved_refs
 from protocols.contracts import OperationContract, Reconciliation
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import (
@@ -186,7 +187,7 @@ def _renewable(
         raise Denial(DenialCode.PROTOCOL_STATE_INVALID, "The action was cancelled; a "
                      "cancelled action is never attempted again: resolve it.",
                      state=operation.state)
-    if operation.proposal.resource_refs:
+    if moved_refs(operation.proposal.resource_refs):
         raise Denial(DenialCode.PROTOCOL_STATE_INVALID, "An operation on a resource cannot be "
                      "renewed: its resource protocol has no way back from unknown; resolve it.",
                      state=operation.state)

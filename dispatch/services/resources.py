@@ -115,6 +115,11 @@ def resource_current(resource: Resource) -> Revision:
     return Revision.objects.get(resource_id=resource.id, number=resource.current_revision)
 
 
+def moved_refs(refs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The refs of the resources an operation moves: every one but those it only reads."""
+    return [ref for ref in refs if not ref.get("read")]
+
+
 def resource_move(
     *, ref: dict[str, Any], event: ResourceEvent, now: datetime,
     also: dict[str, Any] | None = None,
@@ -174,7 +179,7 @@ def resources_release(*, proposal: Proposal, event: ResourceEvent, now: datetime
     A revision edited since, or one that still carries another live proposal, is left as it
     is: the first has moved on, and moving the second would strand its siblings.
     """
-    for ref in proposal.resource_refs:
+    for ref in moved_refs(proposal.resource_refs):
         if revision_has_other_live_approvals(ref=ref, proposal_id=proposal.id, now=now):
             continue
         try:
