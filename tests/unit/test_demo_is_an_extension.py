@@ -46,11 +46,15 @@ def test_without_extensions_the_runtime_registers_nothing(
 def test_the_default_extension_is_the_demo(fresh_runtime: None) -> None:
     runtime = get_runtime()
     assert sorted(c.qualified_name for c in runtime.registry) == [
-        "crm.lookup", "email.send", "payments.transfer"]
+        "crm.lookup", "email.send", "evidence.attest", "payments.transfer", "report.publish",
+        "research.fetch"]
     assert {key: type(h).__name__ for key, h in runtime.handlers.items()} == {
         ("crm.lookup", 1): "CrmLookupHandler",
         ("email.send", 1): "EmailSendHandler",
+        ("evidence.attest", 1): "EvidenceAttestHandler",
         ("payments.transfer", 1): "PaymentsTransferHandler",
+        ("report.publish", 1): "ReportPublishHandler",
+        ("research.fetch", 1): "ResearchFetchHandler",
     }
     for contract in runtime.registry:
         handler = runtime.handler(contract)
