@@ -44,12 +44,15 @@ OPERATION_EVENT_KINDS: Final[Mapping[OperationEvent, str]] = {
 }
 
 ATTEMPT_STARTED: Final = "attempt.started"
+#: The evidence records a completion issues (DESIGN §11), each in the outcome's transaction.
+RECEIPT_ISSUED: Final = "receipt.issued"
+ATTESTATION_ISSUED: Final = "attestation.issued"
 
 #: Events of an operation that move none of its states; they need its claim before them. A
 #: renewal's grant moves the operation by its own `operation.retried`, written beside it.
 OPERATION_NOTES: Final = frozenset({"attempt.ignored", "operation.evidence",
                                     "renewal.requested", "renewal.granted", "renewal.denied",
-                                    "renewal.expired"})
+                                    "renewal.expired", RECEIPT_ISSUED, ATTESTATION_ISSUED})
 
 #: Kinds that are always an operation's: an event of one of them must name it.
 _OPERATION_KINDS: Final = frozenset(

@@ -44,6 +44,7 @@ from protocols.contracts import EvidenceRole, OperationContract
 from protocols.denials import Denial, DenialCode
 from protocols.evidence import Citation, Judgement, ReceiptView, ReportView
 from protocols.lifecycle import OperationState, ResourceEvent
+from protocols.trace import ATTESTATION_ISSUED, RECEIPT_ISSUED
 
 #: The operation states whose recording issues the contract's evidence record: a publication
 #: that reconciliation establishes answers its question as one that completed does.
@@ -230,7 +231,7 @@ def _receipt_plan(operation: Operation, arguments: dict[str, Any], result: dict[
     def write() -> None:
         receipt.save(force_insert=True)
         ReceiptContent.objects.create(receipt=receipt, content=data)
-        audit_record(tenant_id=operation.tenant_id, kind="receipt.issued", actor="dispatcher",
+        audit_record(tenant_id=operation.tenant_id, kind=RECEIPT_ISSUED, actor="dispatcher",
                      at=now, operation_id=operation.id, proposal_id=operation.proposal_id,
                      digest=receipt.content_digest,
                      details={"receipt_id": receipt.id, "question_id": receipt.question_id,
@@ -252,7 +253,7 @@ def _attestation_plan(operation: Operation, arguments: dict[str, Any],
 
     def write() -> None:
         attestation.save(force_insert=True)
-        audit_record(tenant_id=operation.tenant_id, kind="attestation.issued",
+        audit_record(tenant_id=operation.tenant_id, kind=ATTESTATION_ISSUED,
                      actor="dispatcher", at=now, operation_id=operation.id,
                      proposal_id=operation.proposal_id, digest=attestation.report_digest,
                      details={"attestation_id": attestation.id,
