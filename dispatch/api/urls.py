@@ -7,7 +7,7 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.negotiation import DefaultContentNegotiation
 
-from dispatch.api import base, decisions, intake, records
+from dispatch.api import base, decisions, evidence, intake, records
 
 app_name = "api"
 urlpatterns = [
@@ -36,6 +36,10 @@ urlpatterns = [
     path("grants/<str:grant_id>/delegate/", records.GrantDelegateApi.as_view(),
          name="grant-delegate"),
     path("audit/", records.AuditListApi.as_view(), name="audit-list"),
+    path("evidence/<str:receipt_id>/", evidence.ReceiptDetailApi.as_view(),
+         name="evidence-detail"),
+    path("attestations/<str:attestation_id>/", evidence.AttestationDetailApi.as_view(),
+         name="attestation-detail"),
     # The schema view offers YAML and JSON (`?format=json`), so it keeps DRF's negotiation.
     path("schema/", SpectacularAPIView.as_view(
         content_negotiation_class=DefaultContentNegotiation), name="schema"),

@@ -10,11 +10,13 @@ from django.db import connection, models
 
 from dispatch.models import (
     ApprovalRequest,
+    Attestation,
     Grant,
     Operation,
     Permit,
     Principal,
     Proposal,
+    Receipt,
     Resource,
 )
 from dispatch.runtime import get_runtime
@@ -135,3 +137,13 @@ def access_operation_for_page(principal: Principal, operation_id: object) -> Ope
 
 def access_grant_by_id(principal: Principal, grant_id: object) -> Grant:
     return _access(Grant, principal, grant_id, "grant")
+
+
+def access_receipt_by_id(principal: Principal, receipt_id: object) -> Receipt:
+    """An evidence receipt of the principal's tenant (DESIGN §11); else `not_found`."""
+    return _access(Receipt, principal, receipt_id, "receipt")
+
+
+def access_attestation_by_id(principal: Principal, attestation_id: object) -> Attestation:
+    """An attestation of the principal's tenant (DESIGN §11); else `not_found`."""
+    return _access(Attestation, principal, attestation_id, "attestation")
