@@ -18,7 +18,10 @@ $PY manage.py run_destinations >var/log/destinations.log 2>&1 & pids+=($!)
 echo "----------------------------------------------------------------"
 $PY manage.py seed_demo --url "http://127.0.0.1:${PORT}/console/"
 $PY manage.py run_agent demo/agent_script.json --poll 2 >var/log/agent.log 2>&1 & pids+=($!)
+$PY demo/research_example.py --poll 2 >var/log/research.log 2>&1 & pids+=($!)
 echo "A scripted agent (demo/agent_script.json) is proposing actions; approve them in the queue."
-echo "Logs: var/log/ (destinations, worker, beat, agent). Ctrl-C stops everything."
+echo "A research agent (demo/research_example.py) fetches sources, has its report attested and"
+echo "proposes it for publication; its log is var/log/research.log."
+echo "Logs: var/log/ (destinations, worker, beat, agent, research). Ctrl-C stops everything."
 echo "----------------------------------------------------------------"
 $PY manage.py runserver "127.0.0.1:${PORT}" --noreload

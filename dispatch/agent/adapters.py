@@ -61,7 +61,8 @@ class ScriptedAdapter:
     """Tool calls read from a script: `{"agent": NAME, "steps": [STEP, ...]}` where a step is
     `{"call": OPERATION, "arguments": {...}, "name": LABEL?, "permit": ID?, "approval": {...}?}`
     or `{"final": TEXT}`. Inside arguments, `{"$result": LABEL}` stands for the result of the
-    earlier step with that label (e.g. the `{"id","revision"}` of a created draft)."""
+    earlier step with that label (e.g. the `{"id","revision"}` of a created draft), and
+    `{"$result": LABEL, "pointer": "/receipt/id"}` for one member of it (a JSON pointer)."""
 
     name = "scripted"
 
@@ -101,6 +102,20 @@ class ScriptedAdapter:
                         label=str(step.get("name", "")), claims=claims, usage=usage)
 
 
+def _pointed(value: Any, pointer: str) -> Any:
+    """The member of `value` a JSON pointer (RFC 6901) names, or None where there is none:
+    `{"$result": "fetch", "pointer": "/receipt/id"}` is the receipt id a fetch returned."""
+    for token in pointer.split("/")[1:] if pointer else []:
+        token = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(value, dict):
+            value = value.get(token)
+        elif isinstance(value, list) and token.isdigit() and int(token) < len(value):
+            value = value[int(token)]
+        else:
+            return None
+    return value
+
+
 def _usage(number: int, data: Any, maximum: int | None) -> Usage | None:
     """A step's `"usage": {"input_tokens", "output_tokens", "cost"}`: what the scripted model
     reports for that turn. A scripted model honours its own maximum: a step over it is refused."""
@@ -129,6 +144,8 @@ def _substitute(value: Any, results: Mapping[str, Any]) -> Any:
     if isinstance(value, dict):
         if set(value) == {"$result"}:
             return results.get(value["$result"])
+        if set(value) == {"$result", "pointer"}:
+            return _pointed(results.get(value["$result"]), str(value["pointer"]))
         return {k: _substitute(v, results) for k, v in value.items()}
     if isinstance(value, list):
         return [_substitute(v, results) for v in value]

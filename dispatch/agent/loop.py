@@ -114,8 +114,10 @@ def advertised_tools(principal: Principal) -> list[ToolSpec]:
             contract = runtime.contract(name)
         except Denial:
             continue
+        # A resource the operation only reads need not allow a proposal (an attested report).
         usable = all(_any_resource_allows(principal, kind, ResourceEvent.PROPOSE)
-                     for kind in contract.protocol_preconditions.values())
+                     for name, kind in contract.protocol_preconditions.items()
+                     if name not in contract.reads)
         if usable:
             tools.append(ToolSpec(name, f"{name} v{contract.contract_version}",
                                   contract.input_type))
