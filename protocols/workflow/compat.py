@@ -21,8 +21,10 @@ from typing import Any
 from protocols.contracts import (
     RECONCILIATION_REACH,
     ApprovalRequirement,
+    AttestationRequirement,
     AuthorityRequirement,
     Effect,
+    EvidenceRole,
     Idempotency,
     OperationContract,
     Reconciliation,
@@ -118,6 +120,16 @@ def classify_change(old: OperationContract, new: OperationContract) -> Compatibi
     if dict(old.normalizers) != dict(new.normalizers):
         add("normalizers", True, "argument normalization changed: equal inputs may no longer "
             "canonicalize to the same snapshot")
+    # Stage 3 (DESIGN §11): which resources are only read, which evidence record the
+    # dispatcher issues, and what a publication must rest on: any change is another meaning.
+    if old.reads != new.reads:
+        add("reads", True, f"read-only resource arguments {sorted(old.reads)} -> "
+            f"{sorted(new.reads)}")
+    if old.evidence != new.evidence:
+        add("evidence", True, f"the evidence record issued on completion "
+            f"{_value(old.evidence)} -> {_value(new.evidence)}")
+    if old.attestation != new.attestation:
+        add("attestation", True, "the attestation a run must rest on changed")
     if old.fingerprint == new.fingerprint:
         level = Level.IDENTICAL
     elif any(c.breaking for c in changes):
@@ -219,9 +231,18 @@ def contract_from_declaration(data: Mapping[str, Any]) -> OperationContract:
             destination=_str(data.get("destination", "")),
             normalizers=dict(data.get("normalizers") or {}),
             reconciliation=Reconciliation(data.get("reconciliation", "none")),
+            reads=frozenset(_str(name) for name in data.get("reads") or ()),
+            evidence=None if data.get("evidence") is None else EvidenceRole(data["evidence"]),
+            attestation=None if data.get("attestation") is None else AttestationRequirement(
+                _str(data["attestation"]["argument"]), _str(data["attestation"]["report"]),
+                _str(data["attestation"]["policy"])),
         )
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"not a contract declaration: {exc!r}") from None
+
+
+def _value(role: EvidenceRole | None) -> str:
+    return "none" if role is None else role.value
 
 
 def _str(value: object) -> str:

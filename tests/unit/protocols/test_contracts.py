@@ -12,10 +12,12 @@ from demo.contracts import crm_lookup, email_send, payments_transfer
 from protocols.canonical import digest
 from protocols.contracts import (
     ApprovalRequirement,
+    AttestationRequirement,
     AuthorityRequirement,
     ContractConflictError,
     ContractRegistry,
     Effect,
+    EvidenceRole,
     Idempotency,
     OperationContract,
     Reconciliation,
@@ -503,3 +505,41 @@ def test_missing_currency_refuses_the_amount() -> None:
     with pytest.raises(Denial) as caught:
         BASE.normalize(arguments)
     assert [e["pointer"] for e in caught.value.details["errors"]] == ["/arguments/amount"]
+
+
+# --- stage 3's fields (DESIGN §11) ----------------------------------------------------------
+
+def _reading(**changes: Any) -> OperationContract:
+    from demo.contracts import RESOURCE_REF
+
+    base = replace(BASE, input_type={"type": "object", "properties": {
+        "report": RESOURCE_REF, "attestation": {"type": "string"}}},
+        protocol_preconditions={"report": "report"})
+    return replace(base, **changes)
+
+
+def test_a_contract_without_stage_3s_fields_declares_none_of_them() -> None:
+    # So that contracts of stages 1 and 2 keep their fingerprints (test_fingerprint_is_pinned).
+    assert {"reads", "evidence", "attestation"}.isdisjoint(BASE.declaration())
+
+
+@pytest.mark.parametrize("changes", [
+    {"reads": frozenset({"report"})},
+    {"evidence": EvidenceRole.ATTESTATION},
+    {"evidence": EvidenceRole.PUBLICATION},
+    {"attestation": AttestationRequirement("attestation", "report", "cited-sources/1")},
+], ids=["reads", "evidence", "evidence_other", "attestation"])
+def test_stage_3s_fields_are_part_of_the_fingerprint(changes: dict[str, Any]) -> None:
+    assert _reading(**changes).fingerprint != _reading().fingerprint
+    needs = AttestationRequirement("attestation", "report", "cited-sources/1")
+    assert _reading(attestation=needs).fingerprint != _reading(
+        attestation=replace(needs, policy="cited-sources/2")).fingerprint
+
+
+@pytest.mark.parametrize("changes", [
+    {"reads": frozenset({"attestation"})},
+    {"attestation": AttestationRequirement("attestation", "draft", "cited-sources/1")},
+], ids=["reads_a_plain_argument", "attests_a_plain_argument"])
+def test_stage_3s_fields_name_resource_arguments_only(changes: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="not a resource argument"):
+        _reading(**changes)

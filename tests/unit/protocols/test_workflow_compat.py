@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -182,3 +183,24 @@ def test_render_text_names_each_change_and_the_verdict() -> None:
     assert "breaking: possible_effects: adds effects financial_write" in text
     assert "verdict: breaking" in text
     assert "pending approvals: cannot dispatch under the new contract" in text
+
+
+STAGE_3 = build_registry({"research.fetch": "f", "evidence.attest": "a", "report.publish": "p"})
+
+
+@pytest.mark.parametrize("contract", list(STAGE_3), ids=lambda c: c.qualified_name)
+def test_stage_3_declarations_round_trip(contract: OperationContract) -> None:
+    again = contract_from_declaration(json.loads(json.dumps(contract.declaration())))
+    assert again == contract
+    assert classify_change(contract, again).level is Level.IDENTICAL
+
+
+@pytest.mark.parametrize("field", ["reads", "evidence", "attestation"])
+def test_a_change_of_a_stage_3_field_is_breaking(field: str) -> None:
+    publish = STAGE_3.resolve("report.publish")
+    changed = {"reads": {"reads": frozenset({"report"})},
+               "evidence": {"evidence": None},
+               "attestation": {"attestation": None}}[field]
+    result = classify_change(publish, replace(publish, **changed))
+    assert result.level is Level.BREAKING
+    assert [c.field for c in result.changes] == [field]
