@@ -250,6 +250,9 @@ DESTINATIONS = {
 # is {sources_url}/{name}.
 DESTINATIONS["publisher_url"] = DESTINATIONS["bank_url"]
 DESTINATIONS["sources_url"] = f"{str(DESTINATIONS['bank_url']).rstrip('/')}/sources"
+# The URL prefixes a `research.fetch` may read (DESIGN §11); empty: the demo source server only
+# (`dispatch.services.evidence.source_allowlist`). Part of the fetch's destination fingerprint.
+EVIDENCE_SOURCE_ALLOWLIST: list[str] = env.list("EVIDENCE_SOURCE_ALLOWLIST", default=[])
 
 # --- Policy ---------------------------------------------------------------------------------------
 # Deployment policy: effects this deployment allows at all (DESIGN §5 step 3/4).

@@ -90,7 +90,7 @@ def source_refusal(contract: OperationContract, arguments: dict[str, Any]) -> De
 
 def source_allowlist() -> list[str]:
     """The URL prefixes a `research.fetch` may read: the setting, else the demo's sources."""
-    configured = list(getattr(settings, "EVIDENCE_SOURCE_ALLOWLIST", []) or [])
+    configured = list(settings.EVIDENCE_SOURCE_ALLOWLIST)
     return configured or [str(settings.DESTINATIONS["sources_url"]).rstrip("/") + "/"]
 
 

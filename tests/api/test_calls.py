@@ -47,16 +47,22 @@ def test_contracts_list_the_registry(owner: Caller) -> None:
     response = owner.get("contracts/")
     assert response.status_code == 200
     results = response.json()["results"]
-    assert [c["name"] for c in results] == ["crm.lookup", "email.send", "payments.transfer"]
+    assert [c["name"] for c in results] == [
+        "crm.lookup", "email.send", "evidence.attest", "payments.transfer", "report.publish",
+        "research.fetch"]
     for contract in results:
         assert set(contract) == {"name", "version", "fingerprint", "input_schema", "effects",
                                  "approval", "idempotency"}
-    email = results[1]
+    named = {c["name"]: c for c in results}
+    email = named["email.send"]
     assert email["approval"] == {"role": "operator", "expires_in": 3600}
     assert email["effects"] == ["external_write"]
     assert email["idempotency"] == "none"
-    assert results[0]["approval"] is None
-    assert results[2]["effects"] == ["external_write", "financial_write"]
+    assert named["crm.lookup"]["approval"] is None
+    assert named["payments.transfer"]["effects"] == ["external_write", "financial_write"]
+    assert named["report.publish"]["approval"] == {"role": "operator", "expires_in": 3600}
+    assert named["report.publish"]["idempotency"] == "receiver_dedup"
+    assert named["research.fetch"]["effects"] == named["evidence.attest"]["effects"] == ["read"]
 
 
 def test_resource_create_read_and_revise(owner: Caller) -> None:
