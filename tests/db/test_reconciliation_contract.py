@@ -46,7 +46,10 @@ def test_the_demo_contracts_declare_what_their_lookups_prove() -> None:
     runtime = get_runtime()
     assert {c.qualified_name: c.reconciliation.value for c in runtime.registry} == {
         "crm.lookup": "none", "email.send": "presence",
-        "payments.transfer": "presence_and_absence"}
+        "payments.transfer": "presence_and_absence",
+        # DESIGN §11: reads settle nothing; the publisher deduplicates and answers both ways.
+        "research.fetch": "none", "evidence.attest": "none",
+        "report.publish": "presence_and_absence"}
 
 
 def test_under_presence_an_absence_settles_nothing(
