@@ -18,7 +18,7 @@ from typing import Any
 from dispatch.models import Principal, Proposal, Resource, Revision
 from dispatch.runtime import Runtime, get_runtime
 from dispatch.services.authority import check_authority
-from dispatch.services.evidence import attestation_refusal, source_refusal
+from dispatch.services.evidence import attestation_refusal, evidence_refusal
 from protocols.canonical import (
     CANON_VERSION,
     CanonicalizationError,
@@ -210,13 +210,13 @@ def admit(
     state that does not allow the stage, authority (tool set, policy, grants), a snapshot that
     cannot be encoded, or one that no longer matches `expect_digest` (`proposal_mismatch`).
     Stage 3's checks (`dispatch.services.evidence`) come before the resources' states: the
-    attestation a publication rests on, and the source allow-list of a fetch.
+    attestation a publication rests on, a fetch's source allow-list, an attest's validator.
     """
     runtime = get_runtime()
     resolved = resolve_resources(contract, principal, arguments, event=None)
     # DESIGN §11: what a publication rests on is named before the report's state is.
     refusal = attestation_refusal(contract, principal, arguments, resolved.arguments) or \
-        source_refusal(contract, arguments)
+        evidence_refusal(contract, arguments)
     if refusal is not None:
         raise refusal
     check_states(contract, resolved, _STAGE_EVENTS[stage])

@@ -7,7 +7,8 @@ agent-supplied JSON can create one, and an outcome that is not recorded issues n
 Admission asks
 `attestation_refusal` whether a publication rests on a passing attestation of the exact report
 revision (before the report's state, so the code names the attestation), and
-`source_refusal` whether a fetched source is on the deployment's allow-list.
+`evidence_refusal` whether a fetched source is on the deployment's allow-list and a policy
+has a validator.
 
 The validator runs on the worker, inside `evidence.attest`'s handler (`attestation_judge`):
 it sees the report revision the snapshot bound, the receipts of the report's tenant that the
@@ -73,19 +74,28 @@ def attestation_json(attestation: Attestation) -> dict[str, Any]:
 
 # --- admission ----------------------------------------------------------------------------
 
-def source_refusal(contract: OperationContract, arguments: dict[str, Any]) -> Denial | None:
-    """A fetch of a source off the deployment's allow-list (`EVIDENCE_SOURCE_ALLOWLIST`,
-    URL prefixes) is `effect_not_permitted`: the deployment does not permit reading it."""
-    if contract.evidence is not EvidenceRole.RECEIPT:
-        return None
-    source = arguments.get("source")
-    allowed = source_allowlist()
-    if isinstance(source, str) and any(source.startswith(prefix) for prefix in allowed):
-        return None
-    return Denial(DenialCode.EFFECT_NOT_PERMITTED,
-                  "The source is not on this deployment's source allow-list; fetch one of "
-                  "the allowed sources.", reason="source not on the allow-list",
-                  allowed=allowed)
+def evidence_refusal(contract: OperationContract, arguments: dict[str, Any]) -> Denial | None:
+    """What an evidence operation is refused before it is proposed or run: a fetch of a
+    source off the deployment's allow-list (`EVIDENCE_SOURCE_ALLOWLIST`, URL prefixes) is
+    `effect_not_permitted` (the deployment does not permit reading it); an attest under a
+    policy no registered validator serves is `schema_invalid` at `/arguments/policy`."""
+    if contract.evidence is EvidenceRole.RECEIPT:
+        source = arguments.get("source")
+        allowed = source_allowlist()
+        if isinstance(source, str) and any(source.startswith(prefix) for prefix in allowed):
+            return None
+        return Denial(DenialCode.EFFECT_NOT_PERMITTED,
+                      "The source is not on this deployment's source allow-list; fetch one "
+                      "of the allowed sources.", reason="source not on the allow-list",
+                      allowed=allowed)
+    if contract.evidence is EvidenceRole.ATTESTATION:
+        validators = get_runtime().validators
+        if validators.for_policy(str(arguments.get("policy"))) is None:
+            served = sorted({spec.policy for spec in validators})
+            return Denial(DenialCode.SCHEMA_INVALID, errors=[{
+                "pointer": "/arguments/policy",
+                "message": f"no validator serves this policy; served: {served}"}])
+    return None
 
 
 def source_allowlist() -> list[str]:

@@ -307,3 +307,15 @@ def test_a_receipt_or_attestation_is_issued_only_with_a_recorded_outcome(
     assert not Attestation.objects.exists()  # claimed, not yet run
     operation_execute(operation_id=claimed.id)
     assert Attestation.objects.get().operation_id == claimed.id
+
+
+def test_an_attest_under_a_policy_no_validator_serves_is_refused_at_proposal(
+    researcher: Researcher,
+) -> None:
+    report = researcher.report(researcher.question(), [("evr_a", "x"), ("evr_b", "y")])
+    denial = refused(researcher.propose, "evidence.attest",
+                     {"report": ref(report), "policy": "gut-feeling/1"})
+    assert denial.code is DenialCode.SCHEMA_INVALID
+    assert denial.details["errors"] == [{
+        "pointer": "/arguments/policy",
+        "message": "no validator serves this policy; served: ['cited-sources/1']"}]
