@@ -9,10 +9,8 @@ fingerprint cannot dispatch under another.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal
 from enum import StrEnum
 from functools import cached_property
 from typing import Any
@@ -25,6 +23,7 @@ from protocols.addresses import AddressError, is_mailbox
 from protocols.canonical import digest
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import Protocol, ResourceEvent, ResourceState, protocol_tables
+from protocols.normalizers import NORMALIZERS
 from protocols.patterns import PatternError, compile_pattern
 
 
@@ -377,43 +376,6 @@ def schema_errors(validator: Any, instance: Any, *, root: str) -> list[dict[str,
 
 def _escape(token: str) -> str:
     return token.replace("~", "~0").replace("/", "~1")
-
-
-# ISO 4217 minor units for the currencies accepted here; unlisted codes are refused.
-CURRENCY_MINOR_UNITS: Mapping[str, int] = {
-    **dict.fromkeys(
-        ["AED", "AUD", "BRL", "CAD", "CHF", "CNY", "CZK", "DKK", "EUR", "GBP", "HKD", "HUF",
-         "ILS", "INR", "MXN", "NOK", "NZD", "PLN", "RON", "SEK", "SGD", "THB", "TRY", "TWD",
-         "USD", "ZAR"], 2),
-    **dict.fromkeys(["CLP", "ISK", "JPY", "KRW", "VND"], 0),
-    **dict.fromkeys(["BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND"], 3),
-}
-
-
-_AMOUNT = re.compile(r"[0-9]{1,18}(\.[0-9]{1,3})?")
-
-
-def _decimal_amount(value: Any, arguments: Mapping[str, Any]) -> str:
-    """`"10"`, `"10.0"` and `"10.00"` are one amount: the currency's minor units, as a string.
-
-    Plain ASCII digits only (no sign, exponent, separators or other scripts); more places
-    than the currency has (ISO 4217) is refused even when they are zeros (DESIGN §8).
-    """
-    currency = arguments.get("currency")
-    if not isinstance(currency, str) or currency not in CURRENCY_MINOR_UNITS:
-        raise ValueError(f"unsupported currency {currency!r}")
-    places = CURRENCY_MINOR_UNITS[currency]
-    if not isinstance(value, str) or not _AMOUNT.fullmatch(value):
-        raise ValueError("must be a positive decimal string such as \"10.00\"")
-    whole, _, fraction = value.partition(".")
-    if len(fraction) > places:
-        raise ValueError(f"{currency} has {places} minor units; {value!r} has more places")
-    if Decimal(value) <= 0:
-        raise ValueError("must be a positive amount")
-    return f"{whole.lstrip('0') or '0'}{'.' if places else ''}{fraction.ljust(places, '0')}"
-
-
-NORMALIZERS: Mapping[str, Any] = {"decimal_amount": _decimal_amount}
 
 
 class ContractConflictError(ValueError):
