@@ -82,6 +82,8 @@ class TraceCode(StrEnum):
     PERMIT_MISMATCH = "permit_mismatch"              # a permit claimed for another proposal
     PROPOSAL_CLAIMED_TWICE = "proposal_claimed_twice"  # one proposal, two operations
     CLAIM_AFTER_CANCEL = "claim_after_cancel"        # a claim of a proposal cancelled unclaimed
+    EVIDENCE_UNSETTLED = "evidence_unsettled"        # a receipt or attestation, not completed
+    EVIDENCE_TWICE = "evidence_twice"                # a second record of one operation
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,13 @@ class TraceReport:
 class _Operation:
     state: OperationState | None = None  # None: no claim seen yet (pending, or never claimed)
     attempts: int = 0
+    issued: bool = False  # its receipt or attestation was recorded
+
+
+#: Evidence records, each issued in the transaction that records its operation's completion
+#: (DESIGN §11): so in the audit just after that completion, and once.
+_EVIDENCE_KINDS: Final = frozenset({RECEIPT_ISSUED, ATTESTATION_ISSUED})
+_ISSUING: Final = frozenset({OperationState.COMPLETED, OperationState.RECONCILED_COMPLETED})
 
 
 @dataclass
@@ -165,6 +174,8 @@ class TraceChecker:
                               f"'{event.kind}' before the operation's permit.claimed")
         elif event.kind == ATTEMPT_STARTED:
             self._attempt(event, operation)
+        elif event.kind in _EVIDENCE_KINDS:
+            self._issued(event, operation)
         elif event.kind in _EVENTS_OF_KIND:
             self._move(event, operation)
 
@@ -222,6 +233,17 @@ class TraceChecker:
                           f"attempt {number} started after attempt {operation.attempts}")
             return
         operation.attempts += 1
+
+    def _issued(self, event: TraceEvent, operation: _Operation) -> None:
+        if operation.state not in _ISSUING:
+            self._violate(event, TraceCode.EVIDENCE_UNSETTLED,
+                          f"'{event.kind}' for an operation in state '{operation.state}'; only "
+                          "a recorded completion issues evidence")
+        elif operation.issued:
+            self._violate(event, TraceCode.EVIDENCE_TWICE,
+                          f"'{event.kind}': the operation already issued its record")
+        else:
+            operation.issued = True
 
     def _claim_of_proposal(self, event: TraceEvent) -> None:
         proposal = event.proposal_id

@@ -234,3 +234,33 @@ def test_a_second_operation_of_one_proposal_is_a_violation() -> None:
 def test_the_tables_are_the_ones_of_protocols_lifecycle() -> None:
     """The replay reads the one table; it has no copy of its own."""
     assert OPERATION_EVENT_KINDS[OperationEvent.CLAIM] == "permit.claimed"
+
+
+# --- evidence records follow the completion they are issued by (DESIGN §11) -------------------
+
+def test_a_receipt_and_an_attestation_follow_their_completion() -> None:
+    fetch = [claimed(), started(1), moved("operation.completed", 1, "completed"),
+             ev("receipt.issued", receipt_id="evr_1")]
+    attest = [claimed(op="op_2", proposal="prp_2"), started(1, op="op_2"),
+              moved("operation.completed", 1, "completed", op="op_2"),
+              ev("attestation.issued", op="op_2", attestation_id="att_1")]
+    assert check_trace([*fetch, *attest]).violations == []
+
+
+@pytest.mark.parametrize("events", [
+    [claimed(), started(1), ev("receipt.issued", receipt_id="evr_1")],
+    [claimed(), started(1), moved("operation.failed_no_effect", 1, "failed_no_effect"),
+     ev("attestation.issued", attestation_id="att_1")],
+    [claimed(), started(1), moved("operation.unknown", 1, "unknown"),
+     ev("receipt.issued", receipt_id="evr_1")],
+], ids=["before the outcome", "after no effect", "after unknown"])
+def test_an_evidence_record_without_a_completion_is_a_violation(
+    events: list[TraceEvent],
+) -> None:
+    assert codes(*events) == [TraceCode.EVIDENCE_UNSETTLED]
+
+
+def test_a_second_evidence_record_of_one_operation_is_a_violation() -> None:
+    assert codes(claimed(), started(1), moved("operation.completed", 1, "completed"),
+                 ev("receipt.issued", receipt_id="evr_1"),
+                 ev("receipt.issued", receipt_id="evr_2")) == [TraceCode.EVIDENCE_TWICE]
