@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -161,6 +162,14 @@ def address_views(arguments: Any) -> list[AddressView]:
                 mixed=tuple((label, " and ".join(sorted(scripts(label))))
                             for label in mailbox.mixed_script_labels)))
     return views
+
+
+def paragraphs(text: str) -> list[str]:
+    """Text as a reader's paragraphs (split at blank lines), each with its invisible format
+    characters revealed; the template escapes them and keeps single line breaks."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return [reveal(part.strip("\n")) for part in re.split(r"\n[ \t]*\n", text.strip())
+            if part.strip()]
 
 
 def parse_snapshot(canonical: str) -> dict[str, Any]:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
+from console import evidence_views as evidence
 from console import operation_views as operations
 from console import views
 
@@ -17,6 +18,7 @@ urlpatterns = [
     path("operations/<str:operation_id>/reauthorize/", operations.operation_reauthorize,
          name="operation-reauthorize"),
     path("renewals/<str:renewal_id>/decide/", operations.renewal_decide, name="renewal-decide"),
+    path("questions/<str:question_id>/", evidence.question_detail, name="question-detail"),
     path("grants/", views.grant_list, name="grant-list"),
     path("grants/issue/", views.grant_issue, name="grant-issue"),
     path("grants/<str:grant_id>/revoke/", views.grant_revoke, name="grant-revoke"),

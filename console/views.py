@@ -30,6 +30,7 @@ from console.presenters import (
     digest_matches,
     duration,
     flatten,
+    paragraphs,
     parse_snapshot,
     pretty_json,
     snapshot_summary,
@@ -54,6 +55,10 @@ DECISION_REFUSALS = {
     DenialCode.APPROVAL_DECIDED: "This approval was decided by someone else meanwhile.",
     DenialCode.APPROVAL_EXPIRED: "The approval window has passed.",
     DenialCode.PROTOCOL_STATE_INVALID: "The resource is no longer in a state that allows this.",
+    DenialCode.ATTESTATION_FAILED: "The attestation this publication rests on failed: it "
+                                   "cannot be approved.",
+    DenialCode.ATTESTATION_MISSING: "The attestation this publication names does not exist.",
+    DenialCode.ATTESTATION_UNBOUND: "The attestation is not of this exact report revision.",
 }
 POLL_SECONDS = 5
 
@@ -207,6 +212,9 @@ def _detail_page(
     permit = getattr(approval, "permit", None) if decided else None
     operation = selectors.operation_for_proposal(viewer=principal, proposal_id=proposal.id)
     addresses = address_views(snapshot.get("arguments", {}))
+    publication = selectors.publication_evidence(
+        viewer=principal, proposal=proposal, contract=contract,
+        arguments=snapshot.get("arguments", {}))
     context = {
         "approval": approval,
         "proposal": proposal,
@@ -233,6 +241,10 @@ def _detail_page(
         "canonical_bytes": len(proposal.canonical.encode()),
         "usage": _reported(selectors.execution_usage(proposal.execution_id,
                                                      principal_id=proposal.principal_id)),
+        "publication": publication,
+        "report_paragraphs": paragraphs(publication.body) if publication else [],
+        # A grant the attestation check would refuse is not offered (Deny stays).
+        "approvable": publication is None or publication.refusal is None,
     }
     return page(request, "console/approval_detail.html", context, principal=principal,
                 status=status)

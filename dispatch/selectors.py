@@ -3,7 +3,8 @@
 Every function takes the viewing principal and scopes by its tenant, so no page can show another
 tenant's rows. Lists are keyset-paged on an indexed ordering and never count a whole table:
 counts are capped (`count_capped`), so a queue of 100,000 pending rows costs the same as one
-of 100.
+of 100. The evidence chain's queries (DESIGN §11) live in `dispatch.evidence_selectors` and
+are re-exported here, so the console still reads through this one module.
 """
 
 from __future__ import annotations
@@ -16,6 +17,12 @@ from typing import Any, Generic, Literal, TypeVar
 
 from django.db.models import Prefetch, Q, QuerySet, prefetch_related_objects
 
+from dispatch.evidence_selectors import ChainEvent as ChainEvent
+from dispatch.evidence_selectors import CitedReceipt as CitedReceipt
+from dispatch.evidence_selectors import EvidenceChain as EvidenceChain
+from dispatch.evidence_selectors import PublicationEvidence as PublicationEvidence
+from dispatch.evidence_selectors import publication_evidence as publication_evidence
+from dispatch.evidence_selectors import question_evidence_chain as question_evidence_chain
 from dispatch.models import (
     ApprovalRequest,
     Attempt,

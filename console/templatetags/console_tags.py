@@ -9,6 +9,8 @@ from django import template
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from console.presenters import reveal
+
 register = template.Library()
 
 # Every state the console shows, mapped to the label a person reads.
@@ -65,3 +67,10 @@ def scope_items(scope: Any) -> list[tuple[str, str]]:
         return []
     return [(key, "any value" if value == "*" else ", ".join(map(str, value)))
             for key, value in sorted(scope.items())]
+
+
+@register.filter
+def visible(text: Any) -> str:
+    """Text with its invisible format characters (bidi controls, zero-width) written as
+    escapes, so nothing shown can be reordered or hidden (`console.presenters.reveal`)."""
+    return reveal(str(text))

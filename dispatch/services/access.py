@@ -139,6 +139,20 @@ def access_grant_by_id(principal: Principal, grant_id: object) -> Grant:
     return _access(Grant, principal, grant_id, "grant")
 
 
+def access_question_for_review(principal: Principal, question_id: object) -> Resource:
+    """A question (DESIGN §11) for the console's evidence page: to the operators and admins of
+    its tenant. Another tenant's id, a resource of another kind and a missing id are one
+    `not_found`."""
+    resource = _access(Resource, principal, question_id, "question")
+    if resource.kind != "question":
+        raise Denial(DenialCode.NOT_FOUND, kind="question", id=question_id)
+    if principal.kind != Principal.Kind.HUMAN:
+        raise Denial(DenialCode.NOT_FOUND, kind="question", id=question_id)
+    if not role_allows(principal.role, Role.OPERATOR):
+        raise Denial(DenialCode.NOT_FOUND, kind="question", id=question_id)
+    return resource
+
+
 def access_receipt_by_id(principal: Principal, receipt_id: object) -> Receipt:
     """An evidence receipt of the principal's tenant (DESIGN §11); else `not_found`."""
     return _access(Receipt, principal, receipt_id, "receipt")

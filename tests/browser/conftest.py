@@ -84,11 +84,12 @@ def login(page: Any) -> Callable[[str, str], None]:
 @pytest.fixture
 def screenshot(page: Any) -> Callable[[str], None]:
     """Save the page to artifacts/screenshots/NAME.png (kept as a CI artifact); with
-    UPDATE_SCREENSHOTS=1, also copy it beside the README."""
-    def take(name: str) -> None:
+    UPDATE_SCREENSHOTS=1, also copy it beside the README. `full_page=False` keeps to the
+    viewport, for a page whose top is what a reader needs at a glance."""
+    def take(name: str, *, full_page: bool = True) -> None:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         target = SCREENSHOTS / f"{name}.png"
-        page.screenshot(path=str(target), full_page=True)
+        page.screenshot(path=str(target), full_page=full_page)
         if os.environ.get("UPDATE_SCREENSHOTS") == "1":
             README_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(target, README_SCREENSHOTS / f"{name}.png")

@@ -10,7 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from console.presenters import AddressView, address_views, compact_json, pretty_json
+from console.presenters import (
+    AddressView,
+    address_views,
+    compact_json,
+    paragraphs,
+    pretty_json,
+)
 
 
 def test_internationalized_addresses_are_listed_with_both_forms() -> None:
@@ -54,3 +60,18 @@ def test_pretty_snapshot_is_the_same_json_with_nothing_invisible(value: dict[str
 )
 def test_table_cell_shows_invisible_characters_as_escapes(value: Any, shown: str) -> None:
     assert compact_json(value) == shown
+
+
+# --- a report's body, as a reader's paragraphs ------------------------------------------------
+
+
+def test_a_body_splits_into_paragraphs_at_blank_lines() -> None:
+    body = "\n\nFirst line\nsame paragraph.\n \t\nSecond.\n\n\n\nThird.\n"
+    assert paragraphs(body) == ["First line\nsame paragraph.", "Second.", "Third."]
+    assert paragraphs("One.\r\n\r\nTwo.") == ["One.", "Two."]
+    assert paragraphs("") == []
+    assert paragraphs("  \n\n ") == []
+
+
+def test_a_paragraph_shows_its_invisible_characters() -> None:
+    assert paragraphs("Pay \u202eeve\u202c now") == ["Pay \\u202eeve\\u202c now"]
