@@ -227,6 +227,10 @@ def research_fetch(implementation_fingerprint: str) -> OperationContract:
         scheduling_contract=SchedulingContract(timeout=15.0, max_attempts=3, budget_cost=1),
         destination="sources",
         reconciliation=Reconciliation.NONE,
+        # A fetch neither moves nor blocks its question: an edit of the question's wording
+        # while a fetch runs leaves the fetch's outcome to be recorded (the receipt names the
+        # revision it was retrieved for).
+        reads=frozenset({"question"}),
         evidence=EvidenceRole.RECEIPT,
     )
 

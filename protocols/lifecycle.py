@@ -181,18 +181,14 @@ EMAIL_DRAFT: Final = Protocol[ResourceState, ResourceEvent](
     },
 )
 
-# Stage 3 (DESIGN §11). A question is researched while open: fetches neither move nor
-# block it (each claim and outcome leaves it open), and it is answered once.
+# Stage 3 (DESIGN §11). A question is researched while open: fetches only read it (a
+# contract's `reads`), so they neither move nor block it; it is answered once, when a report
+# on it is published.
 QUESTION: Final = Protocol[ResourceState, ResourceEvent](
     name="question",
     initial=R.OPEN,
     transitions={
         (R.OPEN, RE.EDIT): R.OPEN,
-        (R.OPEN, RE.PROPOSE): R.OPEN,
-        (R.OPEN, RE.CLAIM): R.OPEN,
-        (R.OPEN, RE.COMPLETE): R.OPEN,
-        (R.OPEN, RE.FAIL_NO_EFFECT): R.OPEN,
-        (R.OPEN, RE.UNCERTAIN): R.OPEN,
         (R.OPEN, RE.ANSWER): R.ANSWERED,
     },
 )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -37,7 +38,7 @@ from protocols.roles import Role
 log = logging.getLogger(__name__)
 
 #: The counts a pass reports, by what happened to each operation.
-COUNTS = ("unknown", "reconciled", "retried", "requeued", "inconclusive")
+COUNTS = ("unknown", "reconciled", "retried", "requeued", "inconclusive", "stuck")
 
 
 def reconcile_operations(*, now: datetime, enqueue: bool = True) -> dict[str, Any]:
@@ -52,12 +53,25 @@ def reconcile_operations(*, now: datetime, enqueue: bool = True) -> dict[str, An
             return {**counts, "skipped": True}
         batch = settings.RECONCILE_BATCH
         for operation in _operations(OperationState.CLAIMED)[:batch]:
-            key = _reconcile_claimed(operation, now, enqueue=enqueue)
+            key = _one(_reconcile_claimed, operation, now, enqueue)
             if key:
                 counts[key] += 1
         for operation in _operations(OperationState.UNKNOWN)[:batch]:
-            counts[_reconcile_unknown(operation, now, enqueue=enqueue)] += 1
+            key = _one(_reconcile_unknown, operation, now, enqueue)
+            if key:
+                counts[key] += 1
     return counts
+
+
+def _one(step: Callable[..., str | None], operation: Operation, now: datetime,
+         enqueue: bool) -> str | None:
+    """One operation of a pass: a move its records refuse (a resource that moved on, say) is
+    logged and counted `stuck`, never the end of the pass for every other operation."""
+    try:
+        return step(operation, now, enqueue=enqueue)
+    except Denial as denial:
+        log.error("reconciliation could not move %s: %s", operation.id, denial)
+        return "stuck"
 
 
 def operation_reconcile(*, operation_id: str, now: datetime, enqueue: bool = True) -> str | None:

@@ -319,3 +319,22 @@ def test_an_attest_under_a_policy_no_validator_serves_is_refused_at_proposal(
     assert denial.details["errors"] == [{
         "pointer": "/arguments/policy",
         "message": "no validator serves this policy; served: ['cited-sources/1']"}]
+
+
+def test_an_edit_of_the_question_during_a_fetch_leaves_its_outcome_to_be_recorded(
+    researcher: Researcher,
+) -> None:
+    question = researcher.question()
+    proposal = researcher.propose("research.fetch", {"question": ref(question),
+                                                     "source": researcher.source("bees")})
+    claimed = proposal_dispatch(principal=researcher.agent, proposal_id=proposal.id,
+                                now=researcher.world.now, enqueue=False)
+    edited = researcher.revise_question(question, "How do bees say where the flowers are?")
+    assert edited.current_revision == 2
+
+    operation = operation_execute(operation_id=claimed.id)
+
+    assert operation.state == "completed"
+    receipt = operation.result["receipt"]  # type: ignore[index]
+    assert receipt["question"] == {"id": question.id, "revision": 1}  # what it was fetched for
+    assert reloaded(question).state == "open"

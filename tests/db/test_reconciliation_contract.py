@@ -143,3 +143,19 @@ def test_an_operation_moved_during_its_lookup_leaves_the_rest_of_the_pass_alone(
     first.refresh_from_db()
     second.refresh_from_db()
     assert first.state == second.state == "reconciled_completed"
+
+
+def test_one_operation_its_records_refuse_to_move_does_not_stop_the_pass(world: World) -> None:
+    from dispatch.models import Resource
+
+    stuck = lost(world, world.propose_email(world.draft()))
+    # A store whose draft is no longer `dispatching` (written past the services): the
+    # operation's move to unknown is refused by the draft's table.
+    Resource.objects.filter(id=stuck.proposal.resource_refs[0]["id"]).update(state="draft")
+    other = lost(world, world.propose_email(world.draft(subject="Another")))
+
+    counts = reconcile_operations(now=world.now + LATER, enqueue=False)
+
+    assert (counts["stuck"], counts["unknown"]) == (1, 1)
+    assert Operation.objects.get(id=stuck.id).state == "claimed"
+    assert Operation.objects.get(id=other.id).state == "unknown"

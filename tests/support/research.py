@@ -86,6 +86,10 @@ class Researcher:
                                       now=self.world.now)
         return resource
 
+    def revise_question(self, question: Resource, text: str) -> Resource:
+        topic = question.revisions.get(number=question.current_revision).payload["topic"]
+        return self.revise(question, {"topic": topic, "text": text})
+
     def attest(self, report: Resource) -> Operation:
         return self.run(self.propose("evidence.attest", {"report": ref(report)}))
 

@@ -83,13 +83,9 @@ EXPECTED: dict[str, set[tuple[str, str, str]]] = {
     },
     # DESIGN §11: `question` open -> answered; `report` draft -> attested -> proposed ->
     # authorized -> dispatching -> published | failed_no_effect | unknown, an edit to draft.
+    # A fetch only reads its question (`research.fetch` declares `reads`): no move of its own.
     "question": {
         ("open", "edit", "open"),
-        ("open", "propose", "open"),
-        ("open", "claim", "open"),
-        ("open", "complete", "open"),
-        ("open", "fail_no_effect", "open"),
-        ("open", "uncertain", "open"),
         ("open", "answer", "answered"),
     },
     "report": {
