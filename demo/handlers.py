@@ -27,6 +27,7 @@ from dispatch.handlers import (
     within_deadline,
 )
 from dispatch.services.evidence import attestation_judge, source_allowlist
+from protocols.sources import source_allowed
 
 __all__ = ["CUSTOMERS", "HANDLERS", "CrmLookupHandler", "EmailSendHandler",
            "EvidenceAttestHandler", "PaymentsTransferHandler", "ReportPublishHandler",
@@ -123,7 +124,7 @@ class CrmLookupHandler(Handler):
 
 def _read_allowed(url: str, timeout: float) -> bytes:
     """The bytes an allow-listed source serves now; anything else is refused unread."""
-    if not any(url.startswith(prefix) for prefix in source_allowlist()):
+    if not source_allowed(url, source_allowlist()):
         raise DefiniteFailure(f"{url} is not on the deployment's source allow-list; not read")
     return fetch_source(url, timeout=timeout)
 

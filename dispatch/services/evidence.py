@@ -45,6 +45,7 @@ from protocols.contracts import EvidenceRole, OperationContract
 from protocols.denials import Denial, DenialCode
 from protocols.evidence import Citation, Judgement, ReceiptView, ReportView
 from protocols.lifecycle import OperationState, ResourceEvent
+from protocols.sources import source_allowed, source_problem
 from protocols.trace import ATTESTATION_ISSUED, RECEIPT_ISSUED
 
 #: The operation states whose recording issues the contract's evidence record: a publication
@@ -76,18 +77,21 @@ def attestation_json(attestation: Attestation) -> dict[str, Any]:
 
 def evidence_refusal(contract: OperationContract, arguments: dict[str, Any]) -> Denial | None:
     """What an evidence operation is refused before it is proposed or run: a fetch of a
-    source off the deployment's allow-list (`EVIDENCE_SOURCE_ALLOWLIST`, URL prefixes) is
+    source off the deployment's allow-list (`EVIDENCE_SOURCE_ALLOWLIST`, URL prefixes matched
+    by scheme, host, port and whole path segments: `protocols.sources`) is
     `effect_not_permitted` (the deployment does not permit reading it); an attest under a
     policy no registered validator serves is `schema_invalid` at `/arguments/policy`."""
     if contract.evidence is EvidenceRole.RECEIPT:
-        source = arguments.get("source")
+        source = str(arguments.get("source"))
         allowed = source_allowlist()
-        if isinstance(source, str) and any(source.startswith(prefix) for prefix in allowed):
+        if source_allowed(source, allowed):
             return None
+        problem = source_problem(source)
         return Denial(DenialCode.EFFECT_NOT_PERMITTED,
                       "The source is not on this deployment's source allow-list; fetch one "
-                      "of the allowed sources.", reason="source not on the allow-list",
-                      allowed=allowed)
+                      "of the allowed sources.",
+                      reason=f"never a source: {problem}" if problem
+                      else "source not on the allow-list", allowed=allowed)
     if contract.evidence is EvidenceRole.ATTESTATION:
         validators = get_runtime().validators
         if validators.for_policy(str(arguments.get("policy"))) is None:

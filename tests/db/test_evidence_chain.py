@@ -338,3 +338,23 @@ def test_an_edit_of_the_question_during_a_fetch_leaves_its_outcome_to_be_recorde
     receipt = operation.result["receipt"]  # type: ignore[index]
     assert receipt["question"] == {"id": question.id, "revision": 1}  # what it was fetched for
     assert reloaded(question).state == "open"
+
+
+@pytest.mark.parametrize("source", [
+    "{base}.attacker.example/bees", "http://x@127.0.0.1:9/sources/bees",
+    "{base}/../admin", "{base}x/bees"])
+def test_a_source_that_only_looks_like_an_allowed_one_is_refused(
+    researcher: Researcher, source: str,
+) -> None:
+    url = source.format(base=researcher.sources_url)
+    denial = refused(researcher.propose, "research.fetch", {
+        "question": ref(researcher.question()), "source": url})
+    assert denial.code is DenialCode.EFFECT_NOT_PERMITTED
+
+
+def test_an_unusable_allow_list_entry_fails_the_system_check(settings: Any) -> None:
+    from django.core import checks
+
+    settings.EVIDENCE_SOURCE_ALLOWLIST = ["https://user@docs.example.org/"]
+    found = [m for m in checks.run_checks() if m.id == "dispatch.E002"]
+    assert len(found) == 1 and "names credentials" in found[0].msg
