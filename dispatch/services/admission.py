@@ -150,6 +150,20 @@ def _links(principal: Principal, kind: str, payload: dict[str, Any]) -> dict[str
     return {"links": links}
 
 
+def links_moved(resolved: dict[str, Any], snapshot: dict[str, Any]) -> Denial | None:
+    """A linked resource (a report's question) whose revision is no longer the one the
+    snapshot bound is `stale_revision`, naming it: the snapshot an operator approves holds the
+    link's payload, so an edit of it since is another action."""
+    for name, value in sorted(resolved.items()):
+        links = value.get("links") if isinstance(value, dict) else None
+        for member, link in sorted((links or {}).items()):
+            bound = snapshot.get(name, {}).get("links", {}).get(member, {})
+            if (bound.get("id"), bound.get("revision")) != (link["id"], link["revision"]):
+                return Denial(DenialCode.STALE_REVISION, resource_id=link["id"],
+                              current_revision=link["revision"], linked_from=name)
+    return None
+
+
 def snapshot_of(
     runtime: Runtime, contract: OperationContract, arguments: dict[str, Any]
 ) -> dict[str, Any]:

@@ -7,6 +7,7 @@ digest they were shown, before expiry, may decide, and only once.
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 from datetime import datetime
 from typing import Any
@@ -23,6 +24,7 @@ from dispatch.services.admission import (
     Admission,
     Stage,
     admit,
+    links_moved,
     validate_arguments,
 )
 from dispatch.services.audit import audit_record
@@ -123,13 +125,20 @@ def approval_decide(
 def _admit_for_grant(proposal: Proposal, now: datetime) -> Admission:
     """No human is asked to approve what could never run under the current contract: the
     action is admitted again for its requester (a tightened deployment policy answers as
-    policy, `effect_not_permitted`; a changed destination is the dispatcher's to refuse)."""
+    policy, `effect_not_permitted`; a changed destination is the dispatcher's to refuse; a
+    linked resource edited since the proposal, a report's question, is `stale_revision`)."""
     contract = get_runtime().contract_for(proposal.operation, proposal.contract_fingerprint)
     if contract.fingerprint != proposal.contract_fingerprint:
         raise Denial(DenialCode.CONTRACT_MISMATCH, operation=proposal.operation)
-    return admit(contract, proposal.principal,
-                 validate_arguments(contract, proposal.arguments), now=now, stage=Stage.DECIDE,
-                 lock=True)
+    admission = admit(contract, proposal.principal,
+                      validate_arguments(contract, proposal.arguments), now=now,
+                      stage=Stage.DECIDE, lock=True)
+    if any(isinstance(v, dict) and "links" in v for v in admission.resolved.arguments.values()):
+        moved = links_moved(admission.resolved.arguments,
+                            json.loads(proposal.canonical)["arguments"])
+        if moved is not None:
+            raise moved
+    return admission
 
 
 def _permit_mint(

@@ -358,3 +358,19 @@ def test_an_unusable_allow_list_entry_fails_the_system_check(settings: Any) -> N
     settings.EVIDENCE_SOURCE_ALLOWLIST = ["https://user@docs.example.org/"]
     found = [m for m in checks.run_checks() if m.id == "dispatch.E002"]
     assert len(found) == 1 and "names credentials" in found[0].msg
+
+
+def test_a_question_edited_after_the_proposal_refuses_the_grant(
+    researcher: Researcher, destinations: Destinations,
+) -> None:
+    question = researcher.question()
+    report, attestation_id = researcher.attested_report(question)
+    proposal = researcher.propose_publication(report, attestation_id)
+    researcher.revise_question(question, "A question the operator never saw")
+
+    denial = refused(researcher.world.grant, proposal)
+
+    assert (denial.code, denial.details["resource_id"]) == (DenialCode.STALE_REVISION,
+                                                            question.id)
+    assert not proposal.__class__.objects.filter(id=proposal.id, permit__isnull=False).exists()
+    assert publications(destinations) == []
