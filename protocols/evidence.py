@@ -13,7 +13,8 @@ rules, decided here:
 - *exists* means the id is in the `receipts` handed in, which hold only what the report's tenant
   can see: another tenant's receipt "does not exist", in the same words as a missing one;
 - *issued for the report's question* compares the question id (the report names its question by
-  id only); any revision of that question counts;
+  id only); any revision of that question counts; a receipt of another question is not read
+  at all (its quotes are not looked for), so no report can probe another question's sources;
 - *still match* is SHA-256 over the stored bytes equal to `content_digest` (compared in
   constant time); bytes the store no longer holds are a finding of their own;
 - *verbatim* is an exact substring of the stored bytes decoded as strict UTF-8: no case folding,
@@ -151,6 +152,9 @@ class _Source:
     problem: str | None
 
 
+_UNREAD: Final = _Source(None, None)
+
+
 def _read_source(receipt: ReceiptView, data: bytes | None) -> _Source:
     where = f"source {receipt.source} (receipt {receipt.id})"
     if data is None:
@@ -200,14 +204,19 @@ def cited_sources_v1(report: ReportView, receipts: Mapping[str, ReceiptView],
                      stored_bytes: StoredBytes) -> Judgement:
     """The policy `cited-sources/1` (DESIGN §11), deterministic; the rules are the module's.
 
-    `stored_bytes` is asked once per distinct cited receipt that exists.
+    `stored_bytes` is asked once per distinct cited receipt that exists and was issued for the
+    report's question.
     """
     sources: dict[str, _Source] = {}
     findings: list[Finding] = []
     for index, citation in enumerate(report.citations):
         receipt = receipts.get(citation.receipt)
         found = None
-        if receipt is not None:
+        if receipt is not None and receipt.question_id != report.question_id:
+            # Another question's source is never read for this report: its bytes could
+            # otherwise be probed, quote by quote, through the findings.
+            found = (receipt, _UNREAD)
+        elif receipt is not None:
             if citation.receipt not in sources:
                 sources[citation.receipt] = _read_source(receipt, stored_bytes(citation.receipt))
             found = (receipt, sources[citation.receipt])

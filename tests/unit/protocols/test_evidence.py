@@ -201,19 +201,34 @@ def test_a_missing_receipt_is_never_read() -> None:
     assert reads == ["evr_hives"]
 
 
+def test_a_receipt_of_another_question_is_never_read() -> None:
+    reads: list[str] = []
+    receipts = {**RECEIPTS, "evr_other": _receipt("evr_other", HIVES_URL, HIVES, "q_other")}
+
+    def stored(receipt_id: str) -> bytes | None:
+        reads.append(receipt_id)
+        return HIVES
+
+    judgement = cited_sources_v1(_report(("evr_other", "HIVES"), GOOD[1]), receipts, stored)
+    assert reads == ["evr_hives"]
+    assert judgement.result == "fail"
+    assert [f.message for f in judgement.findings if f.citation == 0] == [
+        "citation 1: receipt evr_other was issued for question q_other, not this report's "
+        f"question q_1 (source {HIVES_URL})"]
+
+
 def test_several_failures_come_in_citation_order_then_the_report() -> None:
     receipts = {**RECEIPTS, "evr_other": _receipt("evr_other", HIVES_URL, HIVES, "q_other")}
     store = {**STORE, "evr_other": HIVES}
     report = _report(
         ("evr_gone", "x"),                      # 1: missing
-        ("evr_other", "nowhere in it"),         # 2: another question, and not found
+        ("evr_other", "nowhere in it"),         # 2: another question: not read at all
         ("evr_gone", "y"),                      # 3: missing again
     )
     assert _messages(_judge(report, receipts, store)) == [
         (0, "citation 1: receipt evr_gone does not exist"),
         (1, "citation 2: receipt evr_other was issued for question q_other, not this report's "
             f"question q_1 (source {HIVES_URL})"),
-        (1, f"citation 2: quote not found in source {HIVES_URL} (receipt evr_other)"),
         (2, "citation 3: receipt evr_gone does not exist"),
         # two distinct ids are cited, so no report-level finding: the missing one has its own
     ]
