@@ -20,7 +20,9 @@ ERR = sorted((HERE / "err").glob("*.*"))
 EXPECT = re.compile(r"^#\s*expect:\s*(.+?)\s*$", re.MULTILINE)
 ITEM = re.compile(r"(AGL-E\d{3}) at (\d+):(\d+)")
 REGISTRY = build_registry({"email.send": "impl-email-1", "payments.transfer": "impl-bank-1",
-                           "crm.lookup": "impl-crm-1"})
+                           "crm.lookup": "impl-crm-1", "research.fetch": "impl-fetch-1",
+                           "evidence.attest": "impl-attest-1",
+                           "report.publish": "impl-publish-1"})
 
 
 def expectations(path: Path) -> list[str]:
