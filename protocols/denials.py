@@ -180,3 +180,7 @@ class DiagnosticCode(StrEnum):
     TYPE_MISMATCH = "AGL-E015"
     INVALID_ARGUMENTS = "AGL-E016"
     MALFORMED_WORKFLOW = "AGL-E017"
+    # Added with the evidence chain (DESIGN §11, issue 17); the seventeen above are unchanged.
+    UNATTESTED_PUBLICATION = "AGL-E018"
+    UNBOUND_ATTESTATION = "AGL-E019"
+    FOREIGN_RECEIPT = "AGL-E020"

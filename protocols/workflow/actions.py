@@ -6,9 +6,12 @@ authority kinds, effects and protocol states, consumes affine values and binds i
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
+
 from protocols.contracts import Effect, OperationContract
 from protocols.denials import DiagnosticCode
 from protocols.lifecycle import RESOURCE_PROTOCOLS, Outcome, ResourceEvent, sources
+from protocols.workflow import evidence
 from protocols.workflow.authority import UNKNOWN, check_authority
 from protocols.workflow.context import APPROVAL_HELP, WRITES, Ctx, bind, repeatable
 from protocols.workflow.diagnostics import Note, short
@@ -28,7 +31,12 @@ from protocols.workflow.env import (
     describe,
 )
 from protocols.workflow.ir import Approve, Dispatch, Expr, Literal, Propose, RequestApproval, Span
-from protocols.workflow.resources import check_state, plain_state, schema_problems
+from protocols.workflow.resources import (
+    check_settled,
+    check_state,
+    plain_state,
+    schema_problems,
+)
 
 D = DiagnosticCode
 OUTCOME_EVENTS = ((Outcome.COMPLETED.value, ResourceEvent.COMPLETE),
@@ -48,19 +56,43 @@ def propose(ctx: Ctx, env: Env, step: Propose) -> None:
                    "pass exactly the arguments of the contract's input schema",
                    required=f"arguments valid against {contract.qualified_name}'s input type",
                    actual=pointer)
+    need = contract.attestation
+    attested = evidence.check_publication(ctx, env, contract, step)
     known: dict[str, object] = {}
-    resources: list[tuple[str, int]] = []
+    found = _Snapshot()
     for arg, expr in step.args:
         protocol = contract.protocol_preconditions.get(arg)
-        known[arg] = _resource_arg(ctx, env, expr, protocol, resources, step) if protocol \
-            else _data_arg(ctx, env, arg, expr)
+        mode = "read" if arg in contract.reads else "assume" if (
+            need is not None and arg == need.report and not attested) else "move"
+        if protocol:
+            known[arg] = _resource_arg(ctx, env, arg, expr, protocol, found, step, mode)
+        elif need is None or arg != need.argument:  # the attestation: check_publication
+            known[arg] = _data_arg(ctx, env, arg, expr)
+    if need is not None and need.report in found.handles:
+        evidence.check_citations(ctx, env, dict(step.args)[need.report],
+                                 found.handles[need.report])
     check_authority(ctx, contract, known, step.span, f"propose {contract.qualified_name}")
-    bind(ctx, env, step.bind, ProposalT(contract.qualified_name, tuple(resources)),
-         Prov.TRUSTED, step.span)
+    handles = {arg: (h.rid, h.revision) for arg, h in found.handles.items()}
+    bind(ctx, env, step.bind, ProposalT(
+        contract.qualified_name, tuple(found.resources), tuple(found.reads),
+        evidence.plan(contract, dict(step.args), handles, step.span)), Prov.TRUSTED, step.span)
 
 
-def _resource_arg(ctx: Ctx, env: Env, expr: Expr, protocol_name: str,
-                  resources: list[tuple[str, int]], step: Propose) -> object:
+@dataclass
+class _Snapshot:
+    """What a proposal snapshots: (resource, revision), those it only reads, handle by arg."""
+
+    resources: list[tuple[str, int]] = field(default_factory=list)
+    reads: list[str] = field(default_factory=list)
+    handles: dict[str, HandleT] = field(default_factory=dict)
+
+
+def _resource_arg(ctx: Ctx, env: Env, arg: str, expr: Expr, protocol_name: str,
+                  found: _Snapshot, step: Propose, mode: str) -> object:
+    """A resource argument: `move` takes the propose event; `read` needs only a known state
+    (contract `reads`); `assume` is a publication whose attestation was refused: its state is
+    what the attestation would have made it, unchecked (the dispatcher checks the attestation
+    first, DESIGN §11)."""
     event = ResourceEvent.PROPOSE
     protocol = RESOURCE_PROTOCOLS[protocol_name]
     allowed = ", ".join(sorted(s.value for s in sources(protocol, event)))
@@ -75,11 +107,21 @@ def _resource_arg(ctx: Ctx, env: Env, expr: Expr, protocol_name: str,
                    actual=f"a handle of {value.type.protocol}")
         return UNKNOWN
     resource = env.resources[value.type.rid]
-    if check_state(ctx, resource, event, expr.span, f"propose with `{expr}`"):
+    found.handles[arg] = value.type
+    if mode == "read":
+        check_settled(ctx, resource, expr.span, f"read `{expr}`")
+        found.reads.append(resource.rid)
+    elif mode == "assume":
+        attested = next((t for (_, e), t in protocol.transitions.items()
+                         if e is ResourceEvent.ATTEST), None)
+        target = protocol.transitions.get((attested, event)) if attested else None
+        if target is not None:
+            env.set_state(resource.rid, target.value, step.span)
+    elif check_state(ctx, resource, event, expr.span, f"propose with `{expr}`"):
         target = protocol.transitions[(plain_state(resource), event)]
         env.set_state(resource.rid, target.value, step.span)
-    if (resource.rid, resource.revision) not in resources:
-        resources.append((resource.rid, resource.revision))
+    if (resource.rid, resource.revision) not in found.resources:
+        found.resources.append((resource.rid, resource.revision))
     return UNKNOWN if resource.payload is None else {"payload": resource.payload}
 
 
@@ -110,6 +152,7 @@ def _snapshot_ok(ctx: Ctx, env: Env, proposal: ProposalT, event: ResourceEvent,
     ok = True
     for rid, revision in proposal.resources:
         resource = env.resources[rid]
+        read = rid in proposal.reads  # only its revision matters: it is never moved
         ctx.touch(f"r:{rid}", f"`{resource.label}`", span)
         if resource.revision != revision:
             ctx.report(D.INVALID_PROTOCOL_STATE,
@@ -122,7 +165,7 @@ def _snapshot_ok(ctx: Ctx, env: Env, proposal: ProposalT, event: ResourceEvent,
                        notes=[] if resource.changed_at is None else
                        [Note("edited here", resource.changed_at)])
             ok = False
-        elif not check_state(ctx, resource, event, span, what):
+        elif not read and not check_state(ctx, resource, event, span, what):
             ok = False
     return ok
 
@@ -154,7 +197,7 @@ def request_approval(ctx: Ctx, env: Env, step: RequestApproval) -> None:
     vid = ctx.fresh(step.span)
     if _snapshot_ok(ctx, env, proposal, ResourceEvent.GRANT, step.proposal.span,
                     "request_approval"):
-        for rid, _revision in proposal.resources:
+        for rid in _moved(proposal):
             _tag(env, rid, vid, step.bind or "the decision", step.span, (
                 ("granted", ResourceEvent.GRANT), ("denied", ResourceEvent.DENY)))
     bind(ctx, env, step.bind, DecisionT(binding.vid, proposal.op), Prov.TRUSTED, step.span, vid)
@@ -209,13 +252,19 @@ def dispatch(ctx: Ctx, env: Env, step: Dispatch) -> None:
     env.marks.setdefault(mark, step.span)
     if _permit_ok(ctx, env, step, binding, contract) and _snapshot_ok(
             ctx, env, proposal, ResourceEvent.CLAIM, step.proposal.span, "dispatch"):
-        for rid, _revision in proposal.resources:
+        for rid in _moved(proposal):
             resource = env.resources[rid]
             protocol = RESOURCE_PROTOCOLS[resource.protocol]
             claimed = protocol.transitions[(plain_state(resource), ResourceEvent.CLAIM)]
             env.set_state(rid, claimed.value, step.span)
             _tag(env, rid, outcome_vid, step.bind or "the outcome", step.span, OUTCOME_EVENTS)
-    bind(ctx, env, step.bind, OutcomeT(proposal.op), Prov.TRUSTED, step.span, outcome_vid)
+    plan = proposal.plan if proposal.plan is None else replace(proposal.plan, at=step.span)
+    bind(ctx, env, step.bind, OutcomeT(proposal.op, plan), Prov.TRUSTED, step.span, outcome_vid)
+
+
+def _moved(proposal: ProposalT) -> list[str]:
+    """The resources the proposal's decision, claim and outcome move: all but its reads."""
+    return [rid for rid, _revision in proposal.resources if rid not in proposal.reads]
 
 
 def _check_retry(ctx: Ctx, contract: OperationContract, step: Dispatch) -> None:

@@ -70,6 +70,7 @@ def _merge(ctx: Ctx, base: Env, outs: list[tuple[str, Env]], at: Span) -> Env:
             if base.resources.get(rid) != resource:
                 merged.resources[rid] = resource
         merged.marks.update(out.marks)
+        merged.evidence.merge(out.evidence)
     return merged
 
 

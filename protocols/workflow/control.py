@@ -18,6 +18,7 @@ from dataclasses import replace
 
 from protocols.denials import DiagnosticCode
 from protocols.lifecycle import Outcome
+from protocols.workflow import evidence
 from protocols.workflow.context import Ctx, repeatable
 from protocols.workflow.diagnostics import Note, short
 from protocols.workflow.env import (
@@ -40,9 +41,11 @@ from protocols.workflow.env import (
     describe,
     is_outer,
     join,
+    joined_vid,
     resource_text,
     same_state,
 )
+from protocols.workflow.facts import VERDICTS, join_evidence
 from protocols.workflow.ir import Block, If, Loop, Match, Span, Try
 
 D = DiagnosticCode
@@ -99,7 +102,9 @@ def check_match(ctx: Ctx, env: Env, step: Match, run: Run) -> Env:
                        f"{', '.join(missing)}", step.span,
                        f"add an arm for {' and '.join(missing)} (or `_`)",
                        required=f"arms for {', '.join(closed)}", actual=f"arms for {shown}")
-    elif open_data and not wildcard:
+    verdict = evidence.verdict_of(env, step.subject) if open_data else None
+    closed_verdict = verdict is not None and explicit >= set(VERDICTS)  # pass | fail
+    if open_data and not wildcard and not closed_verdict:
         ctx.report(D.NON_EXHAUSTIVE_MATCH, f"match on JSON data `{step.subject}` needs a `_` arm",
                    step.span, "its tags are not known statically: add a `_` arm",
                    required="an arm for `_`", actual=f"arms for {shown}")
@@ -108,6 +113,8 @@ def check_match(ctx: Ctx, env: Env, step: Match, run: Run) -> Env:
         arm_env = env.copy()
         if tag_vid is not None:
             _narrow(arm_env, tag_vid, arm.tag, explicit, arm.span)
+        if verdict is not None:
+            evidence.narrow_verdict(arm_env, verdict, arm.tag, explicit, arm.span)
         fields = {} if closed is None else closed.get(arm.tag, {})
         if closed is not None and arm.tag != "_" and arm.tag not in closed:
             ctx.report(D.TYPE_MISMATCH, f"{describe(vtype)} has no tag `{arm.tag}`", arm.span,
@@ -121,7 +128,12 @@ def check_match(ctx: Ctx, env: Env, step: Match, run: Run) -> Env:
                            arm.span, f"bind one of: {', '.join(fields) or 'nothing'}",
                            required=", ".join(fields) or "no fields", actual=field_name)
             prov = subject.prov if open_data else Prov.TRUSTED
-            arm_env.bind(Binding(name, ctx.fresh(arm.span), ftype, prov, arm.span))
+            vid = ctx.fresh(arm.span)
+            arm_env.bind(Binding(name, vid, ftype, prov, arm.span))
+            if open_data:
+                evidence.carry(arm_env, step.subject, vid, (field_name,))
+            elif isinstance(vtype, OutcomeT) and (arm.tag, field_name) == ("completed", "result"):
+                evidence.completed(arm_env, vtype, vid, name, arm.span)
         paths.append((arm.tag, run(arm.body, arm_env)))
     if not paths:
         return env
@@ -151,8 +163,9 @@ def check_loop(ctx: Ctx, env: Env, step: Loop, run: Run) -> Env:
             ctx.report(D.TYPE_MISMATCH, f"`{step.over}` is not a list", step.over.span,
                        "loop over JSON data (a list) or a number of times",
                        required="a JSON list", actual=describe(items.type))
-        body_env.bind(Binding(step.item or "item", ctx.fresh(step.span), DataT("json"),
-                              items.prov, step.span))
+        item = ctx.fresh(step.span)
+        body_env.bind(Binding(step.item or "item", item, DataT("json"), items.prov, step.span))
+        evidence.carry(body_env, step.over, item, receipts_only=True)
     if step.parallel:
         ctx.recorders.append({})
     out = run(step.body, body_env)
@@ -168,10 +181,17 @@ def check_loop(ctx: Ctx, env: Env, step: Loop, run: Run) -> Env:
     else:
         _back_edge(ctx, env, out, step)
     result = env.copy()
-    for name in env.bindings:
-        result.bindings[name] = out.bindings[name]
+    for name, before in env.bindings.items():
+        after = out.bindings[name]
+        # Zero iterations or some: data the body rebinds is one of two values (facts.py).
+        result.bindings[name] = after if not isinstance(after.type, DataT) else replace(
+            after, vid=joined_vid([before.vid, after.vid], step.span))
     result.resources.update(out.resources)  # body-made resources stay known (unreferenced)
     result.marks.update(out.marks)
+    result.evidence = join_evidence(
+        [("skipped", env.vids(), env.evidence), ("iterated", out.vids(), out.evidence)],
+        {name: result.bindings[name].vid for name in env.bindings}, step.span,
+        f"loop at {short(step.span)}")
     return result
 
 
@@ -233,6 +253,9 @@ def check_try(ctx: Ctx, env: Env, step: Try, run: Run) -> Env:
         span = step.fallback.span
         body.bind(Binding(step.bind, vid, vtype, Prov.FALLBACK, span))
         entry.bind(Binding(step.bind, vid, vtype, Prov.FALLBACK, span))
+        # Never an attestation (a fallback may replace it); receipts of either may remain.
+        evidence.mix(body, [step.result], vid)
+        evidence.mix(entry, [step.fallback], vid)
     catch = run(step.catch, entry) if step.catch is not None else entry
     return join([("try", body), ("catch", catch)], step.span, f"try at {short(step.span)}")
 

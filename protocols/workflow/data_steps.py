@@ -11,6 +11,7 @@ from __future__ import annotations
 from protocols.contracts import Effect
 from protocols.denials import DiagnosticCode
 from protocols.lifecycle import RESOURCE_PROTOCOLS, ResourceEvent
+from protocols.workflow import evidence
 from protocols.workflow.authority import check_authority
 from protocols.workflow.context import WRITES, Ctx, bind
 from protocols.workflow.diagnostics import Note, short
@@ -44,7 +45,9 @@ def create(ctx: Ctx, env: Env, step: Create) -> None:
     rid = f"r:{step.span.path}"
     env.resources[rid] = Resource(rid, step.bind or step.kind, protocol.name,
                                   protocol.initial.value, 1, step.span, payload)
-    bind(ctx, env, step.bind, HandleT(rid, 1, protocol.name), Prov.TRUSTED, step.span)
+    handle = HandleT(rid, 1, protocol.name)
+    evidence.written(env, handle, step.payload, step.payload.span)
+    bind(ctx, env, step.bind, handle, Prov.TRUSTED, step.span)
 
 
 def _payload(ctx: Ctx, env: Env, expr: Expr) -> object:
@@ -77,8 +80,9 @@ def edit(ctx: Ctx, env: Env, step: Edit) -> None:
         state = protocol.transitions[(plain_state(resource), ResourceEvent.EDIT)].value
     env.set_state(resource.rid, state, step.span, revision=revision, payload=payload,
                   keep_payload=False)
-    bind(ctx, env, name, HandleT(resource.rid, revision, resource.protocol), Prov.TRUSTED,
-         step.span)
+    handle = HandleT(resource.rid, revision, resource.protocol)
+    evidence.written(env, handle, step.payload, step.payload.span)
+    bind(ctx, env, name, handle, Prov.TRUSTED, step.span)
 
 
 def let(ctx: Ctx, env: Env, step: Let) -> None:
@@ -91,7 +95,9 @@ def let(ctx: Ctx, env: Env, step: Let) -> None:
         env.bind(Binding(step.bind, value.binding.vid, value.type, value.prov, step.span))
         return
     vid = value.binding.vid if value.binding is not None and whole else None
-    bind(ctx, env, step.bind, value.type, value.prov, step.span, vid)
+    made = bind(ctx, env, step.bind, value.type, value.prov, step.span, vid)
+    if vid is None:  # a field of a value: the facts of that field (an attestation's id)
+        evidence.carry(env, step.value, made)
 
 
 def receive(ctx: Ctx, env: Env, step: Receive) -> None:
@@ -125,4 +131,5 @@ def agent(ctx: Ctx, env: Env, step: AgentCall) -> None:
             ctx.report(D.TYPE_MISMATCH, f"agent input `{name}` must be data", expr.span,
                        "agents receive data; permits, decisions and handles stay with the "
                        "workflow", required="data", actual=describe(value.type))
-    bind(ctx, env, step.bind, DataT(step.returns), Prov.MODEL, step.span)
+    made = bind(ctx, env, step.bind, DataT(step.returns), Prov.MODEL, step.span)
+    evidence.mix(env, [expr for _, expr in step.inputs], made)  # receipts only: model output

@@ -10,7 +10,7 @@ workflow is refused. `format_text` renders them like a compiler:
 and `as_json` gives the same content as JSON-ready data, with the span's end as well as its
 start (`end_line`, `end_column`: just after the token's last character). Codes are
 `DiagnosticCode` values; the seven of spec §12 are AGL-E001..E007, the checker adds
-AGL-E008..E017.
+AGL-E008..E017 and the evidence chain of DESIGN §11 AGL-E018..E020.
 """
 
 from __future__ import annotations
@@ -42,6 +42,9 @@ TITLES: Final[dict[DiagnosticCode, str]] = {
     D.TYPE_MISMATCH: "type mismatch",
     D.INVALID_ARGUMENTS: "arguments do not match the contract",
     D.MALFORMED_WORKFLOW: "malformed workflow",
+    D.UNATTESTED_PUBLICATION: "publication without an attestation",
+    D.UNBOUND_ATTESTATION: "attestation bound to another report revision or policy",
+    D.FOREIGN_RECEIPT: "report may cite a receipt of another question",
 }
 
 

@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import TypeAlias
 
 from protocols.denials import DiagnosticCode
+from protocols.workflow.facts import Evidence, Plan, join_evidence
 from protocols.workflow.ir import Span
 
 
@@ -56,6 +57,8 @@ class HandleT:
 class ProposalT:
     op: str
     resources: tuple[tuple[str, int], ...]  # (resource id, revision) snapshotted
+    reads: tuple[str, ...] = ()  # the snapshotted resources it only reads: never moved
+    plan: Plan | None = None  # what its completion proves (facts.py)
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,7 @@ class PermitT:
 @dataclass(frozen=True)
 class OutcomeT:
     op: str
+    plan: Plan | None = None
 
 
 @dataclass(frozen=True)
@@ -183,13 +187,19 @@ class Env:
         # Per proposal value id: where its one approval was requested / it was dispatched.
         # Keyed by value, not name, so that an alias made with `let` shares them.
         self.marks: dict[str, Span] = {}
+        self.evidence = Evidence()
 
     def copy(self) -> Env:
         other = Env()
         other.bindings = dict(self.bindings)
         other.resources = dict(self.resources)
         other.marks = dict(self.marks)
+        other.evidence = self.evidence.copy()
         return other
+
+    def vids(self) -> dict[str, str]:
+        """Name -> value id of every binding, live or gone."""
+        return {name: binding.vid for name, binding in self.bindings.items()}
 
     def bind(self, binding: Binding) -> None:
         self.bindings[binding.name] = binding
@@ -228,7 +238,16 @@ def join(paths: list[tuple[str, Env]], at: Span, construct: str) -> Env:
     for _label, env in paths:  # "may have been requested/dispatched" on some path
         for key, span in env.marks.items():
             result.marks.setdefault(key, span)
+    result.evidence = join_evidence([(label, env.vids(), env.evidence) for label, env in paths],
+                                    result.vids(), at, construct)
     return result
+
+
+def joined_vid(vids: list[str], at: Span) -> str:
+    """The id of a value that is one of `vids` depending on the path: new when they differ, so
+    its facts (facts.py) are joined, never those of one path."""
+    distinct = list(dict.fromkeys(vids))
+    return distinct[0] if len(distinct) == 1 else f"{'|'.join(distinct)}@{at.path}"
 
 
 def _join_binding(name: str, paths: list[tuple[str, Env]], at: Span, construct: str) -> Binding:
@@ -256,7 +275,7 @@ def _join_binding(name: str, paths: list[tuple[str, Env]], at: Span, construct: 
     if all(isinstance(b.type, DataT) and b.type == first.type and b.gone is None
            for b in bindings):
         worst = next((b.prov for b in bindings if b.prov is not Prov.TRUSTED), Prov.TRUSTED)
-        return replace(first, prov=worst)
+        return replace(first, prov=worst, vid=joined_vid([b.vid for b in bindings], at))
     return replace(first, gone=Gone(
         DiagnosticCode.INCOMPATIBLE_BRANCH_OWNERSHIP,
         f"`{name}` holds different values on the paths of the {construct}", at))

@@ -27,6 +27,27 @@ def check_state(ctx: Ctx, resource: Resource, event: ResourceEvent, span: Span,
     protocol = RESOURCE_PROTOCOLS[resource.protocol]
     allowed = sorted(s.value for s in sources(protocol, event))
     required = f"{resource.protocol} in state {' | '.join(allowed)}"
+    if not _settled(ctx, resource, span, what, required, f"is {allowed[0]}"):
+        return False
+    state = plain_state(resource)
+    notes = [] if resource.changed_at is None else [Note("state set here", resource.changed_at)]
+    if not protocol.allows(state, event):
+        ctx.report(D.INVALID_PROTOCOL_STATE,
+                   f"{what}: `{resource.label}` is {state.value}; `{event.value}` is not "
+                   "allowed", span, _state_help(event), required=required, actual=state.value,
+                   notes=notes)
+        return False
+    return True
+
+
+def check_settled(ctx: Ctx, resource: Resource, span: Span, what: str) -> bool:
+    """Report unless `resource` is in a plain state: what a read needs (any state will do)."""
+    return _settled(ctx, resource, span, what, f"{resource.protocol} in a known state",
+                    "has a known state")
+
+
+def _settled(ctx: Ctx, resource: Resource, span: Span, what: str, required: str,
+             where: str) -> bool:
     state = resource.state
     label = "paths join here" if isinstance(state, Conflicted) else "state set here"
     notes = [] if resource.changed_at is None else [Note(label, resource.changed_at)]
@@ -41,12 +62,7 @@ def check_state(ctx: Ctx, resource: Resource, event: ResourceEvent, span: Span,
         ctx.report(D.INVALID_PROTOCOL_STATE,
                    f"{what}: the state of `{resource.label}` depends on `{state.name}`", span,
                    f"match on `{state.name}` and continue in the arm where `{resource.label}` "
-                   f"is {allowed[0]}", required=required, actual=str(state), notes=notes)
-        return False
-    if not protocol.allows(ResourceState(state), event):
-        ctx.report(D.INVALID_PROTOCOL_STATE,
-                   f"{what}: `{resource.label}` is {state}; `{event.value}` is not allowed",
-                   span, _state_help(event), required=required, actual=state, notes=notes)
+                   f"{where}", required=required, actual=str(state), notes=notes)
         return False
     return True
 

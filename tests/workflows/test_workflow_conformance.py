@@ -1,5 +1,7 @@
 """Conformance fixtures: every file under ok/ checks clean, every file under err/ yields exactly
-the diagnostics its `# expect:` lines (or JSON `x-expect`) name, with their line and column."""
+the diagnostics its `# expect:` lines (or JSON `x-expect`) name, with their line and column.
+A file of err/ that is a valid workflow all the same says why in `# valid:` (`x-valid`): the
+false rejections docs/workflows.md counts."""
 
 from __future__ import annotations
 
@@ -15,12 +17,16 @@ from protocols.workflow import CheckedWorkflow, Diagnostics, check_source
 from tests.support.spans import covered
 
 HERE = Path(__file__).parent
+DOCS = HERE.parents[1] / "docs" / "workflows.md"
 OK = sorted((HERE / "ok").glob("*.*"))
 ERR = sorted((HERE / "err").glob("*.*"))
 EXPECT = re.compile(r"^#\s*expect:\s*(.+?)\s*$", re.MULTILINE)
 ITEM = re.compile(r"(AGL-E\d{3}) at (\d+):(\d+)")
+VALID = re.compile(r"^#\s*valid:\s*(.+?)\s*$", re.MULTILINE)
 REGISTRY = build_registry({"email.send": "impl-email-1", "payments.transfer": "impl-bank-1",
-                           "crm.lookup": "impl-crm-1"})
+                           "crm.lookup": "impl-crm-1", "research.fetch": "impl-fetch-1",
+                           "evidence.attest": "impl-attest-1",
+                           "report.publish": "impl-publish-1"})
 
 
 def expectations(path: Path) -> list[str]:
@@ -29,6 +35,19 @@ def expectations(path: Path) -> list[str]:
         raw = json.loads(text)["x-expect"]
         return [raw] if isinstance(raw, str) else list(raw)
     return EXPECT.findall(text)
+
+
+def valid_reason(path: Path) -> str | None:
+    """Why a rejected workflow is valid, if its file says it is one."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json":
+        reason = json.loads(text).get("x-valid")
+        return reason if isinstance(reason, str) else None
+    found = VALID.search(text)
+    return found.group(1) if found else None
+
+
+FALSE_REJECTIONS = [path for path in ERR if valid_reason(path)]
 
 
 def test_suite_is_large_enough() -> None:
@@ -87,3 +106,21 @@ def test_every_diagnostic_code_has_a_negative_fixture() -> None:
 
     covered = {item.split()[0] for path in ERR for item in expectations(path)}
     assert covered == {code.value for code in DiagnosticCode}
+
+
+def test_docs_report_how_many_valid_workflows_the_checker_rejects() -> None:
+    """docs/workflows.md states the count, recounted here from the files, and names each one
+    (spec §13, stage 3: measure rejected valid workflows before the calculus grows)."""
+    text = DOCS.read_text(encoding="utf-8")
+    valid, rejected = len(OK) + len(FALSE_REJECTIONS), len(FALSE_REJECTIONS)
+    sentence = (f"The corpus holds **{valid} valid workflows**: the {len(OK)} files of `ok/` "
+                f"and the {rejected} files of `err/` marked valid; **the checker rejects "
+                f"{rejected} of them**")
+    assert sentence in " ".join(text.split())
+    for path in FALSE_REJECTIONS:
+        assert f"`{path.name}`" in text, path.name
+
+
+def test_only_rejected_files_are_marked_valid() -> None:
+    assert not [path.name for path in OK if valid_reason(path)]
+    assert len(FALSE_REJECTIONS) < len(ERR)

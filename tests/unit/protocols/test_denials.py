@@ -46,7 +46,8 @@ DESIGN_STATUSES: dict[str, int] = {
     "attestation_unbound": 409,
 }
 
-# Spec §12 reserves E001-E007; the checker added E008-E017. Values never change once published.
+# Spec §12 reserves E001-E007; the checker added E008-E017, the evidence chain (DESIGN §11)
+# E018-E020. Values never change once published.
 DIAGNOSTICS: dict[str, str] = {
     "MISSING_AUTHORITY": "AGL-E001",
     "INVALID_PROTOCOL_STATE": "AGL-E002",
@@ -65,6 +66,9 @@ DIAGNOSTICS: dict[str, str] = {
     "TYPE_MISMATCH": "AGL-E015",
     "INVALID_ARGUMENTS": "AGL-E016",
     "MALFORMED_WORKFLOW": "AGL-E017",
+    "UNATTESTED_PUBLICATION": "AGL-E018",
+    "UNBOUND_ATTESTATION": "AGL-E019",
+    "FOREIGN_RECEIPT": "AGL-E020",
 }
 
 

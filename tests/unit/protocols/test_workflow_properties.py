@@ -27,10 +27,13 @@ from protocols.workflow import (
 )
 from protocols.workflow.builder import BlockBuilder
 
-REGISTRY = build_registry({"email.send": "e", "payments.transfer": "p", "crm.lookup": "c"})
-NAMES = ["draft", "p", "d", "permit", "o", "x", "flag", "msg"]
-OPS = ["email.send", "payments.transfer", "crm.lookup", "files.delete"]
-TAGS = ["Granted", "Denied", "completed", "failed_no_effect", "unknown", "_", "urgent"]
+REGISTRY = build_registry({"email.send": "e", "payments.transfer": "p", "crm.lookup": "c",
+                           "research.fetch": "f", "evidence.attest": "a", "report.publish": "r"})
+NAMES = ["draft", "p", "d", "permit", "o", "x", "flag", "msg", "report", "question"]
+OPS = ["email.send", "payments.transfer", "crm.lookup", "files.delete", "research.fetch",
+       "evidence.attest", "report.publish"]
+TAGS = ["Granted", "Denied", "completed", "failed_no_effect", "unknown", "_", "urgent", "pass",
+        "fail"]
 FIELDS = ["permit", "reason", "result", "error", "why"]
 EFFECTS = ["read", "human", "external_write", "financial_write"]
 CODES = {code.value for code in DiagnosticCode}
@@ -40,13 +43,17 @@ Step = Callable[[BlockBuilder], object]
 names = st.sampled_from(NAMES)
 literals = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from(
     ["prm_1", "$x", "support@acme.example", "EUR"]), st.just({"id": "r", "revision": 1}))
-exprs = st.one_of(names.map(ref), st.sampled_from(["msg.permit", "x.a"]).map(ref), literals)
+exprs = st.one_of(names.map(ref), st.sampled_from(
+    ["msg.permit", "x.a", "o.attestation.id", "o.attestation.result", "x.attestation"]).map(ref),
+    literals)
 binds = st.one_of(st.none(), names)
 
 
 def simple_steps() -> st.SearchStrategy[Step]:
     args = st.dictionaries(st.sampled_from(["draft", "customer_id", "from_account",
-                                            "to_account", "amount", "currency", "extra"]),
+                                            "to_account", "amount", "currency", "extra",
+                                            "question", "report", "attestation", "source",
+                                            "policy"]),
                            exprs, max_size=4)
     payload = st.one_of(exprs, st.just({"from": "support@acme.example", "to": ["a@b.example"],
                                         "subject": "s", "body": "b"}))
@@ -59,7 +66,7 @@ def simple_steps() -> st.SearchStrategy[Step]:
         st.builds(lambda e, p, r, b: lambda x: x.dispatch(e, permit=p, retry=r, bind=b),
                   exprs, st.one_of(st.none(), exprs), st.sampled_from([None, 1, 3, 5]), binds),
         st.builds(lambda k, p, b: lambda x: x.create(k, p, bind=b),
-                  st.sampled_from(["email_draft", "report"]), payload, binds),
+                  st.sampled_from(["email_draft", "report", "question"]), payload, binds),
         st.builds(lambda h, p, b: lambda x: x.edit(h, p, bind=b), exprs, payload, binds),
         st.builds(lambda n, e: lambda x: x.let(n, e), names, exprs),
         st.builds(lambda b: lambda x: x.receive(bind=b), binds),
@@ -107,9 +114,12 @@ steps = st.recursive(simple_steps(), lambda inner: blocks(st.lists(inner, max_si
 def workflows(draw: st.DrawFn) -> Any:
     builder = WorkflowBuilder("random", effects=draw(st.sets(st.sampled_from(EFFECTS))))
     if draw(st.booleans()):
-        builder.authority(["*"], {"mailbox": "*", "account": "*", "customer": "*"})
+        builder.authority(["*"], {"mailbox": "*", "account": "*", "customer": "*",
+                                  "topic": "*"})
     builder.handle("draft", "email_draft",
                    state=draw(st.sampled_from([None, "draft", "proposed", "sent"])))
+    builder.handle("report", "report", state=draw(st.sampled_from([None, "attested"])))
+    builder.handle("question", "question")
     for name in draw(st.sets(st.sampled_from(["flag", "msg"]))):
         builder.input(name, draw(st.sampled_from(["bool", "json", "permit"])))
     for step in draw(st.lists(steps, max_size=8)):
