@@ -236,6 +236,7 @@ CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 CELERY_TASK_ALWAYS_EAGER: bool = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BEAT_SCHEDULE = {
     "reconcile-operations": {"task": "dispatch.tasks.reconcile_operations", "schedule": 5.0},
+    "reconcile-delegations": {"task": "dispatch.tasks.reconcile_delegations", "schedule": 10.0},
     "approvals-expire-stale": {"task": "dispatch.tasks.approvals_expire_stale", "schedule": 10.0},
 }
 
@@ -328,3 +329,7 @@ RECONCILE_BATCH: int = env.int("RECONCILE_BATCH", default=500)  # operations of 
 RECONCILE_LOOKUP_TIMEOUT: float = env.float("RECONCILE_LOOKUP_TIMEOUT", default=10.0)  # seconds
 # Seconds a reconciliation lease lasts: how long a dead pass's lock holds.
 RECONCILE_LEASE_SECONDS: float = env.float("RECONCILE_LEASE_SECONDS", default=300.0)
+# Seconds a delegated workflow step's lease lasts (DESIGN §11), renewed every sub-agent turn:
+# once it lapses, reconciliation revokes the step's grant (its worker is taken for dead). Keep
+# it above the longest turn: a model call plus a handler within its contract timeout.
+DELEGATION_LEASE_SECONDS: float = env.float("DELEGATION_LEASE_SECONDS", default=120.0)

@@ -6,7 +6,7 @@ import secrets
 
 PREFIXES = frozenset({
     "ten", "prn", "tok", "grt", "res", "rev", "prp", "apr", "dec", "prm", "op", "exe", "att",
-    "evr", "lse", "ren",
+    "evr", "lse", "ren", "dlg",
 })
 
 

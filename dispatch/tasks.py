@@ -8,6 +8,7 @@ from celery import shared_task
 from django.utils import timezone
 
 from dispatch.services.approvals import approvals_expire_stale as _approvals_expire_stale
+from dispatch.services.delegations import reconcile_delegations as _reconcile_delegations
 from dispatch.services.execution import operation_execute
 from dispatch.services.reconciliation import reconcile_operations as _reconcile_operations
 
@@ -20,6 +21,11 @@ def operation_execute_task(operation_id: str) -> None:
 @shared_task(name="dispatch.tasks.reconcile_operations")
 def reconcile_operations() -> dict[str, Any]:
     return _reconcile_operations(now=timezone.now())
+
+
+@shared_task(name="dispatch.tasks.reconcile_delegations")
+def reconcile_delegations() -> int:
+    return _reconcile_delegations(now=timezone.now())
 
 
 @shared_task(name="dispatch.tasks.approvals_expire_stale")

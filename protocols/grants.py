@@ -110,6 +110,11 @@ class Grant:
     `expires_at` (exclusive) unless revoked. `operations` holds qualified operation names, or
     `"*"` for every operation. `None` bounds are open. `parent_id` names the grant this one was
     delegated from. Any `revoked_at` marks the grant revoked, whatever the clock says.
+
+    `budget` (DESIGN §11 "Bounded delegation"): the budget units that may ever be spent under
+    this grant, carved out of its delegator's budget when it was issued; `None` is unbudgeted
+    (a root grant, or a child of one delegated without a budget). The shell keeps the counter;
+    here it only takes part in narrowing: a child of a budgeted grant has a budget no larger.
     """
 
     id: str
@@ -121,6 +126,7 @@ class Grant:
     expires_at: datetime | None
     revoked_at: datetime | None
     parent_id: str | None
+    budget: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.operations, frozenset):
@@ -140,6 +146,10 @@ class Grant:
         _require_aware(self.not_before, "not_before")
         _require_aware(self.expires_at, "expires_at")
         _require_aware(self.revoked_at, "revoked_at")
+        budget: object = self.budget  # checked: callers may not be typed
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)
+                                   or budget < 0):
+            raise ValueError(f"a budget is a non-negative integer or None, got {budget!r}")
 
 
 @dataclass(frozen=True)
@@ -329,8 +339,11 @@ def _ends_later(child: datetime | None, parent: datetime | None) -> bool:
     return child > parent
 
 
-def _widenings(child: Grant, parent: Grant) -> dict[str, Any]:
-    """Everything in which `child` exceeds `parent`, as JSON-ready denial details."""
+def widenings(child: Grant, parent: Grant) -> dict[str, Any]:
+    """Everything in which `child` exceeds `parent`, as JSON-ready denial details (empty: the
+    child is narrower or equal). Keys: `operations`, `scope`, `not_before`, `expires_at`,
+    `revoked_at`, `budget` (a child of a budgeted parent without a budget, or with a larger one:
+    it could spend what its parent may not)."""
     widened: dict[str, Any] = {}
     if ANY not in parent.operations and not child.operations <= parent.operations:
         widened["operations"] = sorted(child.operations - parent.operations)
@@ -345,6 +358,8 @@ def _widenings(child: Grant, parent: Grant) -> dict[str, Any]:
             "requested": _iso(child.expires_at), "parent": _iso(parent.expires_at)}
     if parent.revoked_at is not None and child.revoked_at is None:
         widened["revoked_at"] = {"requested": None, "parent": _iso(parent.revoked_at)}
+    if parent.budget is not None and (child.budget is None or child.budget > parent.budget):
+        widened["budget"] = {"requested": child.budget, "parent": parent.budget}
     return widened
 
 
@@ -355,9 +370,10 @@ def is_narrower_or_equal(child: Grant, parent: Grant) -> bool:
     with a subset of its values (a parent `"*"` allows anything; a child `"*"` under a finite
     parent widens); dropping a key narrows, adding one the parent lacks widens. Validity: no
     earlier `not_before`, no later `expires_at` (unbounded only under unbounded), and revoked if
-    the parent is. Subjects and issuers are not compared.
+    the parent is. Budget: none is wider than any, and a larger one is wider (a parent without
+    a budget bounds nothing). Subjects and issuers are not compared.
     """
-    return not _widenings(child, parent)
+    return not widenings(child, parent)
 
 
 def delegate(
@@ -370,14 +386,17 @@ def delegate(
     scope: Scope,
     expires_at: datetime | None,
     now: datetime,
+    budget: int | None = None,
 ) -> Grant:
-    """Derive a child of `parent` that may only narrow it (spec §4.3, DESIGN §7).
+    """Derive a child of `parent` that may only narrow it (spec §4.3, DESIGN §7, §11).
 
     Refusals, in order: a revoked parent -> `authority_revoked`; a parent not live at `now`
     (expired or not yet valid) -> `authority_expired`; naive datetimes, an empty or string
-    `operations`, a malformed `scope` -> `ValueError`/`TypeError`; any widening (see
-    `is_narrower_or_equal`) -> `delegation_widens` with details naming every widened part
-    (`operations`, `scope`, `expires_at`); an `expires_at` not after `now` -> `ValueError`.
+    `operations`, a malformed `scope`, a negative `budget` -> `ValueError`/`TypeError`; any
+    widening (see `widenings`) -> `delegation_widens` with details naming every widened part
+    (`operations`, `scope`, `expires_at`, `budget`); an `expires_at` not after `now` ->
+    `ValueError`. A `budget` is a bound the shell must also carve out of the parent's counter:
+    narrowing alone does not stop two children from each spending the parent's whole budget.
 
     The child is valid from `now` (the parent is live, so `now >= parent.not_before`): a
     delegation never reaches back before the moment it was made. Revoking the parent does not
@@ -401,10 +420,11 @@ def delegate(
         expires_at=expires_at,
         revoked_at=None,
         parent_id=parent.id,
+        budget=budget,
     )
     if not child.operations:
         raise ValueError("a delegated grant needs at least one operation")
-    widened = _widenings(child, parent)
+    widened = widenings(child, parent)
     if widened:
         raise Denial(DenialCode.DELEGATION_WIDENS, **widened)
     if child.expires_at is not None and child.expires_at <= now:

@@ -134,12 +134,18 @@ def _any_resource_allows(principal: Principal, kind: str, event: ResourceEvent) 
 def execution_run(
     *, execution_id: str, adapter: ModelAdapter, mode: Literal["inline", "worker"] = "inline",
     max_turns: int = 100, clock: Callable[[], datetime] = timezone.now,
+    heartbeat: Callable[[], None] | None = None,
 ) -> RunResult:
-    """Run until the model finishes or a call waits for a human or a worker; resumable."""
+    """Run until the model finishes or a call waits for a human or a worker; resumable.
+
+    `heartbeat`, if given, is called before every turn (a delegated workflow step renews its
+    lease there, and raises to stop a run whose step it no longer holds)."""
     execution = Execution.objects.select_related("principal").get(id=execution_id)
     _refuse_another_adapter(execution, adapter)
     principal = execution.principal
     for _ in range(max_turns):
+        if heartbeat is not None:
+            heartbeat()
         entries = journal_read(execution_id=execution.id)
         if entries and entries[-1]["kind"] == TranscriptEntry.Kind.FINAL:
             return _result(execution, "finished", entries)

@@ -52,6 +52,7 @@ def as_core(grant: Grant) -> core.Grant:
         expires_at=grant.expires_at,
         revoked_at=grant.revoked_at,
         parent_id=grant.parent_id,
+        budget=grant.budget,
     )
 
 
@@ -221,6 +222,65 @@ def grant_delegate(
                                       "subject": subject.name, "operations": grant.operations,
                                       "scope": grant.scope})
     return grant
+
+
+def grant_delegate_from_covering(
+    *, principal: Principal, subject: Principal, operations: list[str], scope: dict[str, Any],
+    expires_at: datetime, budget: int, now: datetime, details: dict[str, Any],
+) -> Grant:
+    """A child of whichever of `principal`'s own grants covers it, only narrower (DESIGN §11):
+    the workflow runtime's delegation for a step, with `grants/{id}/delegate/` semantics
+    (`protocols.grants.delegate`). Inside the caller's transaction: the principal's grants are
+    share-locked where they are read, as in `grant_delegate`, so a revocation that committed
+    first refuses this and a later one finds the child and revokes it too.
+
+    Refusals: an operation outside the principal's own tool set -> `tool_not_permitted` (its
+    effective authority never held it); no grant of it names any of the operations ->
+    `authority_missing`;
+    a live grant that names them but is narrower than the request -> `delegation_widens`
+    (the details of the first such grant); only revoked or expired ones -> `authority_revoked`
+    / `authority_expired`. A malformed scope -> `schema_invalid`.
+    """
+    if not connection.in_atomic_block:
+        raise RuntimeError("grant_delegate_from_covering runs inside the caller's transaction")
+    try:
+        parsed = core.parse_scope(scope)
+    except (ValueError, TypeError) as exc:
+        raise Denial(DenialCode.SCHEMA_INVALID, errors=[
+            {"pointer": "/scope", "message": str(exc)}]) from None
+    wanted = set(operations)
+    outside = sorted(wanted - set(principal.tools))
+    if outside:
+        raise Denial(DenialCode.TOOL_NOT_PERMITTED, operation=outside[0])
+    candidates = [g for g in grants_of(principal, lock=True)
+                  if core.ANY in g.operations or g.operations & wanted]
+    if not candidates:
+        raise Denial(DenialCode.AUTHORITY_MISSING, operation=sorted(wanted)[0])
+    refusals: list[Denial] = []
+    for parent in sorted(candidates, key=lambda g: not core.grant_is_live(g, now)):
+        try:
+            child = core.delegate(parent, id="pending", issuer=principal.name,
+                                  subject=subject.id, operations=operations, scope=parsed,
+                                  expires_at=expires_at, now=now, budget=budget)
+        except Denial as denial:
+            refusals.append(denial)
+            continue
+        grant = Grant.objects.create(
+            tenant_id=principal.tenant_id, issuer=principal.name, subject=subject,
+            operations=sorted(child.operations), scope=core.scope_as_json(child.scope),
+            not_before=child.not_before, expires_at=child.expires_at, parent_id=parent.id,
+            budget=child.budget)
+        audit_record(tenant_id=principal.tenant_id, kind="grant.delegated", actor=principal.name,
+                     at=now, details={"grant_id": grant.id, "parent_id": parent.id,
+                                      "subject": subject.name, "operations": grant.operations,
+                                      "scope": grant.scope, "budget": budget, **details})
+        return grant
+    # The order of DESIGN §6: a live grant that is too narrow says what widened.
+    for code in (DenialCode.DELEGATION_WIDENS, DenialCode.AUTHORITY_REVOKED):
+        found = next((d for d in refusals if d.code is code), None)
+        if found is not None:
+            raise found
+    raise refusals[0]
 
 
 def select_authority(contract: OperationContract, resolved: dict[str, Any]) -> dict[str, str]:

@@ -28,8 +28,13 @@ Limits = Sequence[tuple[str, int]]
 def budget_keys(*, principal_id: str, execution_id: str, now: datetime) -> list[tuple[str, int]]:
     return [
         (f"principal:{principal_id}:{now:%Y%m%d%H}", settings.BUDGET_TOOL_CALLS_PER_PRINCIPAL),
-        (f"execution:{principal_id}:{execution_id}", settings.BUDGET_TOOL_CALLS_PER_EXECUTION),
+        execution_budget(principal_id=principal_id, execution_id=execution_id),
     ]
+
+
+def execution_budget(*, principal_id: str, execution_id: str) -> tuple[str, int]:
+    """The tool-call budget of one execution of a principal: its counter key and limit."""
+    return f"execution:{principal_id}:{execution_id}", settings.BUDGET_TOOL_CALLS_PER_EXECUTION
 
 
 @functools.cache
@@ -71,6 +76,37 @@ def budget_take(*, limits: Limits, cost: int) -> None:
     for name, _ in rows:
         if name not in taken:
             raise Denial(DenialCode.BUDGET_EXHAUSTED, budget=name.split(":")[0])
+
+
+def grant_budget_key(grant_id: str) -> str:
+    """The counter of a budgeted grant (DESIGN §11): every claim under it takes from it."""
+    return f"grant:{grant_id}"
+
+
+def budget_carve(*, parents: Limits, child: str, amount: int) -> None:
+    """Reserve `amount` out of every counter in `parents` for a new counter `child` of that
+    limit (a delegated grant's, DESIGN §11), or raise `budget_exhausted` naming the first
+    parent that has less than `amount` left. Inside the caller's transaction (the one that
+    issues the child grant), whose rollback undoes it: the parents can never spend what the
+    child holds, and the child can never hold more than its parents had left."""
+    budget_take(limits=parents, cost=amount)
+    BudgetCounter.objects.create(key=child, used=0, limit=amount)
+
+
+def budget_release(*, parents: Sequence[str], child: str) -> int:
+    """Close counter `child` and give its unused part back to each of `parents`; the units
+    given back. Inside the transaction that ended the child's grant (so no claim under it is
+    in flight: claims share-lock the grant that the revocation locked for update)."""
+    found = BudgetCounter.objects.select_for_update().filter(key=child).values_list(
+        "used", "limit").first()
+    if found is None:
+        return 0
+    used, limit = found
+    unused = limit - used
+    budget_adjust(key=child, delta=unused)  # full: nothing more is ever taken from it
+    for key in parents:
+        budget_adjust(key=key, delta=-unused)
+    return unused
 
 
 def budget_adjust(*, key: str, delta: int) -> None:

@@ -21,7 +21,7 @@ from dispatch.runtime import get_runtime
 from dispatch.services.access import access_proposal_for_dispatch
 from dispatch.services.admission import Stage, admit, deployment_refusal, validate_arguments
 from dispatch.services.audit import audit_record
-from dispatch.services.budgets import budget_keys
+from dispatch.services.budgets import budget_keys, grant_budget_key
 from dispatch.services.claims import operation_claim
 from protocols.approvals import Binding, PermitView, permit_refusal
 from protocols.contracts import OperationContract
@@ -135,14 +135,17 @@ def _check_and_claim(
     # revocation, deployment policy and effect ceiling; the snapshot must be the proposal's.
     # (4, the protocol state, is decided by the claim's compare-and-swap in step 7, after the
     # permit: so every loser of a race for one permit hears `permit_claimed`.)
-    admit(contract, principal, validate_arguments(contract, proposal.arguments), now=now,
-          stage=Stage.DISPATCH, expect_digest=proposal.digest, lock=True)
+    admission = admit(contract, principal, validate_arguments(contract, proposal.arguments),
+                      now=now, stage=Stage.DISPATCH, expect_digest=proposal.digest, lock=True)
 
     # 5. The approval, against the exact canonical proposal.
     permit = _permit_for(contract, proposal, own, principal, permit_id, now)
 
     # 6-7. Take the budget and claim: a failed claim rolls back and holds no capacity.
     budget = budget_keys(principal_id=principal.id, execution_id=proposal.execution_id, now=now)
+    if admission.grant.budget is not None:
+        # A delegated step's grant (DESIGN §11): never more than was carved out for it.
+        budget.append((grant_budget_key(admission.grant.id), admission.grant.budget))
     return operation_claim(
         proposal=proposal, permit=permit,
         operation_id=permit.operation_id if permit else new_id("op"),

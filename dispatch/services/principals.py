@@ -69,6 +69,14 @@ def agent_create(*, name: str, tenant: str, tools: Iterable[str]) -> tuple[Princ
         return principal, token_issue(principal=principal)
 
 
+def subagent_create(*, tenant_id: str, name: str, tools: Iterable[str]) -> Principal:
+    """A sub-agent of a delegated workflow step (DESIGN §11): an agent of the tenant with no
+    bearer token (it acts only in the embedded runtime), whose tool set is the step's tools and
+    whose only authority is the step's delegated grant."""
+    return Principal.objects.create(tenant_id=tenant_id, name=name, kind=Principal.Kind.AGENT,
+                                    tools=get_runtime().require_operations(tools))
+
+
 def human_create(
     *, name: str, tenant: str, role: str, password: str, tools: Iterable[str] = ()
 ) -> tuple[Principal, str]:

@@ -8,7 +8,8 @@ same dispatcher as every other caller (docs/workflows.md "Running workflows"; sp
     run = run_workflow(checked, principal=agent, execution_id=run.execution_id)  # resume
 
 `runtime.py` refuses before any step and pins the inputs; `interpreter.py` runs the control flow;
-`steps.py` adapts each exact-action step to its service; `journal.py` is the run's journal on
+`steps.py` adapts each exact-action step to its service; `delegated.py` runs a delegated `agent`
+step's sub-agent under its child grant (DESIGN §11); `journal.py` is the run's journal on
 `dispatch.services.executions`; `shape.py` walks the IR and digests its shape; `values.py` holds
 the outcomes and the runtime values.
 """

@@ -4,11 +4,12 @@ refused (recorded as a typed outcome, journaled so that a re-run replays it)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, NoReturn
 
+from dispatch.agent.adapters import ModelAdapter
 from dispatch.models import Principal
 from dispatch.workflows.journal import Journal
 from dispatch.workflows.values import Denied, Mode, StepOutcome
@@ -27,6 +28,8 @@ class RunContext:
     #: `expires:` of each proposal's `request_approval`, by the proposal's binding.
     expires: dict[str, int] = field(default_factory=dict)
     outcomes: list[StepOutcome] = field(default_factory=list)
+    #: The model adapter of each delegated agent step's sub-agent, by agent name.
+    agents: Mapping[str, ModelAdapter] = field(default_factory=dict)
 
     def record(self, key: str, step: str, status: str, *, code: str | None = None,
                message: str = "", detail: dict[str, Any] | None = None) -> None:

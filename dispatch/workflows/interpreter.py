@@ -15,7 +15,7 @@ from typing import Any
 
 from dispatch.models import Execution, Permit, TranscriptEntry
 from dispatch.services.executions import execution_set_state
-from dispatch.workflows import steps
+from dispatch.workflows import delegated, steps
 from dispatch.workflows.context import RunContext
 from dispatch.workflows.journal import HEADER, run_from, step_key
 from dispatch.workflows.shape import walk
@@ -35,6 +35,7 @@ from dispatch.workflows.values import (
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import Outcome
 from protocols.workflow.ir import (
+    AgentCall,
     Arm,
     Block,
     Create,
@@ -55,6 +56,7 @@ _Adapter = Callable[[RunContext, Any, dict[str, Any], str], None]
 _STEPS: dict[type, _Adapter] = {
     Create: steps.create, Edit: steps.edit, Propose: steps.propose,
     RequestApproval: steps.request_approval, Dispatch: steps.dispatch,
+    AgentCall: delegated.agent,
 }
 
 

@@ -20,9 +20,12 @@ from typing import Any
 
 from django.utils import timezone
 
+from dispatch.agent.adapters import ModelAdapter
+from dispatch.agent.loop import adapter_fingerprint
 from dispatch.models import Execution, Principal, Resource, TranscriptEntry
 from dispatch.runtime import Runtime, get_runtime
 from dispatch.services.access import access_resource_by_id
+from dispatch.services.delegations import delegations_of
 from dispatch.services.executions import execution_create
 from dispatch.workflows.context import RunContext
 from dispatch.workflows.interpreter import Interpreter
@@ -37,7 +40,7 @@ from protocols.workflow import CheckedWorkflow
 from protocols.workflow.ir import AgentCall, Approve, Block, Loop, Parallel, Race, Receive, Workflow
 
 ADAPTER_PREFIX = "workflow:"
-_UNSUPPORTED: dict[type, str] = {Receive: "receive", Approve: "approve", AgentCall: "agent",
+_UNSUPPORTED: dict[type, str] = {Receive: "receive", Approve: "approve",
                                  Parallel: "parallel", Race: "race"}
 
 
@@ -49,13 +52,16 @@ def run_workflow(
     inputs: Mapping[str, Any] | None = None,
     now: datetime | None = None,
     mode: Mode = "inline",
+    agents: Mapping[str, ModelAdapter] | None = None,
 ) -> WorkflowRun:
     """Run (or resume) `checked` as `principal` until it finishes, waits or is denied.
 
     `inputs` maps each declared input to its value: a resource id (or a `Resource`) for a
     handle, a bool, or JSON. They are pinned on the first run (a handle at its current revision);
     resuming needs only `execution_id`. `mode="inline"` runs handlers in this process;
-    `"worker"` enqueues them and waits like for a human.
+    `"worker"` enqueues them and waits like for a human. `agents` maps each agent name of a
+    delegated `agent` step to the model adapter that drives its sub-agent (the same
+    configuration again on resume).
     """
     if not isinstance(checked, CheckedWorkflow):
         raise TypeError("run_workflow runs only a CheckedWorkflow: check the workflow first "
@@ -68,6 +74,8 @@ def run_workflow(
     _refuse_moved_contracts(checked, runtime.registry)
     _refuse_outside_policy(checked, runtime)
     _refuse_unsupported(workflow.steps)
+    agents = dict(agents or {})
+    _refuse_missing_agents(workflow.steps, agents)
     header = {"workflow": workflow.name, "shape": _shape_of(workflow),
               "contracts": dict(sorted(checked.contracts.items())),
               "protocols": _protocols_of(checked, runtime.registry)}
@@ -96,8 +104,9 @@ def run_workflow(
         final = journal.finals.get(HEADER)
         if final is not None:
             return run_from(final, execution.id, workflow.name)
+        _refuse_other_adapters(execution.id, agents)
     ctx = RunContext(workflow=workflow, principal=principal, execution_id=execution.id,
-                     journal=journal, now=now, mode=mode)
+                     journal=journal, now=now, mode=mode, agents=agents)
     return Interpreter(ctx).run(pinned)
 
 
@@ -150,13 +159,37 @@ def _refuse_outside_policy(checked: CheckedWorkflow, runtime: Runtime) -> None:
 
 def _refuse_unsupported(block: Block) -> None:
     for step in walk(block):
-        kind = _UNSUPPORTED.get(type(step))
+        kind, note = _UNSUPPORTED.get(type(step)), ""
         if kind is None and isinstance(step, Loop) and step.parallel:
             kind = "loop (parallel: true)"
+        if kind is None and isinstance(step, AgentCall) and step.delegate is None:
+            kind, note = "agent", (" without `delegate` (a sub-agent runs only under a "
+                                   "delegated grant)")
         if kind is not None:
             raise WorkflowRefused("unsupported_step",
-                                  f"step kind {kind} is not supported by the runtime yet "
+                                  f"step kind {kind} is not supported by the runtime yet{note} "
                                   f"(at {step.span.where()})", path=step.span.path)
+
+
+def _refuse_missing_agents(block: Block, agents: Mapping[str, ModelAdapter]) -> None:
+    for step in walk(block):
+        if isinstance(step, AgentCall) and step.agent not in agents:
+            raise WorkflowRefused(
+                "input_invalid", f"no model adapter for agent `{step.agent}` (at "
+                f"{step.span.where()}): pass it in `agents`", path=step.span.path)
+
+
+def _refuse_other_adapters(execution_id: str, agents: Mapping[str, ModelAdapter]) -> None:
+    """A sub-agent resumes only under the adapter configuration it started with (spec §8):
+    another one would regenerate its actions, so the run is refused before any step."""
+    for delegation in delegations_of(execution_id=execution_id):
+        adapter = agents.get(delegation.agent)
+        started = delegation.agent_execution.adapter_fingerprint
+        if adapter is not None and adapter_fingerprint(adapter) != started:
+            raise WorkflowRefused(
+                "execution_mismatch", f"the sub-agent `{delegation.agent}` of step "
+                f"{delegation.step} was started with another {delegation.agent_execution.adapter}"
+                " configuration; resume it with the one it started with", path=delegation.step)
 
 
 def _shape_of(workflow: Workflow) -> str:

@@ -32,6 +32,7 @@ from protocols.workflow.ir import (
     Block,
     Branch,
     Create,
+    Delegate,
     Dispatch,
     Edit,
     Expr,
@@ -143,13 +144,19 @@ class BlockBuilder:
     def receive(self, source: str = "host", *, bind: str | None = None) -> Self:
         return self._add(Receive(source, bind, self._span()))
 
-    def agent(self, name: str, *, tools: Iterable[str] = (),
+    def agent(self, name: str, *, tools: Iterable[str] | None = None,
               input: Mapping[str, object] | None = None, returns: str = "json",
-              bind: str | None = None) -> Self:
+              bind: str | None = None, delegate: Mapping[str, object] | None = None) -> Self:
+        """`delegate`: `{"operations": [...], "scope": {...}, "expires_in": S, "budget": N}`
+        (DESIGN §11); the tools then default to the delegated operations."""
         span = self._span()
         inputs = tuple((k, self._expr(v, span, f".input.{k}"))
                        for k, v in (input or {}).items())
-        return self._add(AgentCall(name, tuple(tools), inputs, returns, bind, span))
+        bounded = None if delegate is None else _delegate(delegate, span.child(".delegate"))
+        chosen = tuple(tools) if tools is not None else (
+            bounded.operations if bounded is not None else ())
+        return self._add(AgentCall(name, chosen, inputs, returns, bind, span,
+                                   delegate=bounded))
 
     def if_(self, condition: object, then: BlockFn | None = None,
             else_: BlockFn | None = None) -> Self:
@@ -233,3 +240,23 @@ class WorkflowBuilder(BlockBuilder):
     def build(self) -> Workflow:
         return Workflow(self._name, self._effects, tuple(self._authority), tuple(self._inputs),
                         tuple(self._steps), Span("workflow"))
+
+
+def _delegate(raw: Mapping[str, object], span: Span) -> Delegate:
+    """The builder's `delegate=` mapping as the file format reads it; a bad shape is a
+    `ValueError` (a builder is code: its mistakes raise)."""
+    if set(raw) != {"operations", "scope", "expires_in", "budget"}:
+        raise ValueError("delegate takes exactly operations, scope, expires_in and budget")
+    operations, scope = raw["operations"], raw["scope"]
+    expires_in, budget = raw["expires_in"], raw["budget"]
+    if isinstance(operations, str) or not isinstance(operations, Iterable) \
+            or not operations or "*" in operations:
+        raise ValueError("delegate operations: at least one operation name, never '*'")
+    if not isinstance(scope, Mapping):
+        raise ValueError("delegate scope: a mapping of authority keys to values")
+    for name, count, least in (("expires_in", expires_in, 1), ("budget", budget, 0)):
+        if isinstance(count, bool) or not isinstance(count, int) or count < least:
+            raise ValueError(f"delegate {name}: an integer of at least {least}")
+    assert isinstance(expires_in, int) and isinstance(budget, int)  # checked just above
+    return Delegate(tuple(str(o) for o in operations), parse_scope(scope), expires_in, budget,
+                    span)

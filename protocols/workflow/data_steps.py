@@ -8,8 +8,11 @@ with every tool in its set (spec §5.3).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from protocols.contracts import Effect
 from protocols.denials import DiagnosticCode
+from protocols.grants import Grant, Scope, scope_as_json, widenings
 from protocols.lifecycle import RESOURCE_PROTOCOLS, ResourceEvent
 from protocols.workflow import evidence
 from protocols.workflow.authority import check_authority
@@ -26,7 +29,17 @@ from protocols.workflow.env import (
     Resource,
     describe,
 )
-from protocols.workflow.ir import AgentCall, Create, Edit, Expr, Let, Literal, Receive, Ref
+from protocols.workflow.ir import (
+    AgentCall,
+    Create,
+    Delegate,
+    Edit,
+    Expr,
+    Let,
+    Literal,
+    Receive,
+    Ref,
+)
 from protocols.workflow.resources import check_state, plain_state
 
 D = DiagnosticCode
@@ -125,6 +138,8 @@ def agent(ctx: Ctx, env: Env, step: AgentCall) -> None:
                        actual=f"{tool}: {', '.join(writes)}",
                        notes=[Note("the race", ctx.races[-1])])
     ctx.charge(effects, step.span, f"agent `{step.agent}` (tools: {', '.join(step.tools)})")
+    if step.delegate is not None:
+        _delegation(ctx, step, step.delegate)
     for name, expr in step.inputs:
         value = ctx.resolve(env, expr)
         if not isinstance(value.type, DataT | PoisonT):
@@ -133,3 +148,61 @@ def agent(ctx: Ctx, env: Env, step: AgentCall) -> None:
                        "workflow", required="data", actual=describe(value.type))
     made = bind(ctx, env, step.bind, DataT(step.returns), Prov.MODEL, step.span)
     evidence.mix(env, [expr for _, expr in step.inputs], made)  # receipts only: model output
+
+
+def _delegation(ctx: Ctx, step: AgentCall, delegate: Delegate) -> None:
+    """A bounded delegation (DESIGN §11) is only narrower: what the checker can see of a
+    widening is reported here (AGL-E001), the rest is the runtime's `delegation_widens`.
+
+    The child grant is derived from ONE grant of the running principal, so it must lie within
+    one declared `authority:` entry (and, when the deployment's grants were passed, within one
+    grant that is not revoked); every tool of the agent must be among the delegated operations.
+    """
+    for operation in delegate.operations:
+        ctx.contract(operation, delegate.span)  # AGL-E009 for an unknown one
+    for tool in step.tools:
+        if tool not in delegate.operations:
+            ctx.report(D.MISSING_AUTHORITY, f"agent tool {tool} is not delegated to "
+                       f"`{step.agent}`", step.span,
+                       f"add {tool} to `delegate.operations`, or drop it from `tools`",
+                       required=f"{tool} among the delegated operations",
+                       actual=", ".join(delegate.operations))
+    child = _as_grant("delegate", delegate.operations, delegate.scope)
+    declared = [_as_grant(a.span.path, a.operations, a.scope) for a in ctx.authority]
+    if not any(not widenings(child, parent) for parent in declared):
+        closest = next((widenings(child, p) for p in declared
+                        if set(p.operations) & set(child.operations) or "*" in p.operations),
+                       None)
+        ctx.report(D.MISSING_AUTHORITY, f"the delegation to `{step.agent}` widens the "
+                   "authority the workflow declares", delegate.span,
+                   "delegate only what one `authority:` entry covers: its operations, and for "
+                   "each scope key a subset of its values (grants/{id}/delegate/ semantics)",
+                   required=f"one declared authority entry covering "
+                            f"{', '.join(delegate.operations)} over {_flow(delegate.scope)}",
+                   actual="nothing declared" if not declared else (
+                       "wider in " + "; ".join(f"{part} {_text(extra)}"
+                                               for part, extra in sorted(closest.items()))
+                       if closest else "no entry for these operations"))
+    if ctx.grants is not None and not any(
+            g.revoked_at is None and not widenings(
+                child, _as_grant(g.id, g.operations, g.scope)) for g in ctx.grants):
+        ctx.report(D.MISSING_AUTHORITY, f"no live deployment grant covers the delegation to "
+                   f"`{step.agent}`", delegate.span, "ask an admin for a grant that covers it",
+                   required=f"a grant covering {', '.join(delegate.operations)} over "
+                            f"{_flow(delegate.scope)}",
+                   actual="no live deployment grant covers it")
+
+
+def _as_grant(name: str, operations: Iterable[str], scope: Scope) -> Grant:
+    """An unbounded grant over `operations` and `scope`: narrowing without a clock."""
+    return Grant(id=name, issuer="workflow", subject="workflow", operations=frozenset(operations),
+                 scope=scope, not_before=None, expires_at=None, revoked_at=None, parent_id=None)
+
+
+def _flow(scope: Scope) -> str:
+    return _text(scope_as_json(scope))
+
+
+def _text(value: object) -> str:
+    """JSON-ish text for a message: `{mailbox: [a@x]}`, `[email.send]`."""
+    return str(value).replace("'", "")

@@ -162,8 +162,22 @@ class Receive:
 
 
 @dataclass(frozen=True)
+class Delegate:
+    """A bounded delegation (DESIGN §11): the child grant an agent step runs its sub-agent
+    under, narrower than the workflow's own (`operations` over `scope`, valid `expires_in`
+    seconds), with `budget` units carved out of the workflow run's budget."""
+
+    operations: tuple[str, ...]
+    scope: Scope = field(hash=False)
+    expires_in: int = 0
+    budget: int = 0
+    span: Span = field(default_factory=lambda: Span("?"))
+
+
+@dataclass(frozen=True)
 class AgentCall:
-    """A model-driven agent that may call any tool in `tools` (spec §5.3)."""
+    """A model-driven agent that may call any tool in `tools` (spec §5.3); with `delegate`, it
+    runs as a sub-agent under a delegated grant (DESIGN §11)."""
 
     agent: str
     tools: tuple[str, ...]
@@ -171,6 +185,7 @@ class AgentCall:
     returns: str
     bind: str | None
     span: Span
+    delegate: Delegate | None = None
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from protocols.workflow.ir import (
     Block,
     Branch,
     Create,
+    Delegate,
     Dispatch,
     Edit,
     Expr,
@@ -44,6 +45,7 @@ from protocols.workflow.ir import (
 from protocols.workflow.located import Node, SyntaxProblem, load_located
 from protocols.workflow.shapes import Malformed, Shapes
 
+DELEGATE_KEYS: Final = frozenset({"operations", "scope", "expires_in", "budget"})
 TOP_KEYS: Final = {"version", "name", "effects", "authority", "inputs", "steps"}
 STEP_KEYS: Final[dict[str, frozenset[str]]] = {
     "propose": frozenset({"args", "bind"}),
@@ -54,7 +56,7 @@ STEP_KEYS: Final[dict[str, frozenset[str]]] = {
     "edit": frozenset({"payload", "bind"}),
     "let": frozenset({"value"}),
     "receive": frozenset({"bind"}),
-    "agent": frozenset({"tools", "input", "returns", "bind"}),
+    "agent": frozenset({"tools", "input", "returns", "bind", "delegate"}),
     "if": frozenset({"then", "else"}),
     "match": frozenset({"arms"}),
     "loop": frozenset({"as", "parallel", "do"}),
@@ -224,10 +226,43 @@ class _Reader(Shapes):
         kind = "json" if returns is None else self.text(returns, span.path, pos=returns.pos)
         if kind not in ("json", "bool"):
             raise self.fail("returns must be json or bool", span.path, node.pos)
-        return AgentCall(self.text(head, span.path, pos=head.pos),
-                         self.strings(node.get("tools"), f"{span.path}.tools", node.pos),
+        delegate_node = node.get("delegate")
+        delegate = None if delegate_node is None else self.delegate(
+            delegate_node, f"{span.path}.delegate")
+        tools = self.strings(node.get("tools"), f"{span.path}.tools", node.pos)
+        if delegate is not None and node.get("tools") is None:
+            tools = delegate.operations  # a delegated agent's tools default to what it holds
+        return AgentCall(self.text(head, span.path, pos=head.pos), tools,
                          self.exprs(node.get("input"), f"{span.path}.input"), kind,
-                         self._bind(node, span), span)
+                         self._bind(node, span), span, delegate=delegate)
+
+    def delegate(self, node: Node, path: str) -> Delegate:
+        """`{operations, scope, expires_in, budget}`, all required (DESIGN §11)."""
+        self.mapping(node, path, DELEGATE_KEYS)
+        fields = {key: node.get(key) for key in DELEGATE_KEYS}
+        missing = sorted(key for key, value in fields.items() if value is None)
+        if missing:
+            raise self.fail(f"{path} needs {', '.join(missing)}", path, node.pos,
+                            "a bounded delegation names operations, scope, expires_in and "
+                            "budget")
+        operations_node, scope_node = fields["operations"], fields["scope"]
+        expires_node, budget_node = fields["expires_in"], fields["budget"]
+        assert operations_node and scope_node and expires_node and budget_node  # none missing
+        operations = self.strings(operations_node, f"{path}.operations", node.pos)
+        if not operations or "*" in operations:
+            raise self.fail(f"{path}.operations must name at least one operation, never \"*\"",
+                            path, operations_node.pos,
+                            "list the qualified operations the sub-agent may use")
+        try:
+            scope = parse_scope(cast(Mapping[str, Any], scope_node.plain()))
+        except ValueError as exc:
+            raise self.fail(str(exc), f"{path}.scope", scope_node.pos) from None
+        expires_in = self.integer(expires_node, f"{path}.expires_in")
+        if expires_in < 1:
+            raise self.fail(f"{path}.expires_in must be at least 1 second", path,
+                            expires_node.pos)
+        return Delegate(operations, scope, expires_in,
+                        self.integer(budget_node, f"{path}.budget"), self.span(path, node.pos))
 
     def if_(self, node: Node, head: Node, span: Span) -> Step:
         then, orelse = node.get("then"), node.get("else")

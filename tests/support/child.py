@@ -6,6 +6,7 @@
     python -m tests.support.child delegate ACTOR_ID GRANT_ID SUBJECT_NAME OPERATION SCOPE_JSON
     python -m tests.support.child revoke ADMIN_ID GRANT_ID
     python -m tests.support.child renew APPROVER_ID RENEWAL_ID DIGEST
+    python -m tests.support.child workflow PRINCIPAL_ID WORKFLOW_FILE AGENT=SCRIPT_FILE
 
 A refusal prints `{"denied": "<code>"}`; anything else raised fails the child.
 """
@@ -50,12 +51,31 @@ def main(action: str, *args: str) -> None:
             now=timezone.now()).state},
         "revoke": lambda who, grt: {"revoked_at": grant_revoke(
             actor=principal(who), grant_id=grt, now=timezone.now()).revoked_at.isoformat()},
+        "workflow": _workflow,
     }
     try:
         answer = actions[action](*args)
     except Denial as denial:
         answer = {"denied": denial.code.value}
     print(json.dumps(answer), flush=True)
+
+
+def _workflow(principal_id: str, path: str, sub_agent: str) -> dict[str, Any]:
+    """Check and run a workflow file, its delegated agent driven by a scripted model."""
+    from pathlib import Path
+
+    from dispatch.agent import ScriptedAdapter
+    from dispatch.models import Principal
+    from dispatch.runtime import get_runtime
+    from dispatch.workflows import run_workflow
+    from protocols.workflow import CheckedWorkflow, check_source
+
+    checked = check_source(Path(path).read_text(), get_runtime().registry, filename=path)
+    assert isinstance(checked, CheckedWorkflow), checked
+    agent, _, script = sub_agent.partition("=")
+    run = run_workflow(checked, principal=Principal.objects.get(id=principal_id),
+                       agents={agent: ScriptedAdapter(json.loads(Path(script).read_text()))})
+    return {"state": run.state, "execution_id": run.execution_id}
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from dispatch.agent import ScriptedAdapter
+from dispatch.agent.adapters import ModelAdapter, ScriptError
 from dispatch.models import Principal
 from dispatch.runtime import get_runtime
 from dispatch.workflows import StepOutcome, WorkflowRefused, run_workflow
@@ -35,6 +37,10 @@ class Command(BaseCommand):
         parser.add_argument("--input", action="append", default=[], metavar="NAME=VALUE",
                             help="a workflow input: a resource id for a handle, JSON otherwise "
                                  "(a value that is not JSON is a string); repeat for each")
+        parser.add_argument("--sub-agent", action="append", default=[],
+                            metavar="NAME=SCRIPT.json",
+                            help="the scripted model of a delegated agent step's sub-agent "
+                                 "(demo/agent_script.json format); repeat for each agent")
         parser.add_argument("--worker", action="store_true",
                             help="run handlers on a worker instead of in this process")
         parser.add_argument("--json", action="store_true", help="print the run as JSON")
@@ -56,7 +62,8 @@ class Command(BaseCommand):
         try:
             run = run_workflow(checked, principal=principal, execution_id=opts["execution"],
                                inputs=_inputs(opts["input"]) if opts["input"] else None,
-                               mode="worker" if opts["worker"] else "inline")
+                               mode="worker" if opts["worker"] else "inline",
+                               agents=_sub_agents(opts["sub_agent"]))
         except WorkflowRefused as refused:
             self.stdout.write(f"refused: {refused.code}: {refused.message}")
             raise CommandError(f"the run was refused ({refused.code})", returncode=1) from None
@@ -87,10 +94,24 @@ def _inputs(pairs: list[str]) -> dict[str, Any]:
     return values
 
 
+def _sub_agents(pairs: list[str]) -> dict[str, ModelAdapter]:
+    adapters: dict[str, ModelAdapter] = {}
+    for pair in pairs:
+        name, sep, path = pair.partition("=")
+        if not sep or not name:
+            raise CommandError(f"--sub-agent takes NAME=SCRIPT.json, not {pair!r}", returncode=1)
+        try:
+            adapters[name] = ScriptedAdapter(json.loads(Path(path).read_text(encoding="utf-8")))
+        except (OSError, ValueError, ScriptError) as exc:
+            raise CommandError(f"--sub-agent {name}: {exc}", returncode=1) from None
+    return adapters
+
+
 def _line(outcome: StepOutcome) -> str:
     code = f" ({outcome.code})" if outcome.code else ""
     extra = ""
-    for field in ("resource_id", "proposal_id", "operation_id", "reason"):
+    for field in ("resource_id", "proposal_id", "operation_id", "reason", "delegation_id",
+                  "grant_id"):
         if field in outcome.detail:
             extra += f" {field}={outcome.detail[field]}"
     return f"{outcome.path}: {outcome.step} {outcome.status}{code}{extra}"

@@ -1098,3 +1098,37 @@ def test_a_broken_chain_is_refused_never_live(broken: str) -> None:
         by_id["grt_root"] = make_grant(id="grt_root", subject="admin", parent_id="grt_leaf")
     with pytest.raises(ValueError, match="missing or cyclic"):
         with_ancestry(leaf, by_id)
+
+
+# budgets (DESIGN §11 "Bounded delegation") ---------------------------------------------------
+
+
+def test_a_child_of_an_unbudgeted_grant_may_carry_any_budget() -> None:
+    child = delegate_to_approver(owner_grant(), budget=5)
+    assert child.budget == 5
+    assert is_narrower_or_equal(child, owner_grant())
+
+
+@pytest.mark.parametrize(("requested", "widens"), [(None, True), (4, True), (3, False),
+                                                   (0, False)])
+def test_a_child_of_a_budgeted_grant_has_a_budget_no_larger(
+    requested: int | None, widens: bool,
+) -> None:
+    parent = replace(owner_grant(), budget=3)
+    if widens:
+        assert widening_of(parent, budget=requested) == {
+            "budget": {"requested": requested, "parent": 3}}
+    else:
+        assert delegate_to_approver(parent, budget=requested).budget == requested
+
+
+@pytest.mark.parametrize("budget", [-1, True, 1.5, "3"])
+def test_a_budget_is_a_non_negative_integer(budget: Any) -> None:
+    with pytest.raises(ValueError, match="budget"):
+        replace(owner_grant(), budget=budget)
+
+
+def test_a_budget_survives_the_ancestry() -> None:
+    root = owner_grant()
+    child = delegate_to_approver(root, budget=2)
+    assert with_ancestry(child, {root.id: root}).budget == 2

@@ -25,6 +25,7 @@ from protocols.workflow import (
     ref,
 )
 from protocols.workflow.builder import BlockBuilder
+from protocols.workflow.ir import AgentCall
 
 FINGERPRINTS = {"email.send": "impl-email-1", "payments.transfer": "impl-bank-1",
                 "crm.lookup": "impl-crm-1"}
@@ -298,3 +299,65 @@ def test_a_value_captured_by_two_branches_is_fixed_only_by_what_exists() -> None
              .authority(["email.send"], {"mailbox": [SUPPORT]}).input("ticket")
              .parallel(left=draft_in_branch("left"), right=draft_in_branch("right")).build())
     assert isinstance(check_workflow(fixed, REGISTRY), CheckedWorkflow)
+
+
+def delegated(scope: dict[str, object], budget: int = 2) -> WorkflowBuilder:
+    return (WorkflowBuilder("delegated", effects={"read"})
+            .authority(["crm.lookup"], {"customer": ["cus-001", "cus-002"]})
+            .agent("researcher", delegate={"operations": ["crm.lookup"], "scope": scope,
+                                           "expires_in": 60, "budget": budget}, bind="notes"))
+
+
+def test_a_delegated_agent_builds_the_ir_of_the_file_format() -> None:
+    built = delegated({"customer": ["cus-001"]}).build()
+    parsed = parse_workflow("""version: 1
+name: delegated
+effects: [read]
+authority: [{operations: [crm.lookup], scope: {customer: [cus-001, cus-002]}}]
+steps:
+  - agent: researcher
+    delegate: {operations: [crm.lookup], scope: {customer: [cus-001]}, expires_in: 60,
+               budget: 2}
+    bind: notes
+""", filename="delegated.yaml")
+    assert not isinstance(parsed, Diagnostics)
+    [from_file], [from_builder] = parsed.steps, built.steps
+    assert isinstance(from_file, AgentCall) and isinstance(from_builder, AgentCall)
+    assert from_file.tools == from_builder.tools == ("crm.lookup",)  # default: the delegated
+    assert from_file.delegate is not None and from_builder.delegate is not None
+    assert [(d.operations, dict(d.scope), d.expires_in, d.budget)
+            for d in (from_file.delegate, from_builder.delegate)] == [
+        (("crm.lookup",), {"customer": frozenset({"cus-001"})}, 60, 2)] * 2
+    assert isinstance(check_workflow(built, REGISTRY), CheckedWorkflow)
+
+
+@pytest.mark.parametrize("scope", [{"customer": ["cus-003"]}, {"customer": "*"},
+                                   {"customer": ["cus-001"], "account": ["acct-001"]}],
+                         ids=["value", "any", "key"])
+def test_a_delegation_wider_than_the_declared_authority_is_e001(
+    scope: dict[str, object],
+) -> None:
+    assert only(check_workflow(delegated(scope).build(), REGISTRY)) == (
+        "AGL-E001", "steps[0].delegate")
+
+
+def test_a_delegation_needs_a_live_deployment_grant_when_grants_are_passed() -> None:
+    workflow = delegated({"customer": ["cus-001"]}).build()
+    lookup = dataclasses.replace(grant({"customer": ["cus-001"]}),
+                                 operations=frozenset({"crm.lookup"}))
+    assert isinstance(check_workflow(workflow, REGISTRY, grants=[lookup]), CheckedWorkflow)
+    revoked = dataclasses.replace(lookup, revoked_at=datetime(2030, 1, 1, tzinfo=UTC))
+    result = check_workflow(workflow, REGISTRY, grants=[revoked])
+    assert isinstance(result, Diagnostics)
+    assert {(d.code.value, d.span.path) for d in result} >= {("AGL-E001", "steps[0].delegate")}
+
+
+@pytest.mark.parametrize("delegate", [
+    {"operations": ["crm.lookup"], "scope": {}, "expires_in": 0, "budget": 1},
+    {"operations": ["*"], "scope": {}, "expires_in": 1, "budget": 1},
+    {"operations": ["crm.lookup"], "scope": {}, "expires_in": 1, "budget": -1},
+    {"operations": ["crm.lookup"], "scope": {}, "expires_in": 1},
+])
+def test_a_malformed_delegation_raises_in_the_builder(delegate: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="delegate"):
+        WorkflowBuilder("x").agent("a", delegate=delegate)

@@ -1,0 +1,213 @@
+"""Bounded delegation (DESIGN §11): the one owner of `Delegation` records.
+
+A workflow `agent` step with `delegate` runs its sub-agent under a child grant. Its record
+lives from the step's start to its end, however it ends:
+
+- `delegation_open`: in ONE transaction, the sub-agent principal, the child grant (only
+  narrower than a grant of the workflow's principal: `grant_delegate_from_covering`), the budget
+  carved out of the run's (`budget_carve`), the sub-agent's execution with its input, and the
+  record, whose opener holds the step's lease. Nothing of it exists unless all of it does, and
+  one step of one execution has one record (a replay or a concurrent run finds it).
+- `delegation_acquire`, `delegation_renew`, `delegation_park`: the step's lease. A running step
+  renews it every sub-agent turn; a step that waits for a human parks it (holds none). Leases
+  are wall-clock time on purpose, as `leases.lease`: they coordinate processes now, whatever
+  business time the run passes down (the grant's validity and the record's times use that).
+- `delegation_end`: once, by whoever ends the step: revokes the grant (and anything delegated
+  from it), gives the unused budget back, records when and why.
+- `reconcile_delegations`: ends the open records whose run has finished, whose lease lapsed (a
+  worker killed mid-step) or whose grant has expired.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from dispatch.ids import new_id
+from dispatch.models import Delegation, Execution, Grant, Principal, TranscriptEntry
+from dispatch.services.authority import grant_delegate_from_covering, grant_revoke_tree
+from dispatch.services.budgets import (
+    budget_carve,
+    budget_release,
+    execution_budget,
+    grant_budget_key,
+)
+from dispatch.services.executions import execution_create, journal_append
+from dispatch.services.principals import subagent_create
+
+#: Why a delegation ended (`Delegation.end_reason`).
+FINISHED, RAISED, LEASE_LAPSED, RUN_ENDED, EXPIRED = (
+    "finished", "raised", "lease_lapsed", "run_ended", "expired")
+INPUT_CALL = "input"  # the call id of the sub-agent's input entry
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What a step delegates: `operations` over `scope` for `expires_in` seconds, with
+    `budget` units of the run's tool-call budget."""
+
+    operations: list[str]
+    scope: dict[str, Any] = field(hash=False)
+    expires_in: int
+    budget: int
+
+
+@dataclass(frozen=True)
+class SubAgent:
+    """Who the step's sub-agent is: its name in the workflow, its tools, and the model adapter
+    that drives it (name, configuration and fingerprint, persisted for an exact resume)."""
+
+    agent: str
+    tools: list[str]
+    adapter: str
+    adapter_config: dict[str, Any] = field(hash=False)
+    adapter_fingerprint: str
+    inputs: dict[str, Any] = field(hash=False)
+
+
+def _lease_until() -> datetime:
+    return timezone.now() + timedelta(seconds=settings.DELEGATION_LEASE_SECONDS)
+
+
+def delegation_for(*, execution_id: str, step: str) -> Delegation | None:
+    """The record of the step `step` of the run `execution_id`, if it was ever opened."""
+    return Delegation.objects.select_related("grant", "principal", "agent_execution").filter(
+        execution_id=execution_id, step=step).first()
+
+
+def delegations_of(*, execution_id: str) -> list[Delegation]:
+    return list(Delegation.objects.select_related("agent_execution").filter(
+        execution_id=execution_id))
+
+
+def delegation_open(
+    *, principal: Principal, execution_id: str, step: str, bounds: Bounds, sub: SubAgent,
+    holder: str, now: datetime,
+) -> Delegation:
+    """Open the step's delegation, or find the one a replay or a concurrent run opened.
+
+    The sub-agent principal is new for every delegated step: `<agent>@<delegation id>`, an
+    agent of the tenant whose tool set is the step's tools and whose only authority is the
+    child grant. Every refusal (`tool_not_permitted`, `authority_missing`,
+    `delegation_widens`, `authority_revoked`, `authority_expired`, `budget_exhausted` when the
+    run has less than `bounds.budget` left) is raised with nothing written.
+    """
+    delegation_id = new_id("dlg")
+    try:
+        with transaction.atomic():
+            subject = subagent_create(tenant_id=principal.tenant_id,
+                                      name=f"{sub.agent[:100]}@{delegation_id}", tools=sub.tools)
+            grant = grant_delegate_from_covering(
+                principal=principal, subject=subject, operations=bounds.operations,
+                scope=bounds.scope, expires_at=now + timedelta(seconds=bounds.expires_in),
+                budget=bounds.budget, now=now,
+                details={"delegation_id": delegation_id, "execution_id": execution_id,
+                         "step": step})
+            parents = [execution_budget(principal_id=principal.id, execution_id=execution_id)]
+            parent_budget = Grant.objects.filter(id=grant.parent_id).values_list(
+                "budget", flat=True).first()
+            if parent_budget is not None:  # a budgeted parent: its counter bounds the child
+                parents.append((grant_budget_key(str(grant.parent_id)), parent_budget))
+            budget_carve(parents=parents, child=grant_budget_key(grant.id), amount=bounds.budget)
+            run = execution_create(principal=subject, adapter=sub.adapter, now=now,
+                                   adapter_config=sub.adapter_config,
+                                   adapter_fingerprint=sub.adapter_fingerprint)
+            journal_append(execution_id=run.id, kind=TranscriptEntry.Kind.INPUT,
+                           call_id=INPUT_CALL, payload={"agent": sub.agent, "input": sub.inputs},
+                           now=now)
+            Delegation.objects.create(
+                id=delegation_id, tenant_id=principal.tenant_id, execution_id=execution_id,
+                step=step, agent=sub.agent[:100], principal=subject, grant=grant,
+                agent_execution=run, budget=bounds.budget,
+                carved_from=[key for key, _ in parents], started_at=now, holder=holder,
+                lease_expires_at=_lease_until())
+    except IntegrityError:
+        # One record per step: a concurrent run of this execution opened it first, and all
+        # of this transaction (its grant, its carve-out) rolled back.
+        found = delegation_for(execution_id=execution_id, step=step)
+        if found is None:
+            raise
+        return found
+    opened = delegation_for(execution_id=execution_id, step=step)
+    assert opened is not None  # committed just now
+    return opened
+
+
+def delegation_acquire(*, delegation_id: str, holder: str) -> bool:
+    """Take the lease of an open step that nobody runs (parked, or its holder's lease lapsed:
+    a worker died and reconciliation has not ended it yet). False: someone runs it, or it
+    ended."""
+    return Delegation.objects.filter(
+        Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=timezone.now()),
+        id=delegation_id, ended_at__isnull=True,
+    ).update(holder=holder, lease_expires_at=_lease_until()) == 1
+
+
+def delegation_renew(*, delegation_id: str, holder: str) -> bool:
+    """Extend `holder`'s lease; False when it lost it (ended, or taken over)."""
+    return Delegation.objects.filter(id=delegation_id, holder=holder, ended_at__isnull=True) \
+        .update(lease_expires_at=_lease_until()) == 1
+
+
+def delegation_park(*, delegation_id: str, holder: str) -> bool:
+    """The step waits for a human: `holder` lets go of the lease; the grant stays live (within
+    its expiry) for the sub-agent to go on when the run is resumed."""
+    return Delegation.objects.filter(id=delegation_id, holder=holder, ended_at__isnull=True) \
+        .update(holder="", lease_expires_at=None) == 1
+
+
+def delegation_end(
+    *, delegation: Delegation, reason: str, actor: str, now: datetime,
+    holder: str | None = None, only: Q | None = None,
+) -> bool:
+    """End the step's delegation once: revoke its grant with everything delegated from it and
+    the unclaimed permits resting on them, give the unused budget back to the counters it was
+    carved from, record `reason`. `holder`: only while that holder has the lease; `only`: only
+    while the record still matches (reconciliation's condition). False: it had ended already,
+    or the condition no longer held; nothing was done."""
+    with transaction.atomic():
+        rows = Delegation.objects.filter(id=delegation.id, ended_at__isnull=True)
+        if holder is not None:
+            rows = rows.filter(holder=holder)
+        if only is not None:
+            rows = rows.filter(only)
+        if rows.update(ended_at=now, end_reason=reason, holder="", lease_expires_at=None) != 1:
+            return False
+        # Locks the grant for update: a claim under it either committed before (and its
+        # budget is counted below) or waits and then sees the revocation.
+        grant_revoke_tree(grant=delegation.grant, actor_name=actor, now=now)
+        budget_release(parents=list(delegation.carved_from),
+                       child=grant_budget_key(delegation.grant_id))
+    return True
+
+
+def _stale(now: datetime) -> Q:
+    return (Q(lease_expires_at__lte=now) | Q(execution__state=Execution.State.FINISHED)
+            | Q(grant__expires_at__lte=now))
+
+
+def reconcile_delegations(*, now: datetime) -> int:
+    """End every open delegation whose step can no longer end by itself: its run finished, its
+    lease lapsed (the worker running the step was killed), or its grant expired, as of `now`
+    (the wall clock, for leases). How many were ended. Safe beside running steps: each end is
+    a conditional update."""
+    ended = 0
+    stale = _stale(now)
+    for delegation in Delegation.objects.filter(stale, ended_at__isnull=True).select_related(
+            "grant", "execution").order_by("started_at")[:settings.RECONCILE_BATCH]:
+        if delegation.execution.state == Execution.State.FINISHED:
+            reason = RUN_ENDED
+        elif delegation.grant.expires_at is not None and delegation.grant.expires_at <= now:
+            reason = EXPIRED
+        else:
+            reason = LEASE_LAPSED
+        if delegation_end(delegation=delegation, reason=reason, actor="reconciler", now=now,
+                          only=stale):
+            ended += 1
+    return ended

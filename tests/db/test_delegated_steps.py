@@ -1,0 +1,339 @@
+"""Bounded delegation (DESIGN §11, issue 17 item 8): a workflow's agent step runs its sub-agent
+under a child grant that is only narrower than the workflow principal's, whose budget is carved
+out of the run's, and that is revoked when the step ends, however it ends."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.utils import timezone
+
+from dispatch.agent import FinalAnswer, ToolCall, ToolSpec
+from dispatch.models import (
+    ApiToken,
+    AuditEvent,
+    BudgetCounter,
+    Delegation,
+    Execution,
+    Grant,
+    Operation,
+    Principal,
+    Proposal,
+)
+from dispatch.services.approvals import approval_decide
+from dispatch.services.authority import grant_delegate
+from dispatch.services.delegations import reconcile_delegations
+from dispatch.services.executions import execution_set_state
+from dispatch.workflows import WorkflowRefused, WorkflowRun, run_workflow
+from protocols.denials import Denial
+from protocols.workflow import CheckedWorkflow
+from tests.conftest import MAILBOX, World
+from tests.support.delegation import (
+    AGENT,
+    checked,
+    delegated_workflow,
+    lookup,
+    only_delegation,
+    script,
+    scripted,
+)
+from tests.support.destinations import Destinations
+
+pytestmark = pytest.mark.django_db
+
+
+def run(world: World, workflow: CheckedWorkflow, agents: Mapping[str, Any],
+        execution_id: str | None = None) -> WorkflowRun:
+    return run_workflow(workflow, principal=world.owner, execution_id=execution_id,
+                        agents=agents, now=world.now)
+
+
+def calls(result: WorkflowRun) -> list[tuple[str, str | None]]:
+    [step] = [o for o in result.outcomes if o.step == "agent"]
+    return [(c["status"], c["code"]) for c in step.detail["calls"]]
+
+
+def used(key: str) -> int:
+    return BudgetCounter.objects.get(key=key).used
+
+
+def run_counter(world: World, result: WorkflowRun) -> str:
+    return f"execution:{world.owner.id}:{result.execution_id}"
+
+
+def crm_grant(world: World) -> Grant:
+    return world.owner.grants.get(operations=["crm.lookup"])
+
+
+# --- the step, from its start to its end ----------------------------------------------------------
+
+
+def test_the_sub_agent_runs_under_a_narrower_child_grant_revoked_when_the_step_ends(
+    world: World,
+) -> None:
+    result = run(world, checked(delegated_workflow()), scripted(lookup()))
+    assert result.state == "finished", result
+    [outcome] = result.outcomes
+    assert (outcome.step, outcome.status, outcome.detail["result"]) == (
+        "agent", "completed", {"tier": "gold"})
+    assert calls(result) == [("completed", None)]
+    delegation = only_delegation()
+    grant, sub = delegation.grant, delegation.principal
+    # The child of the workflow principal's own grant, only narrower, for this step alone.
+    assert grant.parent_id == crm_grant(world).id
+    assert (grant.subject_id, grant.operations, grant.scope, grant.budget) == (
+        sub.id, ["crm.lookup"], {"customer": ["cus-001"]}, 2)
+    assert grant.expires_at == delegation.started_at + timedelta(seconds=600)
+    assert sub.name.startswith(f"{AGENT}@dlg_") and sub.tools == ["crm.lookup"]
+    assert sub.tenant_id == world.owner.tenant_id and sub.kind == "agent"
+    assert not ApiToken.objects.filter(principal=sub).exists()
+    operation = Operation.objects.get()
+    assert (operation.principal_id, operation.execution_id, operation.state) == (
+        sub.id, delegation.agent_execution_id, "completed")
+    # Revoked when the step ended; the unused budget went back to the run.
+    assert grant.revoked_at is not None
+    assert (delegation.end_reason, delegation.holder) == ("finished", "")
+    assert used(f"grant:{grant.id}") == 2  # closed: nothing more is ever taken from it
+    assert used(run_counter(world, result)) == 1  # the one call the sub-agent made
+    kinds = list(AuditEvent.objects.filter(kind__startswith="grant.").order_by("at", "id")
+                 .values_list("kind", "details__grant_id"))
+    assert ("grant.delegated", grant.id) in kinds and ("grant.revoked", grant.id) in kinds
+    # Replaying the run answers from its journal: no second child grant, no second call.
+    again = run(world, checked(delegated_workflow()), scripted(lookup()), result.execution_id)
+    assert again.state == "finished"
+    assert Grant.objects.filter(parent=crm_grant(world)).count() == 1
+    assert Operation.objects.count() == 1
+
+
+def test_the_sub_agent_is_held_to_its_delegated_scope_and_operations(world: World) -> None:
+    result = run(world, checked(delegated_workflow()), scripted(
+        lookup("cus-002"),
+        {"call": "payments.transfer", "arguments": {
+            "from_account": "acct-001", "to_account": "acct-999", "amount": "1.00",
+            "currency": "EUR"}},
+        lookup("cus-001")))
+    assert result.state == "finished"
+    assert calls(result) == [("denied", "scope_violation"), ("denied", "tool_not_permitted"),
+                             ("completed", None)]
+    assert only_delegation().grant.revoked_at is not None
+
+
+@pytest.mark.parametrize(("operations", "scope", "authority", "widened"), [
+    # The workflow declares acct-002, the principal's grant holds acct-001 only.
+    ("[payments.transfer]", "{account: [acct-002]}",
+     "[{operations: [payments.transfer], scope: {account: [acct-001, acct-002]}}]", "scope"),
+    # No one grant of the principal holds both operations.
+    ("[crm.lookup, payments.transfer]", "{customer: [cus-001], account: [acct-001]}",
+     "[{operations: [crm.lookup, payments.transfer], "
+     "scope: {customer: '*', account: [acct-001]}}]", "operations"),
+], ids=["scope", "operations"])
+def test_a_step_delegating_more_than_its_principal_holds_is_refused_delegation_widens(
+    world: World, operations: str, scope: str, authority: str, widened: str,
+) -> None:
+    principals = Principal.objects.count()
+    workflow = checked(delegated_workflow(operations=operations, scope=scope,
+                                          authority=authority,
+                                          effects="[read, human, external_write, "
+                                                  "financial_write]"))
+    result = run(world, workflow, scripted())
+    assert result.state == "denied"
+    assert result.denial is not None and result.denial.code == "delegation_widens"
+    assert widened in result.denial.detail
+    # Nothing of the delegation exists: no grant, no principal, no record, no carve-out.
+    assert not Grant.objects.filter(parent__isnull=False).exists()
+    assert Principal.objects.count() == principals
+    assert not Delegation.objects.exists()
+    assert not BudgetCounter.objects.filter(key=run_counter(world, result)).exists()
+
+
+# --- the budget ---------------------------------------------------------------------------------
+
+
+def test_the_sub_agent_cannot_spend_past_its_carve_out(world: World) -> None:
+    result = run(world, checked(delegated_workflow(budget=2)),
+                 scripted(lookup(), lookup(), lookup()))
+    assert calls(result) == [("completed", None), ("completed", None),
+                             ("denied", "budget_exhausted")]
+    grant = only_delegation().grant
+    assert used(f"grant:{grant.id}") == 2
+    assert used(run_counter(world, result)) == 2
+    assert Operation.objects.count() == 2
+
+
+LOOKUPS_FIRST = """  - propose: crm.lookup
+    args: {customer_id: cus-001}
+    bind: first
+  - dispatch: $first
+  - propose: crm.lookup
+    args: {customer_id: cus-002}
+    bind: second
+  - dispatch: $second
+"""
+
+
+@pytest.mark.parametrize(("budget", "state"), [(1, "finished"), (2, "denied")])
+def test_a_carve_out_larger_than_the_run_has_left_is_refused(
+    world: World, settings: Any, budget: int, state: str,
+) -> None:
+    settings.BUDGET_TOOL_CALLS_PER_EXECUTION = 3  # the run spends 2 before the agent step
+    workflow = checked(delegated_workflow(budget=budget, before=LOOKUPS_FIRST))
+    result = run(world, workflow, scripted(lookup(), final="done"))
+    assert result.state == state
+    if state == "denied":
+        assert result.denial is not None
+        assert (result.denial.path, result.denial.code) == ("steps[4]", "budget_exhausted")
+        assert not Delegation.objects.exists()
+        assert not Grant.objects.filter(parent__isnull=False).exists()
+        assert used(run_counter(world, result)) == 2
+    else:
+        assert calls(result) == [("completed", None)]
+        assert used(run_counter(world, result)) == 3
+
+
+# --- however the step ends ------------------------------------------------------------------------
+
+
+class FailingModel:
+    """A model adapter whose provider fails on its second turn."""
+
+    name = "failing"
+    max_tokens_per_call = None
+
+    def config(self) -> dict[str, Any]:
+        return {}
+
+    def next_action(self, transcript: Sequence[Mapping[str, Any]],
+                    tools: Sequence[ToolSpec]) -> ToolCall | FinalAnswer:
+        if any(entry["kind"] == "tool_call" for entry in transcript):
+            raise RuntimeError("the model provider is down")
+        return ToolCall("crm.lookup", {"customer_id": "cus-001"})
+
+
+def test_the_child_grant_is_revoked_when_the_step_raises(world: World) -> None:
+    with pytest.raises(RuntimeError, match="provider is down"):
+        run_workflow(checked(delegated_workflow()), principal=world.owner,
+                     agents={AGENT: FailingModel()}, now=world.now)
+    delegation = only_delegation()
+    assert delegation.end_reason == "raised"
+    assert delegation.grant.revoked_at is not None
+    execution = Execution.objects.get(id=delegation.execution_id)
+    assert used(f"execution:{world.owner.id}:{execution.id}") == 1  # 2 carved, 1 given back
+
+
+EMAIL_CALLS = (
+    {"call": "resources.create", "name": "reply", "arguments": {"kind": "email_draft", "payload": {
+        "from": MAILBOX, "to": ["ada@example.com"], "subject": "Tier", "body": "Gold."}}},
+    {"call": "email.send", "arguments": {"draft": {"$result": "reply"}}},
+)
+EMAIL_STEP = {
+    "operations": "[email.send]", "scope": f"{{mailbox: [{MAILBOX}]}}",
+    "authority": f"[{{operations: [email.send], scope: {{mailbox: [{MAILBOX}]}}}}]",
+    "effects": "[human, external_write]"}
+
+
+def test_a_sub_agent_waiting_for_a_human_parks_the_step_and_resumes_under_the_same_grant(
+    live: World, destinations: Destinations,
+) -> None:
+    workflow = checked(delegated_workflow(**EMAIL_STEP))
+    first = run(live, workflow, scripted(*EMAIL_CALLS, final="sent"))
+    assert (first.state, first.waiting_on) == ("waiting", "steps[0]")
+    delegation = only_delegation()
+    assert delegation.ended_at is None and delegation.lease_expires_at is None
+    assert delegation.grant.revoked_at is None  # live while its sub-agent waits
+    # Parked, not lapsed: reconciliation leaves a waiting step alone.
+    later = timezone.now() + timedelta(seconds=settings.DELEGATION_LEASE_SECONDS + 60)
+    assert reconcile_delegations(now=later) == 0
+    live.grant(Proposal.objects.get(principal=delegation.principal))
+    done = run(live, workflow, scripted(*EMAIL_CALLS, final="sent"), first.execution_id)
+    assert done.state == "finished", done
+    assert calls(done)[-1] == ("completed", None)
+    delegation.refresh_from_db()
+    assert delegation.end_reason == "finished"
+    assert Grant.objects.get(id=delegation.grant_id).revoked_at is not None
+    assert Grant.objects.filter(parent__isnull=False).count() == 1
+    assert Operation.objects.get().state == "completed"
+
+
+def test_the_delegated_grant_cannot_be_delegated_further_without_a_budget(
+    live: World, destinations: Destinations,
+) -> None:
+    run(live, checked(delegated_workflow(**EMAIL_STEP)),
+        scripted(*EMAIL_CALLS, final="sent"))
+    delegation = only_delegation()
+    with pytest.raises(Denial) as refused:
+        grant_delegate(actor=delegation.principal, grant_id=delegation.grant_id,
+                       subject_name=live.owner.name, operations=["email.send"],
+                       scope={"mailbox": [MAILBOX]},
+                       expires_at=delegation.grant.expires_at, now=timezone.now())
+    assert refused.value.code.value == "delegation_widens"
+    assert refused.value.details["budget"] == {"requested": None, "parent": 2}
+
+
+def test_reconciliation_revokes_the_grant_of_a_step_whose_run_ended(
+    live: World, destinations: Destinations,
+) -> None:
+    result = run(live, checked(delegated_workflow(**EMAIL_STEP)),
+                 scripted(*EMAIL_CALLS, final="sent"))
+    delegation = only_delegation()
+    execution_set_state(execution_id=result.execution_id, state=Execution.State.FINISHED,
+                        now=timezone.now())
+    assert reconcile_delegations(now=timezone.now()) == 1
+    delegation.refresh_from_db()
+    assert delegation.end_reason == "run_ended"
+    assert Grant.objects.get(id=delegation.grant_id).revoked_at is not None
+    # The sub-agent's pending proposal can no longer be granted into a permit.
+    proposal = Proposal.objects.get(principal=delegation.principal)
+    with pytest.raises(Denial) as refused:
+        approval_decide(approver=live.approver, approval_id=proposal.approval.id,
+                        decision="grant", digest=proposal.digest, now=timezone.now())
+    assert refused.value.code.value == "authority_revoked"
+    assert used(run_counter(live, result)) == 0  # the whole carve-out came back
+    assert reconcile_delegations(now=timezone.now()) == 0  # once
+
+
+
+# --- before any step ------------------------------------------------------------------------------
+
+
+def test_a_delegated_agent_without_a_model_adapter_is_refused_before_any_step(
+    world: World,
+) -> None:
+    with pytest.raises(WorkflowRefused) as refused:
+        run(world, checked(delegated_workflow()), {})
+    assert refused.value.code == "input_invalid"
+    assert not Execution.objects.exists()
+
+
+def test_a_sub_agent_resumes_only_under_the_configuration_it_started_with(
+    live: World, destinations: Destinations,
+) -> None:
+    workflow = checked(delegated_workflow(**EMAIL_STEP))
+    first = run(live, workflow, scripted(*EMAIL_CALLS, final="sent"))
+    assert first.state == "waiting"
+    with pytest.raises(WorkflowRefused) as refused:
+        run(live, workflow, scripted(*EMAIL_CALLS, final="something else"), first.execution_id)
+    assert refused.value.code == "execution_mismatch"
+    assert only_delegation().grant.revoked_at is None  # refused before the step: untouched
+
+
+def test_the_command_runs_a_delegated_step_with_a_scripted_sub_agent(
+    world: World, tmp_path: Path,
+) -> None:
+    workflow, sub_agent = tmp_path / "delegated.yaml", tmp_path / "researcher.json"
+    workflow.write_text(delegated_workflow())
+    sub_agent.write_text(json.dumps(script(lookup())))
+    out = io.StringIO()
+    call_command("run_workflow", str(workflow), "--agent", world.owner.name,
+                 "--sub-agent", f"{AGENT}={sub_agent}", stdout=out)
+    lines = out.getvalue().splitlines()
+    assert lines[-1] == "finished"
+    assert lines[1].startswith("steps[0]: agent completed delegation_id=dlg_")
+    assert only_delegation().grant.revoked_at is not None
