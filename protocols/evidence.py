@@ -16,7 +16,7 @@ rules, decided here:
   id only); any revision of that question counts; a receipt of another question is not read
   at all (its quotes are not looked for), so no report can probe another question's sources;
 - *still match* is SHA-256 over the stored bytes equal to `content_digest` (compared in
-  constant time); bytes the store no longer holds are a finding of their own;
+  constant time); bytes that cannot be read are a finding of their own;
 - *verbatim* is an exact substring of the stored bytes decoded as strict UTF-8: no case folding,
   no whitespace collapsing, no Unicode normalization. Bytes that do not decode are a finding; a
   quote that matches only once case and whitespace are ignored says so, to help the fix;
@@ -129,7 +129,8 @@ class Judgement:
         return cls("fail" if found else "pass", found)
 
 
-#: The bytes the store kept for a receipt id, None if it holds none.
+#: The bytes a receipt's source holds (for the runtime: what it serves now, read through the
+#: receipt's reference), None if none could be read.
 StoredBytes: TypeAlias = Callable[[str], bytes | None]
 
 
@@ -158,7 +159,7 @@ _UNREAD: Final = _Source(None, None)
 def _read_source(receipt: ReceiptView, data: bytes | None) -> _Source:
     where = f"source {receipt.source} (receipt {receipt.id})"
     if data is None:
-        return _Source(None, f"the store holds no bytes for {where}")
+        return _Source(None, f"no bytes could be read for {where}")
     if not hmac.compare_digest(digest_bytes(data).encode(), receipt.content_digest.encode()):
         return _Source(None, "the source's stored bytes no longer match the receipt's digest "
                              f"{receipt.content_digest} (source {receipt.source}, "

@@ -18,6 +18,7 @@ from dispatch.handlers import DefiniteFailure, LookupFailedError, UncertainOutco
 __all__ = [
     "REFUSED_BEFORE_ANY_EFFECT",
     "SUCCESS",
+    "BodyTooLargeError",
     "ConnectError",
     "ExchangeError",
     "exchange",
@@ -37,6 +38,10 @@ class ConnectError(Exception):
     """No connection could be opened, so no request byte was sent."""
 
 
+class BodyTooLargeError(Exception):
+    """The response's body is longer than the caller reads (``exchange(max_bytes=…)``)."""
+
+
 class ExchangeError(Exception):
     """The request was (or may have been) sent, but no complete response arrived."""
 
@@ -48,8 +53,10 @@ def exchange(
     body: bytes | None,
     timeout: float,
     accept: str = "application/json",
+    max_bytes: int | None = None,
 ) -> tuple[int, bytes | None]:
-    """Send one request to ``url``; return the status and the body (``None`` if unreadable).
+    """Send one request to ``url``; return the status and the body (``None`` if unreadable, or
+    longer than ``max_bytes`` when that is given: an endless body is never held whole).
 
     Raises :class:`ConnectError` when the connection was never established and
     :class:`ExchangeError` for any failure once request bytes may have left. ``timeout`` bounds
@@ -80,7 +87,12 @@ def exchange(
         except (OSError, http.client.HTTPException) as error:
             raise ExchangeError(f"no response from {url}: {error!r}") from error
         try:
-            content: bytes | None = response.read()
+            if max_bytes is None:
+                content: bytes | None = response.read()
+            else:
+                content = response.read(max_bytes + 1)
+                if len(content) > max_bytes:
+                    raise BodyTooLargeError(f"{url} answered more than {max_bytes} bytes")
         except (OSError, http.client.HTTPException):
             content = None  # The status line arrived; the body did not (all of it).
         return response.status, content

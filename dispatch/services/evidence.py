@@ -27,7 +27,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from dispatch.handlers import DefiniteFailure, HandlerContext
+from dispatch.handlers import DefiniteFailure, HandlerContext, UncertainOutcome, within_deadline
 from dispatch.ids import new_id
 from dispatch.models import (
     Attestation,
@@ -146,11 +146,14 @@ SourceReader = Callable[[str], bytes]
 
 def attestation_judge(ctx: HandlerContext, read_source: SourceReader) -> dict[str, Any]:
     """Run the validator serving the snapshot's `policy` on the snapshot's report revision:
-    the handler's result, which `evidence_issue` turns into the attestation.
+    the handler's result, which `evidence_plan` turns into the attestation.
 
     `read_source(url)` returns the bytes a receipt's source serves now (raising
-    `DefiniteFailure` when it cannot); a source it cannot read counts as holding no bytes,
-    a finding of its citation. A policy no registered validator serves is `DefiniteFailure`.
+    `DefiniteFailure` when it cannot); a source it cannot read counts as holding no bytes, a
+    finding of its citation. Only sources of receipts issued for the report's question are
+    read, all of them before the validator runs and within the contract's deadline: past it,
+    nothing is judged (`DefiniteFailure`, a read has no effect). A policy no registered
+    validator serves is `DefiniteFailure` too.
     """
     arguments = ctx.arguments
     policy = str(arguments["policy"])
@@ -164,14 +167,23 @@ def attestation_judge(ctx: HandlerContext, read_source: SourceReader) -> dict[st
                                   content_digest=r.content_digest)
                 for r in Receipt.objects.filter(tenant_id=principal.tenant_id,
                                                 id__in=list(report.cited_receipts))}
+    wanted = {rid: r.source for rid, r in receipts.items() if r.question_id == report.question_id}
 
-    def stored_bytes(receipt_id: str) -> bytes | None:
-        try:
-            return read_source(receipts[receipt_id].source)
-        except DefiniteFailure:
-            return None
+    def read_all() -> dict[str, bytes | None]:
+        found: dict[str, bytes | None] = {}
+        for rid, url in sorted(wanted.items()):
+            try:
+                found[rid] = read_source(url)
+            except DefiniteFailure:
+                found[rid] = None
+        return found
 
-    judgement: Judgement = spec.fn(report, receipts, stored_bytes)
+    try:
+        read = within_deadline(ctx, read_all)
+    except UncertainOutcome:
+        raise DefiniteFailure(f"the cited sources could not be read within the contract "
+                              f"timeout of {ctx.timeout:g}s; nothing was judged") from None
+    judgement: Judgement = spec.fn(report, receipts, read.get)
     return {"validator": spec.validator_label, "policy": spec.policy,
             "evidence": list(report.cited_receipts), "result": judgement.result,
             "findings": [f.as_json() for f in judgement.findings]}
@@ -218,8 +230,13 @@ def evidence_plan(
     """
     if target not in _ISSUING_STATES:
         return None
-    contract = get_runtime().registry.by_fingerprint(operation.contract_fingerprint)
-    role = None if contract is None else contract.evidence
+    # The contract the proposal was made under; after an upgrade, the newest of its name (an
+    # admin's resolve of an old publication still answers its question).
+    try:
+        contract = get_runtime().contract_for(operation.operation, operation.contract_fingerprint)
+    except Denial:
+        return None
+    role = contract.evidence
     if role is None:
         return None
     arguments = dict(json.loads(operation.proposal.canonical)["arguments"])
@@ -258,9 +275,11 @@ def _receipt_plan(operation: Operation, arguments: dict[str, Any], result: dict[
 def _attestation_plan(operation: Operation, arguments: dict[str, Any],
                       result: dict[str, Any], now: datetime) -> Issuance:
     report = arguments["report"]
+    # Bound to what the snapshot names, the report revision and the policy, never to what the
+    # handler's answer says of them.
     attestation = Attestation(
         id=new_id("att"), tenant_id=operation.tenant_id, validator=result["validator"],
-        policy=result["policy"], report_id=report["id"], report_revision=report["revision"],
+        policy=arguments["policy"], report_id=report["id"], report_revision=report["revision"],
         report_digest=report["digest"], evidence=list(result["evidence"]),
         result=result["result"], findings=list(result["findings"]), issued_at=now,
         operation_id=operation.id)

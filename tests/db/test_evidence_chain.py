@@ -374,3 +374,44 @@ def test_a_question_edited_after_the_proposal_refuses_the_grant(
                                                             question.id)
     assert not proposal.__class__.objects.filter(id=proposal.id, permit__isnull=False).exists()
     assert publications(destinations) == []
+
+
+def test_an_attest_whose_sources_answer_too_slowly_judges_nothing(
+    researcher: Researcher, monkeypatch: pytest.MonkeyPatch, fresh_runtime: None,
+) -> None:
+    import time
+    from dataclasses import replace
+
+    import demo.contracts
+    import demo.handlers
+    from protocols.contracts import SchedulingContract
+
+    attest = demo.contracts.evidence_attest
+    monkeypatch.setitem(demo.contracts.CONTRACTS, "evidence.attest", lambda fp: replace(
+        attest(fp), scheduling_contract=SchedulingContract(0.5, 1, 1)))
+    question = researcher.question()
+    bees = researcher.receipt_id(question, "bees")
+    again = researcher.receipt_id(question, "bees")
+    report = researcher.report(question, [(bees, BEES_QUOTE), (again, BEES_QUOTE_2)])
+    # Each cited source answers in 0.4 s: both together overrun the 0.5 s contract timeout.
+    monkeypatch.setattr(demo.handlers, "fetch_source",
+                        lambda url, timeout: time.sleep(0.4) or b"slow")
+    started = time.monotonic()
+    operation = researcher.attest(report)
+
+    assert time.monotonic() - started < 2.0
+    assert operation.state == "failed_no_effect"
+    assert "could not be read within the contract timeout" in operation.attempts.get().error
+    assert not Attestation.objects.exists()
+
+
+def test_a_source_larger_than_the_limit_is_refused_unread(
+    researcher: Researcher, destinations: Destinations,
+) -> None:
+    from demo.destinations.source_client import MAX_SOURCE_BYTES
+
+    replace_source(destinations.directory, "tides", b"x" * (MAX_SOURCE_BYTES + 1))
+    operation = researcher.fetch(researcher.question(), "tides")
+    assert operation.state == "failed_no_effect"
+    assert "is too large" in operation.attempts.get().error
+    assert not Receipt.objects.exists()

@@ -121,7 +121,7 @@ def test_a_digest_of_other_form_is_a_mismatch() -> None:
 def test_bytes_the_store_no_longer_holds_fail() -> None:
     store = {"evr_hives": HIVES}
     assert _messages(_judge(_report(*GOOD), store=store)) == [
-        (0, f"citation 1: the store holds no bytes for source {BEES_URL} (receipt evr_bees)")]
+        (0, f"citation 1: no bytes could be read for source {BEES_URL} (receipt evr_bees)")]
 
 
 @pytest.mark.parametrize(
