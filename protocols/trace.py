@@ -120,12 +120,12 @@ class _Operation:
     state: OperationState | None = None  # None: no claim seen yet (pending, or never claimed)
     attempts: int = 0
     issued: bool = False  # its receipt or attestation was recorded
+    completed_last: bool = False  # its last event was its move to completed
 
 
 #: Evidence records, each issued in the transaction that records its operation's completion
 #: (DESIGN §11): so in the audit just after that completion, and once.
 _EVIDENCE_KINDS: Final = frozenset({RECEIPT_ISSUED, ATTESTATION_ISSUED})
-_ISSUING: Final = frozenset({OperationState.COMPLETED, OperationState.RECONCILED_COMPLETED})
 
 
 @dataclass
@@ -161,6 +161,8 @@ class TraceChecker:
                           f"'{event.kind}' is no declared event of an operation")
             return
         operation = self._operations.setdefault(event.operation_id, _Operation())
+        # An evidence record is the operation's next event after its completion, or none.
+        completed_just_before, operation.completed_last = operation.completed_last, False
         if event.kind in _MAY_NAME_AN_OPERATION and operation.state is not None:
             return  # it names a claimed operation and moves none of its states
         if event.kind == OPERATION_EVENT_KINDS[OperationEvent.CLAIM]:
@@ -175,7 +177,7 @@ class TraceChecker:
         elif event.kind == ATTEMPT_STARTED:
             self._attempt(event, operation)
         elif event.kind in _EVIDENCE_KINDS:
-            self._issued(event, operation)
+            self._issued(event, operation, completed_just_before)
         elif event.kind in _EVENTS_OF_KIND:
             self._move(event, operation)
 
@@ -219,6 +221,7 @@ class TraceChecker:
             return
         target = recorded if recorded is not None else targets.pop()
         operation.state = OperationState(target)
+        operation.completed_last = operation.state is OperationState.COMPLETED
 
     def _attempt(self, event: TraceEvent, operation: _Operation) -> None:
         if operation.state is not OperationState.CLAIMED:
@@ -234,14 +237,15 @@ class TraceChecker:
             return
         operation.attempts += 1
 
-    def _issued(self, event: TraceEvent, operation: _Operation) -> None:
-        if operation.state not in _ISSUING:
-            self._violate(event, TraceCode.EVIDENCE_UNSETTLED,
-                          f"'{event.kind}' for an operation in state '{operation.state}'; only "
-                          "a recorded completion issues evidence")
-        elif operation.issued:
+    def _issued(self, event: TraceEvent, operation: _Operation, completed_just_before: bool
+                ) -> None:
+        if operation.issued:
             self._violate(event, TraceCode.EVIDENCE_TWICE,
                           f"'{event.kind}': the operation already issued its record")
+        elif not completed_just_before:
+            self._violate(event, TraceCode.EVIDENCE_UNSETTLED,
+                          f"'{event.kind}' for an operation in state '{operation.state}', not "
+                          "right after its completion, which alone issues evidence")
         else:
             operation.issued = True
 

@@ -264,3 +264,14 @@ def test_a_second_evidence_record_of_one_operation_is_a_violation() -> None:
     assert codes(claimed(), started(1), moved("operation.completed", 1, "completed"),
                  ev("receipt.issued", receipt_id="evr_1"),
                  ev("receipt.issued", receipt_id="evr_2")) == [TraceCode.EVIDENCE_TWICE]
+
+
+@pytest.mark.parametrize("events", [
+    [claimed(), started(1), moved("operation.unknown", 1, "unknown"),
+     moved("operation.reconciled", 1, "reconciled_completed"),
+     ev("receipt.issued", receipt_id="evr_1")],
+    [claimed(), started(1), moved("operation.completed", 1, "completed"),
+     ev("proposal.cancelled", before_claim=False), ev("receipt.issued", receipt_id="evr_1")],
+], ids=["after a reconciliation", "not right after the completion"])
+def test_evidence_is_issued_only_right_after_a_completion(events: list[TraceEvent]) -> None:
+    assert codes(*events) == [TraceCode.EVIDENCE_UNSETTLED]
