@@ -415,3 +415,24 @@ def test_a_source_larger_than_the_limit_is_refused_unread(
     assert operation.state == "failed_no_effect"
     assert "is too large" in operation.attempts.get().error
     assert not Receipt.objects.exists()
+
+
+@pytest.mark.parametrize(("change", "code", "field"), [
+    ({"result": "fail"}, DenialCode.ATTESTATION_FAILED, None),
+    ({"policy": "another-policy/1"}, DenialCode.ATTESTATION_UNBOUND, "policy"),
+    ({"report_digest": "sha256:" + "0" * 64}, DenialCode.ATTESTATION_UNBOUND, "digest"),
+])
+def test_the_attestation_is_checked_again_at_the_decision(
+    researcher: Researcher, destinations: Destinations, change: dict[str, Any],
+    code: DenialCode, field: str | None,
+) -> None:
+    report, attestation_id = researcher.attested_report()
+    proposal = researcher.propose_publication(report, attestation_id)
+    # A store whose attestation no longer holds (written past the services, as if re-judged).
+    Attestation.objects.filter(id=attestation_id).update(**change)
+
+    denial = refused(researcher.world.grant, proposal)
+
+    assert denial.code is code
+    assert denial.details.get("field") == field
+    assert publications(destinations) == []
