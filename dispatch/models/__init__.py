@@ -402,42 +402,6 @@ class TranscriptEntry(models.Model):
         ]
 
 
-class Delegation(models.Model):
-    """One delegated workflow step (DESIGN §11 "Bounded delegation"): the child grant its
-    sub-agent runs under, the budget carved out for it, and who runs the step now.
-
-    A running step holds the lease (`holder`, `lease_expires_at`, renewed every sub-agent
-    turn); a step that waits for a human holds none. `ended_at` is set once, by whoever ends
-    the step (the step itself, however it ends, or reconciliation for a step whose worker
-    died or whose run ended), in the transaction that revokes the grant and returns the unused
-    budget. Written only by `dispatch.services.delegations`."""
-
-    id = _id_field("dlg")
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT)
-    execution = models.ForeignKey(Execution, on_delete=models.PROTECT,
-                                  related_name="delegations")
-    step = models.CharField(max_length=80)  # the step key in the workflow's journal
-    agent = models.CharField(max_length=100)
-    principal = models.ForeignKey(Principal, on_delete=models.PROTECT, related_name="+")
-    grant = models.OneToOneField(Grant, on_delete=models.PROTECT, related_name="delegation")
-    agent_execution = models.OneToOneField(Execution, on_delete=models.PROTECT,
-                                           related_name="delegated_by")
-    budget = models.PositiveIntegerField()
-    carved_from = models.JSONField(default=list)  # the budget counters the carve-out left
-    started_at = models.DateTimeField()
-    holder = models.CharField(max_length=40, blank=True, default="")
-    lease_expires_at = models.DateTimeField(null=True, blank=True)
-    ended_at = models.DateTimeField(null=True, blank=True)
-    end_reason = models.CharField(max_length=20, blank=True, default="")
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["execution", "step"],
-                                    name="one_delegation_per_step"),
-        ]
-        indexes = [models.Index(fields=["ended_at", "lease_expires_at"])]
-
-
 class Lease(models.Model):
     """A named lock with an expiry, held by one process at a time (one reconciliation pass).
 
@@ -448,56 +412,14 @@ class Lease(models.Model):
     expires_at = models.DateTimeField()
 
 
-class Receipt(models.Model):
-    """An evidence receipt (DESIGN §11): issued by the dispatcher alone, in the transaction
-    that records a `research.fetch` operation's completion. Immutable: never updated."""
+# The models of stage 3 (DESIGN §11), each in a module of its job; imported here so that
+# Django registers them and `from dispatch.models import X` finds every model of the store.
+from dispatch.models.delegations import Delegation  # noqa: E402
+from dispatch.models.evidence import Attestation, Receipt, ReceiptContent  # noqa: E402
 
-    id = _id_field("evr")
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT)
-    question = models.ForeignKey(Resource, on_delete=models.PROTECT, related_name="+")
-    question_revision = models.PositiveIntegerField()
-    source = models.CharField(max_length=2000)
-    content_digest = models.CharField(max_length=71)
-    retrieved_at = models.DateTimeField()
-    operation = models.OneToOneField(Operation, on_delete=models.PROTECT,
-                                     related_name="receipt")
-
-    class Meta:
-        indexes = [models.Index(fields=["question", "retrieved_at"], name="receipt_question")]
-
-
-class ReceiptContent(models.Model):
-    """The exact bytes a receipt's digest is over, kept beside the receipt (by reference),
-    never in the audit."""
-
-    receipt = models.OneToOneField(Receipt, primary_key=True, on_delete=models.PROTECT,
-                                   related_name="content")
-    content = models.BinaryField()
-
-
-class Attestation(models.Model):
-    """A trusted validator's judgement of one exact report revision under one policy (DESIGN
-    §11), issued in the transaction that records an `evidence.attest` operation's completion.
-    A recorded judgement, never a universal "verified"; immutable."""
-
-    class Result(models.TextChoices):
-        PASS = "pass"  # noqa: S105 (a verdict, not a password)
-        FAIL = "fail"
-
-    id = _id_field("att")
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT)
-    validator = models.CharField(max_length=120)
-    policy = models.CharField(max_length=100)
-    report = models.ForeignKey(Resource, on_delete=models.PROTECT, related_name="+")
-    report_revision = models.PositiveIntegerField()
-    report_digest = models.CharField(max_length=71)
-    evidence = models.JSONField(default=list)  # the receipt ids inspected, in citation order
-    result = models.CharField(max_length=4, choices=Result.choices)
-    findings = models.JSONField(default=list)  # [{"citation", "message"}]
-    issued_at = models.DateTimeField()
-    operation = models.OneToOneField(Operation, on_delete=models.PROTECT,
-                                     related_name="attestation")
-
-    class Meta:
-        indexes = [models.Index(fields=["report", "report_revision"],
-                                name="attestation_report")]
+__all__ = [
+    "ApiToken", "ApprovalRequest", "Attempt", "Attestation", "AuditEvent", "BudgetCounter",
+    "Decision", "Delegation", "Execution", "Grant", "Lease", "Operation", "Permit", "Principal",
+    "Proposal", "ProposalResource", "Receipt", "ReceiptContent", "Renewal", "Resource",
+    "Revision", "Tenant", "TranscriptEntry",
+]
