@@ -97,7 +97,8 @@ def grant_view(grant: Grant) -> dict[str, Any]:
     return {"id": grant.id, "issuer": grant.issuer, "subject": grant.subject.name,
             "operations": list(grant.operations), "scope": grant.scope,
             "not_before": grant.not_before, "expires_at": grant.expires_at,
-            "revoked_at": grant.revoked_at, "parent_id": grant.parent_id}
+            "revoked_at": grant.revoked_at, "parent_id": grant.parent_id,
+            "budget": grant.budget}
 
 
 def grants_of_principal(principal: Principal) -> QuerySet[Grant]:

@@ -91,6 +91,9 @@ class GrantOutputSerializer(serializers.Serializer[dict[str, Any]]):
     expires_at = serializers.DateTimeField(allow_null=True)
     revoked_at = serializers.DateTimeField(allow_null=True)
     parent_id = serializers.CharField(allow_null=True)
+    budget = serializers.IntegerField(
+        allow_null=True, help_text="Tool calls a delegated workflow step's grant may take "
+                                   "(DESIGN §11); null: no budget of its own.")
 
 
 class PageLinksSerializer(serializers.Serializer[dict[str, Any]]):

@@ -341,7 +341,8 @@ def test_grants_are_the_callers_own_newest_first_and_paged(
     assert {g["subject"] for g in seen} == {"owner"}
     assert seen[0]["scope"] == {"customer": ["cus-4"]}  # newest first
     assert set(seen[0]) == {"id", "issuer", "subject", "operations", "scope", "not_before",
-                            "expires_at", "revoked_at", "parent_id"}
+                            "expires_at", "revoked_at", "parent_id", "budget"}
+    assert seen[0]["budget"] is None
     assert caller("approver").get("grants/").json()["results"] == []
 
 
