@@ -154,6 +154,9 @@ class EvidenceChain:
     revision: Revision | None  # the current one
     reports: list[Resource]
     events: list[ChainEvent]  # oldest first
+    # Some kind of record reached `limit`: only the newest `limit` of each kind are shown.
+    truncated: bool = False
+    limit: int = 0
 
 
 # Same-instant events read in the order the chain is built.
@@ -165,19 +168,20 @@ _KIND_ORDER = {kind: i for i, kind in enumerate((
 def question_evidence_chain(*, viewer: Principal, question_id: object) -> EvidenceChain:
     """A question of the viewer's tenant and everything that rests on it, as a timeline:
     its revisions, its receipts, the report revisions naming it, their attestations, and the
-    publications of those reports with their approvals and operations. Six bounded queries;
+    publications of those reports with their approvals and operations: of each kind the newest
+    `CHAIN_LIMIT` (the current revision is always among them). Six bounded queries;
     `not_found` for another tenant's id, a missing one, or a resource of another kind."""
     question = access_question_for_review(viewer, question_id)
     revisions = list(Revision.objects.filter(resource_id=question.id).select_related(
-        "created_by").order_by("number")[:CHAIN_LIMIT])
+        "created_by").order_by("-number")[:CHAIN_LIMIT])[::-1]
     receipts = list(Receipt.objects.filter(
         tenant_id=viewer.tenant_id, question_id=question.id,
-    ).order_by("retrieved_at", "id")[:CHAIN_LIMIT])
+    ).order_by("-retrieved_at", "-id")[:CHAIN_LIMIT])[::-1]
     report_revisions = _report_revisions(viewer, question.id)
     report_ids = sorted({r.resource_id for r in report_revisions})
     attestations = list(Attestation.objects.filter(
         tenant_id=viewer.tenant_id, report_id__in=report_ids,
-    ).order_by("issued_at", "id")[:CHAIN_LIMIT]) if report_ids else []
+    ).order_by("-issued_at", "-id")[:CHAIN_LIMIT])[::-1] if report_ids else []
     publications = _publications(viewer, report_ids)
     events = [ChainEvent(r.created_at, "question.revised", r) for r in revisions]
     events += [ChainEvent(r.retrieved_at, "receipt.issued", r) for r in receipts]
@@ -193,8 +197,10 @@ def question_evidence_chain(*, viewer: Principal, question_id: object) -> Eviden
     for revision in report_revisions:
         reports.setdefault(revision.resource_id, revision.resource)
     current = next((r for r in revisions if r.number == question.current_revision), None)
+    truncated = any(len(found) >= CHAIN_LIMIT for found in (
+        revisions, receipts, report_revisions, attestations, publications))
     return EvidenceChain(question=question, revision=current, reports=list(reports.values()),
-                         events=events)
+                         events=events, truncated=truncated, limit=CHAIN_LIMIT)
 
 
 def _report_revisions(viewer: Principal, question_id: str) -> list[Revision]:
@@ -208,7 +214,7 @@ def _report_revisions(viewer: Principal, question_id: str) -> list[Revision]:
     if not links:
         return []
     return list(Revision.objects.filter(links, resource__tenant_id=viewer.tenant_id)
-                .select_related("resource").order_by("created_at", "id")[:CHAIN_LIMIT])
+                .select_related("resource").order_by("-created_at", "-id")[:CHAIN_LIMIT])[::-1]
 
 
 def _publications(viewer: Principal, report_ids: list[str]) -> list[Proposal]:
@@ -220,4 +226,5 @@ def _publications(viewer: Principal, report_ids: list[str]) -> list[Proposal]:
     touching = ProposalResource.objects.filter(resource_id__in=report_ids).values("proposal_id")
     return list(Proposal.objects.filter(
         tenant_id=viewer.tenant_id, operation__in=names, id__in=touching,
-    ).select_related("approval", "operation_record").order_by("created_at", "id")[:CHAIN_LIMIT])
+    ).select_related("approval", "operation_record").order_by(
+        "-created_at", "-id")[:CHAIN_LIMIT])[::-1]

@@ -290,12 +290,37 @@ def test_the_question_page_needs_an_operator(
 
 
 def test_the_pages_take_a_bounded_number_of_queries(
-    publication: Proposal, operator: Browser, django_assert_max_num_queries: Any,
+    publication: Proposal, researcher: Researcher, operator: Browser,
+    django_assert_num_queries: Any,
 ) -> None:
     """One query per kind of record, however many citations or steps: session, user and
-    principal, then the page's own."""
+    principal, then the page's own; the same count with one report as with three."""
     question_id = question_of(publication)
-    with django_assert_max_num_queries(11):
+    with django_assert_num_queries(11):
         assert operator.get(page_url(publication)).status_code == 200
-    with django_assert_max_num_queries(9):
+    with django_assert_num_queries(9):
         assert operator.get(question_url(question_id)).status_code == 200
+    question = Resource.objects.get(id=question_id)
+    for _ in range(2):  # two more reports on the question, each with receipts and attestation
+        report, attestation = researcher.attested_report(question)
+        researcher.propose_publication(report, attestation)
+    with django_assert_num_queries(9):
+        assert operator.get(question_url(question_id)).status_code == 200
+
+
+def test_a_question_longer_than_the_chain_limit_shows_its_current_text_and_newest_events(
+    researcher: Researcher, operator: Browser, settings: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import dispatch.evidence_selectors as chains
+
+    monkeypatch.setattr(chains, "CHAIN_LIMIT", 3)
+    question = researcher.question()
+    for number in range(2, 6):
+        question = researcher.revise_question(question, f"Wording number {number}?")
+    response = operator.get(question_url(question.id))
+    body = text(response)
+    assert response.status_code == 200
+    assert "Wording number 5?" in body  # the current revision, though 5 > the limit of 3
+    chain = section(body, "chain-title")
+    assert "Revision 5 of the question" in chain and "Revision 1 of the question" not in chain
+    assert "only the newest 3 are shown" in body
