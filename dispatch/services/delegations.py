@@ -14,8 +14,9 @@ lives from the step's start to its end, however it ends:
   business time the run passes down (the grant's validity and the record's times use that).
 - `delegation_end`: once, by whoever ends the step: revokes the grant (and anything delegated
   from it), gives the unused budget back, records when and why.
-- `reconcile_delegations`: ends the open records whose run has finished, whose lease lapsed (a
-  worker killed mid-step) or whose grant has expired.
+- `reconcile_delegations`: ends the open records whose run has finished, whose grant was
+  revoked (it or a grant it was delegated from) or has expired, or whose lease lapsed (a worker
+  killed mid-step).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from dispatch.ids import new_id
@@ -42,8 +43,8 @@ from dispatch.services.executions import execution_create, journal_append
 from dispatch.services.principals import subagent_create
 
 #: Why a delegation ended (`Delegation.end_reason`).
-FINISHED, RAISED, LEASE_LAPSED, RUN_ENDED, EXPIRED = (
-    "finished", "raised", "lease_lapsed", "run_ended", "expired")
+FINISHED, RAISED, LEASE_LAPSED, RUN_ENDED, EXPIRED, REVOKED = (
+    "finished", "raised", "lease_lapsed", "run_ended", "expired", "revoked")
 INPUT_CALL = "input"  # the call id of the sub-agent's input entry
 
 
@@ -169,45 +170,67 @@ def delegation_end(
     """End the step's delegation once: revoke its grant with everything delegated from it and
     the unclaimed permits resting on them, give the unused budget back to the counters it was
     carved from, record `reason`. `holder`: only while that holder has the lease; `only`: only
-    while the record still matches (reconciliation's condition). False: it had ended already,
-    or the condition no longer held; nothing was done."""
+    while the record still matches (reconciliation's condition, from `_stale_because`). False:
+    it had ended already, or the condition no longer held; nothing was done."""
     with transaction.atomic():
         rows = Delegation.objects.filter(id=delegation.id, ended_at__isnull=True)
         if holder is not None:
             rows = rows.filter(holder=holder)
         if only is not None:
             rows = rows.filter(only)
+        # One table in the UPDATE, so its WHERE is the row's own: a concurrent renewal or end
+        # holds the row lock, and once it commits PostgreSQL evaluates `ended_at`, `holder`
+        # and `lease_expires_at` again on the row as it now is (READ COMMITTED). A condition on
+        # a joined table would make Django emit `id IN (subquery)` instead, which is
+        # re-checked against the old snapshot only: reconciliation would end a renewed step,
+        # or one its step had just ended (two revocations, the reason overwritten).
         if rows.update(ended_at=now, end_reason=reason, holder="", lease_expires_at=None) != 1:
             return False
-        # Locks the grant for update: a claim under it either committed before (and its
-        # budget is counted below) or waits and then sees the revocation.
-        grant_revoke_tree(grant=delegation.grant, actor_name=actor, now=now)
+        if reason != REVOKED:  # else revoked already, with its whole tree: one event
+            # Locks the grant for update: a claim under it either committed before (and its
+            # budget is counted below) or waits and then sees the revocation.
+            grant_revoke_tree(grant=delegation.grant, actor_name=actor, now=now)
         budget_release(parents=list(delegation.carved_from),
                        child=grant_budget_key(delegation.grant_id))
     return True
 
 
-def _stale(now: datetime) -> Q:
-    return (Q(lease_expires_at__lte=now) | Q(execution__state=Execution.State.FINISHED)
-            | Q(grant__expires_at__lte=now))
+def _stale_because(now: datetime) -> dict[str, Q]:
+    """Why reconciliation may end an open record, as of `now`, first reason first. The run's
+    and the grant's conditions are `EXISTS` subqueries, never joins (see `delegation_end`).
+    The grant's revocation covers its ancestors': a revocation revokes the whole tree."""
+    grant = Grant.objects.filter(id=OuterRef("grant_id"))
+    return {
+        RUN_ENDED: Q(Exists(Execution.objects.filter(id=OuterRef("execution_id"),
+                                                     state=Execution.State.FINISHED))),
+        REVOKED: Q(Exists(grant.filter(revoked_at__isnull=False))),
+        EXPIRED: Q(Exists(grant.filter(expires_at__lte=now))),
+        LEASE_LAPSED: Q(lease_expires_at__lte=now),
+    }
 
 
 def reconcile_delegations(*, now: datetime) -> int:
     """End every open delegation whose step can no longer end by itself: its run finished, its
-    lease lapsed (the worker running the step was killed), or its grant expired, as of `now`
-    (the wall clock, for leases). How many were ended. Safe beside running steps: each end is
-    a conditional update."""
+    grant was revoked or expired, or its lease lapsed (the worker running the step was
+    killed), as of `now` (the wall clock). How many were ended. Safe beside running steps: each
+    end is a conditional update on the reason it names, so a step renewed or ended meanwhile
+    is left alone."""
+    because = _stale_because(now)
+    stale = Q()
+    for condition in because.values():
+        stale |= condition
     ended = 0
-    stale = _stale(now)
     for delegation in Delegation.objects.filter(stale, ended_at__isnull=True).select_related(
             "grant", "execution").order_by("started_at")[:settings.RECONCILE_BATCH]:
         if delegation.execution.state == Execution.State.FINISHED:
             reason = RUN_ENDED
+        elif delegation.grant.revoked_at is not None:
+            reason = REVOKED
         elif delegation.grant.expires_at is not None and delegation.grant.expires_at <= now:
             reason = EXPIRED
         else:
             reason = LEASE_LAPSED
         if delegation_end(delegation=delegation, reason=reason, actor="reconciler", now=now,
-                          only=stale):
+                          only=because[reason]):
             ended += 1
     return ended

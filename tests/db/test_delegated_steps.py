@@ -29,7 +29,7 @@ from dispatch.models import (
     Proposal,
 )
 from dispatch.services.approvals import approval_decide
-from dispatch.services.authority import grant_delegate
+from dispatch.services.authority import grant_delegate, grant_revoke
 from dispatch.services.delegations import reconcile_delegations
 from dispatch.services.executions import execution_set_state
 from dispatch.workflows import WorkflowRefused, WorkflowRun, run_workflow
@@ -297,6 +297,24 @@ def test_reconciliation_revokes_the_grant_of_a_step_whose_run_ended(
     assert refused.value.code.value == "authority_revoked"
     assert used(run_counter(live, result)) == 0  # the whole carve-out came back
     assert reconcile_delegations(now=timezone.now()) == 0  # once
+
+
+def test_reconciliation_ends_a_parked_step_whose_grant_was_revoked(
+    live: World, destinations: Destinations,
+) -> None:
+    result = run(live, checked(delegated_workflow(**EMAIL_STEP)),
+                 scripted(*EMAIL_CALLS, final="sent"))
+    assert result.state == "waiting"
+    delegation = only_delegation()
+    # The workflow principal's own grant is revoked: the child with it (DESIGN §6).
+    grant_revoke(actor=live.admin, grant_id=delegation.grant.parent_id, now=timezone.now())
+    assert reconcile_delegations(now=timezone.now()) == 1
+    delegation.refresh_from_db()
+    assert delegation.end_reason == "revoked"
+    assert used(run_counter(live, result)) == 0  # the carve-out came back at once
+    # Revoked once, by the admin; the end adds no second revocation.
+    assert AuditEvent.objects.filter(kind="grant.revoked").count() == 1
+    assert reconcile_delegations(now=timezone.now()) == 0
 
 
 
