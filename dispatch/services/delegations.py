@@ -102,6 +102,16 @@ def delegation_open(
     delegation_id = new_id("dlg")
     try:
         with transaction.atomic():
+            # Claim the step before anything is carved: the run's row is locked for update
+            # (SQLite: the transaction holds the write lock from its start), so a concurrent
+            # run of this execution waits here and then finds the record. Without it the
+            # loser's carve-out, made before the record's insert, could find the run's budget
+            # spent by the winner's and hear `budget_exhausted` for a step that is running.
+            list(Execution.objects.select_for_update().filter(id=execution_id)
+                 .values_list("id", flat=True))
+            found = delegation_for(execution_id=execution_id, step=step)
+            if found is not None:
+                return found
             subject = subagent_create(tenant_id=principal.tenant_id,
                                       name=f"{sub.agent[:100]}@{delegation_id}", tools=sub.tools)
             grant = grant_delegate_from_covering(
@@ -129,8 +139,8 @@ def delegation_open(
                 carved_from=[key for key, _ in parents], started_at=now, holder=holder,
                 lease_expires_at=_lease_until())
     except IntegrityError:
-        # One record per step: a concurrent run of this execution opened it first, and all
-        # of this transaction (its grant, its carve-out) rolled back.
+        # The backstop (one record per step): a concurrent run of this execution opened it
+        # first, and all of this transaction (its grant, its carve-out) rolled back.
         found = delegation_for(execution_id=execution_id, step=step)
         if found is None:
             raise

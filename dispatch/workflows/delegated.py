@@ -86,7 +86,10 @@ def _run(ctx: RunContext, step: AgentCall, env: dict[str, Any], key: str) -> dic
                                     step=key, bounds=bounds, sub=sub, holder=holder,
                                     now=ctx.now)
         except Denial as denial:
-            ctx.deny(key, "agent", denial)
+            # A refusal is the step's only if no concurrent run of this execution opened it.
+            found = delegation_for(execution_id=ctx.execution_id, step=key)
+            if found is None:
+                ctx.deny(key, "agent", denial)
     if found.holder != holder and found.ended_at is None and not delegation_acquire(
             delegation_id=found.id, holder=holder):
         return _not_ours(ctx, step, key, found.id)

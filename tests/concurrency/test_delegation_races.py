@@ -18,7 +18,7 @@ import pytest
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
-from dispatch.models import AuditEvent, Delegation, Grant
+from dispatch.models import AuditEvent, BudgetCounter, Delegation, Grant
 from dispatch.services.delegations import (
     Bounds,
     SubAgent,
@@ -136,3 +136,17 @@ def test_a_step_and_reconciliation_never_both_end_one_delegation(world: World) -
     assert AuditEvent.objects.filter(kind="grant.revoked",
                                      details__grant_id=step.grant_id).count() == 1
 
+
+def test_a_concurrent_open_of_the_same_step_finds_the_first_ones_record(
+    world: World, settings: Any,
+) -> None:
+    # Room for one carve-out of 60, not two: only the record may tell the loser what happened.
+    settings.BUDGET_TOOL_CALLS_PER_EXECUTION = 100
+    run = execution_create(principal=world.owner, adapter="workflow:x", now=world.now)
+    results = race(
+        lambda: open_step(world, budget=60, holder="lse_A", execution_id=run.id).id,
+        lambda: open_step(world, budget=60, holder="lse_B", execution_id=run.id).id)
+    assert results["waiting"] == results["holding"]
+    assert Delegation.objects.count() == 1
+    assert Grant.objects.filter(parent__isnull=False).count() == 1
+    assert BudgetCounter.objects.get(key=f"execution:{world.owner.id}:{run.id}").used == 60

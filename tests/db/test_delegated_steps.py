@@ -30,8 +30,13 @@ from dispatch.models import (
 )
 from dispatch.services.approvals import approval_decide
 from dispatch.services.authority import grant_delegate, grant_revoke
-from dispatch.services.delegations import reconcile_delegations
-from dispatch.services.executions import execution_set_state
+from dispatch.services.delegations import (
+    Bounds,
+    SubAgent,
+    delegation_open,
+    reconcile_delegations,
+)
+from dispatch.services.executions import execution_create, execution_set_state
 from dispatch.workflows import WorkflowRefused, WorkflowRun, run_workflow
 from protocols.denials import Denial
 from protocols.workflow import CheckedWorkflow
@@ -196,6 +201,25 @@ def test_a_carve_out_larger_than_the_run_has_left_is_refused(
     else:
         assert calls(result) == [("completed", None)]
         assert used(run_counter(world, result)) == 3
+
+
+def test_a_second_open_of_a_step_finds_its_record_before_carving_anything(
+    world: World, settings: Any,
+) -> None:
+    """What a concurrent run of the execution meets once the first one committed (the race
+    itself: tests/concurrency/test_delegation_races.py): the record, not `budget_exhausted`
+    from a second carve-out the run's budget cannot hold."""
+    settings.BUDGET_TOOL_CALLS_PER_EXECUTION = 3
+    run_id = execution_create(principal=world.owner, adapter="workflow:x", now=world.now).id
+    bounds = Bounds(["crm.lookup"], {"customer": ["cus-001"]}, 600, 2)
+    sub = SubAgent(AGENT, ["crm.lookup"], "scripted", {}, "sha256:x", {})
+    first, second = (
+        delegation_open(principal=world.owner, execution_id=run_id, step="steps[0]",
+                        bounds=bounds, sub=sub, holder=holder, now=timezone.now())
+        for holder in ("lse_A", "lse_B"))
+    assert (second.id, second.holder) == (first.id, "lse_A")
+    assert used(f"execution:{world.owner.id}:{run_id}") == 2
+    assert Grant.objects.filter(parent__isnull=False).count() == 1
 
 
 # --- however the step ends ------------------------------------------------------------------------
