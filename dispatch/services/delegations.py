@@ -9,9 +9,10 @@ lives from the step's start to its end, however it ends:
   record, whose opener holds the step's lease. Nothing of it exists unless all of it does, and
   one step of one execution has one record (a replay or a concurrent run finds it).
 - `delegation_acquire`, `delegation_renew`, `delegation_park`: the step's lease. A running step
-  renews it every sub-agent turn; a step that waits for a human parks it (holds none). Leases
-  are wall-clock time on purpose, as `leases.lease`: they coordinate processes now, whatever
-  business time the run passes down (the grant's validity and the record's times use that).
+  renews it every sub-agent turn; a step that waits for a human parks it (holds none).
+- One clock: leases, the grant's validity, the record's times and the sub-agent's checks are
+  all the wall clock (the step passes `timezone.now()` as `now`), never the run's start time:
+  reconciliation compares the grant's expiry and the lease with the wall clock.
 - `delegation_end`: once, by whoever ends the step: revokes the grant (and anything delegated
   from it), gives the unused budget back, records when and why.
 - `reconcile_delegations`: ends the open records whose run has finished, whose grant was

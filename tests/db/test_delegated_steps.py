@@ -275,7 +275,10 @@ def test_a_sub_agent_waiting_for_a_human_parks_the_step_and_resumes_under_the_sa
     # Parked, not lapsed: reconciliation leaves a waiting step alone.
     later = timezone.now() + timedelta(seconds=settings.DELEGATION_LEASE_SECONDS + 60)
     assert reconcile_delegations(now=later) == 0
-    live.grant(Proposal.objects.get(principal=delegation.principal))
+    # Decided on the wall clock, the delegation's clock (the grant's validity starts then).
+    proposal = Proposal.objects.get(principal=delegation.principal)
+    approval_decide(approver=live.approver, approval_id=proposal.approval.id,
+                    decision="grant", digest=proposal.digest, now=timezone.now())
     done = run(live, workflow, scripted(*EMAIL_CALLS, final="sent"), first.execution_id)
     assert done.state == "finished", done
     assert calls(done)[-1] == ("completed", None)
@@ -340,6 +343,43 @@ def test_reconciliation_ends_a_parked_step_whose_grant_was_revoked(
     assert AuditEvent.objects.filter(kind="grant.revoked").count() == 1
     assert reconcile_delegations(now=timezone.now()) == 0
 
+
+
+class ReconcilingModel:
+    """A sub-agent whose second turn comes with a reconciliation beat (on the wall clock)."""
+
+    name = "reconciling"
+    max_tokens_per_call = None
+
+    def __init__(self) -> None:
+        self.beats: list[int] = []
+
+    def config(self) -> dict[str, Any]:
+        return {}
+
+    def next_action(self, transcript: Sequence[Mapping[str, Any]],
+                    tools: Sequence[ToolSpec]) -> ToolCall | FinalAnswer:
+        made = sum(1 for entry in transcript if entry["kind"] == "tool_call")
+        if made == 1:
+            self.beats.append(reconcile_delegations(now=timezone.now()))
+        if made < 2:
+            return ToolCall("crm.lookup", {"customer_id": "cus-001"})
+        return FinalAnswer('"done"')
+
+
+def test_a_step_starting_long_after_its_run_delegates_from_its_own_start(world: World) -> None:
+    """One clock: the grant is issued when the step starts, not at the run's `now`."""
+    model = ReconcilingModel()
+    before = timezone.now()
+    result = run_workflow(checked(delegated_workflow(expires_in=30)), principal=world.owner,
+                          agents={AGENT: model}, now=before - timedelta(seconds=50))
+    assert result.state == "finished", result
+    assert calls(result) == [("completed", None), ("completed", None)]
+    assert model.beats == [0]  # nothing to reconcile mid-step: the grant is live
+    delegation = only_delegation()
+    assert delegation.end_reason == "finished"
+    assert delegation.started_at >= before
+    assert delegation.grant.expires_at == delegation.started_at + timedelta(seconds=30)
 
 
 # --- before any step ------------------------------------------------------------------------------
