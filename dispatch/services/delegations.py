@@ -5,7 +5,8 @@ lives from the step's start to its end, however it ends:
 
 - `delegation_open`: in ONE transaction, the sub-agent principal, the child grant (only
   narrower than a grant of the workflow's principal: `grant_delegate_from_covering`), the budget
-  carved out of the run's (`budget_carve`), the sub-agent's execution with its input, and the
+  carved out of the run's, the delegator's hourly budget and a budgeted parent grant's
+  (`budget_carve`), the sub-agent's execution with its input, and the
   record, whose opener holds the step's lease. Nothing of it exists unless all of it does, and
   one step of one execution has one record (a replay or a concurrent run finds it).
 - `delegation_acquire`, `delegation_renew`, `delegation_park`: the step's lease. A running step
@@ -36,8 +37,8 @@ from dispatch.models import Delegation, Execution, Grant, Principal, TranscriptE
 from dispatch.services.authority import grant_delegate_from_covering, grant_revoke_tree
 from dispatch.services.budgets import (
     budget_carve,
+    budget_keys,
     budget_release,
-    execution_budget,
     grant_budget_key,
 )
 from dispatch.services.executions import execution_create, journal_append
@@ -52,7 +53,7 @@ INPUT_CALL = "input"  # the call id of the sub-agent's input entry
 @dataclass(frozen=True)
 class Bounds:
     """What a step delegates: `operations` over `scope` for `expires_in` seconds, with
-    `budget` units of the run's tool-call budget."""
+    `budget` units of the delegator's tool-call budgets (the run's and the hour's)."""
 
     operations: list[str]
     scope: dict[str, Any] = field(hash=False)
@@ -98,7 +99,8 @@ def delegation_open(
     agent of the tenant whose tool set is the step's tools and whose only authority is the
     child grant. Every refusal (`tool_not_permitted`, `authority_missing`,
     `delegation_widens`, `authority_revoked`, `authority_expired`, `budget_exhausted` when the
-    run has less than `bounds.budget` left) is raised with nothing written.
+    run, the principal's hour or a budgeted parent grant has less than `bounds.budget` left)
+    is raised with nothing written.
     """
     delegation_id = new_id("dlg")
     try:
@@ -121,7 +123,11 @@ def delegation_open(
                 budget=bounds.budget, now=now,
                 details={"delegation_id": delegation_id, "execution_id": execution_id,
                          "step": step})
-            parents = [execution_budget(principal_id=principal.id, execution_id=execution_id)]
+            # Out of the run's budget and the delegator's hourly one, by their exact keys (the
+            # unused part goes back to the same hour's counter, whenever the step ends): the
+            # sub-agent's claims count against counters of its own, so the carve-out is all
+            # of the delegator's budgets they can ever spend (DESIGN §11).
+            parents = budget_keys(principal_id=principal.id, execution_id=execution_id, now=now)
             parent_budget = Grant.objects.filter(id=grant.parent_id).values_list(
                 "budget", flat=True).first()
             if parent_budget is not None:  # a budgeted parent: its counter bounds the child

@@ -184,6 +184,33 @@ LOOKUPS_FIRST = """  - propose: crm.lookup
 """
 
 
+def hour_counter(world: World, delegation: Delegation) -> str:
+    return f"principal:{world.owner.id}:{delegation.started_at:%Y%m%d%H}"
+
+
+def test_the_carve_out_is_reserved_out_of_the_delegators_hour_and_its_rest_given_back(
+    world: World,
+) -> None:
+    result = run(world, checked(delegated_workflow(budget=2)), scripted(lookup()))
+    assert calls(result) == [("completed", None)]
+    # 2 reserved when the step started, 1 given back to that hour's counter when it ended.
+    assert used(hour_counter(world, only_delegation())) == 1
+
+
+def test_a_sub_agent_cannot_spend_past_its_delegators_hourly_budget(
+    world: World, settings: Any,
+) -> None:
+    settings.BUDGET_TOOL_CALLS_PER_PRINCIPAL = 3  # the workflow's own steps spend 2 of them
+    result = run(world, checked(delegated_workflow(budget=2, before=LOOKUPS_FIRST)),
+                 scripted(lookup(), lookup(), final="done"))
+    assert result.state == "denied"
+    assert result.denial is not None
+    assert (result.denial.path, result.denial.code) == ("steps[4]", "budget_exhausted")
+    assert result.denial.detail == {"budget": "principal"}
+    assert not Delegation.objects.exists()
+    assert Operation.objects.count() == 2
+
+
 @pytest.mark.parametrize(("budget", "state"), [(1, "finished"), (2, "denied")])
 def test_a_carve_out_larger_than_the_run_has_left_is_refused(
     world: World, settings: Any, budget: int, state: str,
