@@ -446,3 +446,14 @@ def test_the_command_runs_a_delegated_step_with_a_scripted_sub_agent(
     assert lines[-1] == "finished"
     assert lines[1].startswith("steps[0]: agent completed delegation_id=dlg_")
     assert only_delegation().grant.revoked_at is not None
+
+
+@pytest.mark.parametrize(("lease", "errors"), [(61.0, []), (60.0, ["dispatch.E003"])])
+def test_a_lease_shorter_than_the_longest_handler_call_fails_a_system_check(
+    settings: Any, lease: float, errors: list[str],
+) -> None:
+    # The longest registered call: 15 s x 3 attempts (payments.transfer), plus a 15 s margin.
+    from dispatch.apps import check_delegation_lease
+
+    settings.DELEGATION_LEASE_SECONDS = lease
+    assert [e.id for e in check_delegation_lease()] == errors
