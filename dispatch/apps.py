@@ -9,6 +9,9 @@ from django.core import checks
 
 # The claim's budget upsert uses INSERT .. ON CONFLICT .. DO UPDATE .. RETURNING.
 SQLITE_MINIMUM = (3, 35)
+# Seconds a delegated step's lease must outlast its longest handler call by: the renewal
+# itself, the claim and the journal writes around the call.
+LEASE_MARGIN = 15.0
 
 
 class DispatchConfig(AppConfig):
@@ -18,6 +21,7 @@ class DispatchConfig(AppConfig):
     def ready(self) -> None:
         checks.register(check_sqlite_version)
         checks.register(check_source_allowlist)
+        checks.register(check_delegation_lease)
         # Register the tasks in every process (web included), so that `dispatch.queue` finds
         # them by name: services hand work to a worker without importing the tasks module.
         import dispatch.tasks  # noqa: F401
@@ -45,3 +49,24 @@ def check_source_allowlist(**_: Any) -> list[checks.CheckMessage]:
                          id="dispatch.E002")
             for entry in settings.EVIDENCE_SOURCE_ALLOWLIST
             if (problem := allowlist_entry_problem(entry)) is not None]
+
+
+def check_delegation_lease(**_: Any) -> list[checks.CheckMessage]:
+    """`DELEGATION_LEASE_SECONDS` outlasts every registered handler call (its contract's
+    `timeout` x `max_attempts`, plus `LEASE_MARGIN`): a delegated step renews its lease
+    between its sub-agent's turns only, so a turn longer than the lease would have
+    reconciliation revoke a live step (DESIGN §11). A model call has no declared bound; its
+    adapter's own timeout must stay under the lease too (docs/workflows.md)."""
+    from dispatch.runtime import get_runtime
+
+    lease = float(settings.DELEGATION_LEASE_SECONDS)
+    longest = max(((c.scheduling_contract.timeout * c.scheduling_contract.max_attempts,
+                    c.qualified_name) for c in get_runtime().registry), default=None)
+    if longest is None or lease > longest[0] + LEASE_MARGIN:
+        return []
+    return [checks.Error(
+        f"DELEGATION_LEASE_SECONDS ({lease:g}) is too short: {longest[1]} may run "
+        f"{longest[0]:g} s (timeout x max_attempts), and a delegated step renews its lease "
+        "only between its sub-agent's turns, so reconciliation would revoke a live step.",
+        hint=f"Set DELEGATION_LEASE_SECONDS above {longest[0] + LEASE_MARGIN:g}.",
+        id="dispatch.E003")]

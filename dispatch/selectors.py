@@ -109,8 +109,9 @@ def _cursor(row: Any, keys: tuple[str, str]) -> tuple[Any, ...]:
 
 
 def principal_list(*, viewer: Principal, kind: str | None = None) -> QuerySet[Principal]:
-    """Principals of the viewer's tenant, by name."""
-    queryset = Principal.objects.filter(tenant_id=viewer.tenant_id)
+    """Principals of the viewer's tenant, by name; never a delegated step's sub-agent
+    (nobody grants to it or acts as it, DESIGN §11)."""
+    queryset = Principal.objects.filter(tenant_id=viewer.tenant_id, subagent=False)
     if kind is not None:
         queryset = queryset.filter(kind=kind)
     return queryset.order_by("name")
@@ -129,7 +130,8 @@ def contract_for_fingerprint(fingerprint: str) -> OperationContract | None:
 
 
 def principal_get(*, viewer: Principal, principal_id: object) -> Principal:
-    principal = Principal.objects.filter(id=principal_id, tenant_id=viewer.tenant_id).first()
+    principal = Principal.objects.filter(id=principal_id, tenant_id=viewer.tenant_id,
+                                         subagent=False).first()
     if principal is None:
         raise Denial(DenialCode.NOT_FOUND, kind="principal", id=principal_id)
     return principal

@@ -55,12 +55,17 @@ class Principal(models.Model):
                                 on_delete=models.PROTECT, related_name="principal")
     # The operations this principal may ever propose (an agent's tool set).
     tools = models.JSONField(default=list)
+    # A delegated workflow step's sub-agent (DESIGN §11): nobody names it as a grant's subject
+    # or runs as it, and it acts only under its own step's grant.
+    subagent = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [
             models.CheckConstraint(
                 condition=Q(kind="human") | Q(role=""), name="agents_hold_no_role"),
+            models.CheckConstraint(
+                condition=Q(kind="agent") | Q(subagent=False), name="subagents_are_agents"),
         ]
 
     def __str__(self) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from dispatch.failpoints import failpoint
-from dispatch.models import Grant, Principal
+from dispatch.models import Delegation, Grant, Principal
 from dispatch.runtime import Runtime, get_runtime
 from dispatch.services.access import access_grant_by_id
 from dispatch.services.audit import audit_record
@@ -94,9 +94,16 @@ def _effective(rows: list[Grant], wanted: Callable[[Grant], bool]) -> list[core.
 
 def grants_of(principal: Principal, *, lock: bool = False) -> list[core.Grant]:
     """The principal's grants as authority sees them: a grant is revoked or expired when any
-    grant it was delegated from is (DESIGN §6). `lock`: see `_grant_chain`."""
+    grant it was delegated from is (DESIGN §6). A delegated step's sub-agent holds its own
+    step's grant and no other, whoever named it as subject (DESIGN §11). `lock`: see
+    `_grant_chain`."""
     rows = _grant_chain("subject_id", principal.id, lock=lock)
-    return _effective(rows, lambda row: row.subject_id == principal.id)
+    own = None
+    if principal.subagent:
+        own = Delegation.objects.filter(principal_id=principal.id).values_list(
+            "grant_id", flat=True).first()
+    return _effective(rows, lambda row: row.subject_id == principal.id
+                      and (not principal.subagent or row.id == own))
 
 
 def grant_effective(grant_id: str, *, lock: bool = False) -> core.Grant:
@@ -111,7 +118,10 @@ def grant_issue(
 ) -> Grant:
     """Issue a root grant: the host's authorization service only (spec §4.3). `issuer` is a
     human admin of the subject's tenant (checked here), or the name the host's own commands
-    issue under."""
+    issue under. A delegated step's sub-agent is no subject: `not_found`, as for a name that
+    names nobody (its authority is its step's grant alone, DESIGN §11)."""
+    if subject.subagent:
+        raise Denial(DenialCode.NOT_FOUND, kind="principal", id=subject.name)
     if isinstance(issuer, Principal):
         require_role(issuer, Role.ADMIN)
         if issuer.tenant_id != subject.tenant_id:
@@ -178,11 +188,14 @@ def grant_delegate(
     *, actor: Principal, grant_id: object, subject_name: object, operations: object,
     scope: object, expires_at: datetime | None, now: datetime,
 ) -> Grant:
-    """A narrower child of the actor's own grant; `delegation_widens` otherwise."""
+    """A narrower child of the actor's own grant; `delegation_widens` otherwise. A delegated
+    step's sub-agent is no subject (`not_found`, as a name that names nobody): only its step
+    delegates to it (`grant_delegate_from_covering`)."""
     parent = access_grant_by_id(actor, grant_id)
     if parent.subject_id != actor.id:
         raise Denial(DenialCode.NOT_FOUND, kind="grant", id=grant_id)
-    subject = Principal.objects.filter(name=subject_name, tenant_id=actor.tenant_id).first()
+    subject = Principal.objects.filter(name=subject_name, tenant_id=actor.tenant_id,
+                                       subagent=False).first()
     if subject is None:
         raise Denial(DenialCode.NOT_FOUND, kind="principal", id=subject_name)
     if not isinstance(operations, list) or not all(isinstance(o, str) for o in operations):

@@ -5,17 +5,20 @@ lives from the step's start to its end, however it ends:
 
 - `delegation_open`: in ONE transaction, the sub-agent principal, the child grant (only
   narrower than a grant of the workflow's principal: `grant_delegate_from_covering`), the budget
-  carved out of the run's (`budget_carve`), the sub-agent's execution with its input, and the
+  carved out of the run's, the delegator's hourly budget and a budgeted parent grant's
+  (`budget_carve`), the sub-agent's execution with its input, and the
   record, whose opener holds the step's lease. Nothing of it exists unless all of it does, and
   one step of one execution has one record (a replay or a concurrent run finds it).
 - `delegation_acquire`, `delegation_renew`, `delegation_park`: the step's lease. A running step
-  renews it every sub-agent turn; a step that waits for a human parks it (holds none). Leases
-  are wall-clock time on purpose, as `leases.lease`: they coordinate processes now, whatever
-  business time the run passes down (the grant's validity and the record's times use that).
+  renews it every sub-agent turn; a step that waits for a human parks it (holds none).
+- One clock: leases, the grant's validity, the record's times and the sub-agent's checks are
+  all the wall clock (the step passes `timezone.now()` as `now`), never the run's start time:
+  reconciliation compares the grant's expiry and the lease with the wall clock.
 - `delegation_end`: once, by whoever ends the step: revokes the grant (and anything delegated
   from it), gives the unused budget back, records when and why.
-- `reconcile_delegations`: ends the open records whose run has finished, whose lease lapsed (a
-  worker killed mid-step) or whose grant has expired.
+- `reconcile_delegations`: ends the open records whose run has finished, whose grant was
+  revoked (it or a grant it was delegated from) or has expired, or whose lease lapsed (a worker
+  killed mid-step).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from dispatch.ids import new_id
@@ -34,23 +37,23 @@ from dispatch.models import Delegation, Execution, Grant, Principal, TranscriptE
 from dispatch.services.authority import grant_delegate_from_covering, grant_revoke_tree
 from dispatch.services.budgets import (
     budget_carve,
+    budget_keys,
     budget_release,
-    execution_budget,
     grant_budget_key,
 )
 from dispatch.services.executions import execution_create, journal_append
 from dispatch.services.principals import subagent_create
 
 #: Why a delegation ended (`Delegation.end_reason`).
-FINISHED, RAISED, LEASE_LAPSED, RUN_ENDED, EXPIRED = (
-    "finished", "raised", "lease_lapsed", "run_ended", "expired")
+FINISHED, RAISED, LEASE_LAPSED, RUN_ENDED, EXPIRED, REVOKED = (
+    "finished", "raised", "lease_lapsed", "run_ended", "expired", "revoked")
 INPUT_CALL = "input"  # the call id of the sub-agent's input entry
 
 
 @dataclass(frozen=True)
 class Bounds:
     """What a step delegates: `operations` over `scope` for `expires_in` seconds, with
-    `budget` units of the run's tool-call budget."""
+    `budget` units of the delegator's tool-call budgets (the run's and the hour's)."""
 
     operations: list[str]
     scope: dict[str, Any] = field(hash=False)
@@ -96,11 +99,22 @@ def delegation_open(
     agent of the tenant whose tool set is the step's tools and whose only authority is the
     child grant. Every refusal (`tool_not_permitted`, `authority_missing`,
     `delegation_widens`, `authority_revoked`, `authority_expired`, `budget_exhausted` when the
-    run has less than `bounds.budget` left) is raised with nothing written.
+    run, the principal's hour or a budgeted parent grant has less than `bounds.budget` left)
+    is raised with nothing written.
     """
     delegation_id = new_id("dlg")
     try:
         with transaction.atomic():
+            # Claim the step before anything is carved: the run's row is locked for update
+            # (SQLite: the transaction holds the write lock from its start), so a concurrent
+            # run of this execution waits here and then finds the record. Without it the
+            # loser's carve-out, made before the record's insert, could find the run's budget
+            # spent by the winner's and hear `budget_exhausted` for a step that is running.
+            list(Execution.objects.select_for_update().filter(id=execution_id)
+                 .values_list("id", flat=True))
+            found = delegation_for(execution_id=execution_id, step=step)
+            if found is not None:
+                return found
             subject = subagent_create(tenant_id=principal.tenant_id,
                                       name=f"{sub.agent[:100]}@{delegation_id}", tools=sub.tools)
             grant = grant_delegate_from_covering(
@@ -109,7 +123,11 @@ def delegation_open(
                 budget=bounds.budget, now=now,
                 details={"delegation_id": delegation_id, "execution_id": execution_id,
                          "step": step})
-            parents = [execution_budget(principal_id=principal.id, execution_id=execution_id)]
+            # Out of the run's budget and the delegator's hourly one, by their exact keys (the
+            # unused part goes back to the same hour's counter, whenever the step ends): the
+            # sub-agent's claims count against counters of its own, so the carve-out is all
+            # of the delegator's budgets they can ever spend (DESIGN §11).
+            parents = budget_keys(principal_id=principal.id, execution_id=execution_id, now=now)
             parent_budget = Grant.objects.filter(id=grant.parent_id).values_list(
                 "budget", flat=True).first()
             if parent_budget is not None:  # a budgeted parent: its counter bounds the child
@@ -128,8 +146,8 @@ def delegation_open(
                 carved_from=[key for key, _ in parents], started_at=now, holder=holder,
                 lease_expires_at=_lease_until())
     except IntegrityError:
-        # One record per step: a concurrent run of this execution opened it first, and all
-        # of this transaction (its grant, its carve-out) rolled back.
+        # The backstop (one record per step): a concurrent run of this execution opened it
+        # first, and all of this transaction (its grant, its carve-out) rolled back.
         found = delegation_for(execution_id=execution_id, step=step)
         if found is None:
             raise
@@ -169,45 +187,67 @@ def delegation_end(
     """End the step's delegation once: revoke its grant with everything delegated from it and
     the unclaimed permits resting on them, give the unused budget back to the counters it was
     carved from, record `reason`. `holder`: only while that holder has the lease; `only`: only
-    while the record still matches (reconciliation's condition). False: it had ended already,
-    or the condition no longer held; nothing was done."""
+    while the record still matches (reconciliation's condition, from `_stale_because`). False:
+    it had ended already, or the condition no longer held; nothing was done."""
     with transaction.atomic():
         rows = Delegation.objects.filter(id=delegation.id, ended_at__isnull=True)
         if holder is not None:
             rows = rows.filter(holder=holder)
         if only is not None:
             rows = rows.filter(only)
+        # One table in the UPDATE, so its WHERE is the row's own: a concurrent renewal or end
+        # holds the row lock, and once it commits PostgreSQL evaluates `ended_at`, `holder`
+        # and `lease_expires_at` again on the row as it now is (READ COMMITTED). A condition on
+        # a joined table would make Django emit `id IN (subquery)` instead, which is
+        # re-checked against the old snapshot only: reconciliation would end a renewed step,
+        # or one its step had just ended (two revocations, the reason overwritten).
         if rows.update(ended_at=now, end_reason=reason, holder="", lease_expires_at=None) != 1:
             return False
-        # Locks the grant for update: a claim under it either committed before (and its
-        # budget is counted below) or waits and then sees the revocation.
-        grant_revoke_tree(grant=delegation.grant, actor_name=actor, now=now)
+        if reason != REVOKED:  # else revoked already, with its whole tree: one event
+            # Locks the grant for update: a claim under it either committed before (and its
+            # budget is counted below) or waits and then sees the revocation.
+            grant_revoke_tree(grant=delegation.grant, actor_name=actor, now=now)
         budget_release(parents=list(delegation.carved_from),
                        child=grant_budget_key(delegation.grant_id))
     return True
 
 
-def _stale(now: datetime) -> Q:
-    return (Q(lease_expires_at__lte=now) | Q(execution__state=Execution.State.FINISHED)
-            | Q(grant__expires_at__lte=now))
+def _stale_because(now: datetime) -> dict[str, Q]:
+    """Why reconciliation may end an open record, as of `now`, first reason first. The run's
+    and the grant's conditions are `EXISTS` subqueries, never joins (see `delegation_end`).
+    The grant's revocation covers its ancestors': a revocation revokes the whole tree."""
+    grant = Grant.objects.filter(id=OuterRef("grant_id"))
+    return {
+        RUN_ENDED: Q(Exists(Execution.objects.filter(id=OuterRef("execution_id"),
+                                                     state=Execution.State.FINISHED))),
+        REVOKED: Q(Exists(grant.filter(revoked_at__isnull=False))),
+        EXPIRED: Q(Exists(grant.filter(expires_at__lte=now))),
+        LEASE_LAPSED: Q(lease_expires_at__lte=now),
+    }
 
 
 def reconcile_delegations(*, now: datetime) -> int:
     """End every open delegation whose step can no longer end by itself: its run finished, its
-    lease lapsed (the worker running the step was killed), or its grant expired, as of `now`
-    (the wall clock, for leases). How many were ended. Safe beside running steps: each end is
-    a conditional update."""
+    grant was revoked or expired, or its lease lapsed (the worker running the step was
+    killed), as of `now` (the wall clock). How many were ended. Safe beside running steps: each
+    end is a conditional update on the reason it names, so a step renewed or ended meanwhile
+    is left alone."""
+    because = _stale_because(now)
+    stale = Q()
+    for condition in because.values():
+        stale |= condition
     ended = 0
-    stale = _stale(now)
     for delegation in Delegation.objects.filter(stale, ended_at__isnull=True).select_related(
             "grant", "execution").order_by("started_at")[:settings.RECONCILE_BATCH]:
         if delegation.execution.state == Execution.State.FINISHED:
             reason = RUN_ENDED
+        elif delegation.grant.revoked_at is not None:
+            reason = REVOKED
         elif delegation.grant.expires_at is not None and delegation.grant.expires_at <= now:
             reason = EXPIRED
         else:
             reason = LEASE_LAPSED
         if delegation_end(delegation=delegation, reason=reason, actor="reconciler", now=now,
-                          only=stale):
+                          only=because[reason]):
             ended += 1
     return ended

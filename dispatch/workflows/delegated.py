@@ -20,7 +20,6 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
@@ -66,13 +65,10 @@ def _run(ctx: RunContext, step: AgentCall, env: dict[str, Any], key: str) -> dic
     assert delegate is not None  # an agent step without one is refused before the run
     adapter = ctx.agents[step.agent]  # a missing adapter is refused before the run
     holder = new_id("lse")
-    started = timezone.now()
-
-    def clock() -> datetime:
-        """The run's time, going on with the wall clock from where the step started: the
-        grant is issued at the run's `now` and expires by it, as every step's checks do."""
-        return ctx.now + (timezone.now() - started)
-
+    # One clock for the delegation, the wall clock: the grant is issued when the step starts
+    # (not at the run's `ctx.now`, which may be long past), the sub-agent's checks and the
+    # step's end use it, and reconciliation compares the grant's expiry and the lease with it.
+    clock = timezone.now
     found = delegation_for(execution_id=ctx.execution_id, step=key)
     if found is None:
         inputs = ctx.guard(key, "agent", lambda: {name: data(env, expr)
@@ -84,9 +80,12 @@ def _run(ctx: RunContext, step: AgentCall, env: dict[str, Any], key: str) -> dic
         try:
             found = delegation_open(principal=ctx.principal, execution_id=ctx.execution_id,
                                     step=key, bounds=bounds, sub=sub, holder=holder,
-                                    now=ctx.now)
+                                    now=clock())
         except Denial as denial:
-            ctx.deny(key, "agent", denial)
+            # A refusal is the step's only if no concurrent run of this execution opened it.
+            found = delegation_for(execution_id=ctx.execution_id, step=key)
+            if found is None:
+                ctx.deny(key, "agent", denial)
     if found.holder != holder and found.ended_at is None and not delegation_acquire(
             delegation_id=found.id, holder=holder):
         return _not_ours(ctx, step, key, found.id)

@@ -12,7 +12,7 @@ from dispatch.models import AuditEvent, Grant, Operation
 from dispatch.services.authority import grant_delegate
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.execution import operation_execute
-from dispatch.services.principals import human_create
+from dispatch.services.principals import human_create, subagent_create
 from tests.conftest import World
 from tests.console.conftest import Browser, text
 from tests.support.destinations import Destinations
@@ -129,6 +129,19 @@ def test_grants_page_shows_delegations_as_a_tree(world: World, admin: Browser) -
     assert nested < body.index(child.id)
     assert "delegated" in body
     assert "outsider" not in body  # another tenant's grants stay hidden
+
+
+def test_the_grant_form_never_offers_a_delegated_steps_sub_agent(
+    world: World, admin: Browser,
+) -> None:
+    sub = subagent_create(tenant_id=world.owner.tenant_id, name="researcher@dlg_x",
+                          tools=["crm.lookup"])
+    assert sub.name not in text(admin.get("/console/grants/"))
+    response = admin.post("/console/grants/issue/", {
+        "subject": sub.id, "operations": ["crm.lookup"], "scope": "customer=*",
+        "expires_in": "3600"})
+    assert response.status_code == 400
+    assert not Grant.objects.filter(subject=sub).exists()
 
 
 def test_issue_and_revoke_a_grant(world: World, admin: Browser) -> None:

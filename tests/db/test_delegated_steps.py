@@ -29,9 +29,14 @@ from dispatch.models import (
     Proposal,
 )
 from dispatch.services.approvals import approval_decide
-from dispatch.services.authority import grant_delegate
-from dispatch.services.delegations import reconcile_delegations
-from dispatch.services.executions import execution_set_state
+from dispatch.services.authority import grant_delegate, grant_revoke
+from dispatch.services.delegations import (
+    Bounds,
+    SubAgent,
+    delegation_open,
+    reconcile_delegations,
+)
+from dispatch.services.executions import execution_create, execution_set_state
 from dispatch.workflows import WorkflowRefused, WorkflowRun, run_workflow
 from protocols.denials import Denial
 from protocols.workflow import CheckedWorkflow
@@ -179,6 +184,33 @@ LOOKUPS_FIRST = """  - propose: crm.lookup
 """
 
 
+def hour_counter(world: World, delegation: Delegation) -> str:
+    return f"principal:{world.owner.id}:{delegation.started_at:%Y%m%d%H}"
+
+
+def test_the_carve_out_is_reserved_out_of_the_delegators_hour_and_its_rest_given_back(
+    world: World,
+) -> None:
+    result = run(world, checked(delegated_workflow(budget=2)), scripted(lookup()))
+    assert calls(result) == [("completed", None)]
+    # 2 reserved when the step started, 1 given back to that hour's counter when it ended.
+    assert used(hour_counter(world, only_delegation())) == 1
+
+
+def test_a_sub_agent_cannot_spend_past_its_delegators_hourly_budget(
+    world: World, settings: Any,
+) -> None:
+    settings.BUDGET_TOOL_CALLS_PER_PRINCIPAL = 3  # the workflow's own steps spend 2 of them
+    result = run(world, checked(delegated_workflow(budget=2, before=LOOKUPS_FIRST)),
+                 scripted(lookup(), lookup(), final="done"))
+    assert result.state == "denied"
+    assert result.denial is not None
+    assert (result.denial.path, result.denial.code) == ("steps[4]", "budget_exhausted")
+    assert result.denial.detail == {"budget": "principal"}
+    assert not Delegation.objects.exists()
+    assert Operation.objects.count() == 2
+
+
 @pytest.mark.parametrize(("budget", "state"), [(1, "finished"), (2, "denied")])
 def test_a_carve_out_larger_than_the_run_has_left_is_refused(
     world: World, settings: Any, budget: int, state: str,
@@ -196,6 +228,25 @@ def test_a_carve_out_larger_than_the_run_has_left_is_refused(
     else:
         assert calls(result) == [("completed", None)]
         assert used(run_counter(world, result)) == 3
+
+
+def test_a_second_open_of_a_step_finds_its_record_before_carving_anything(
+    world: World, settings: Any,
+) -> None:
+    """What a concurrent run of the execution meets once the first one committed (the race
+    itself: tests/concurrency/test_delegation_races.py): the record, not `budget_exhausted`
+    from a second carve-out the run's budget cannot hold."""
+    settings.BUDGET_TOOL_CALLS_PER_EXECUTION = 3
+    run_id = execution_create(principal=world.owner, adapter="workflow:x", now=world.now).id
+    bounds = Bounds(["crm.lookup"], {"customer": ["cus-001"]}, 600, 2)
+    sub = SubAgent(AGENT, ["crm.lookup"], "scripted", {}, "sha256:x", {})
+    first, second = (
+        delegation_open(principal=world.owner, execution_id=run_id, step="steps[0]",
+                        bounds=bounds, sub=sub, holder=holder, now=timezone.now())
+        for holder in ("lse_A", "lse_B"))
+    assert (second.id, second.holder) == (first.id, "lse_A")
+    assert used(f"execution:{world.owner.id}:{run_id}") == 2
+    assert Grant.objects.filter(parent__isnull=False).count() == 1
 
 
 # --- however the step ends ------------------------------------------------------------------------
@@ -251,7 +302,10 @@ def test_a_sub_agent_waiting_for_a_human_parks_the_step_and_resumes_under_the_sa
     # Parked, not lapsed: reconciliation leaves a waiting step alone.
     later = timezone.now() + timedelta(seconds=settings.DELEGATION_LEASE_SECONDS + 60)
     assert reconcile_delegations(now=later) == 0
-    live.grant(Proposal.objects.get(principal=delegation.principal))
+    # Decided on the wall clock, the delegation's clock (the grant's validity starts then).
+    proposal = Proposal.objects.get(principal=delegation.principal)
+    approval_decide(approver=live.approver, approval_id=proposal.approval.id,
+                    decision="grant", digest=proposal.digest, now=timezone.now())
     done = run(live, workflow, scripted(*EMAIL_CALLS, final="sent"), first.execution_id)
     assert done.state == "finished", done
     assert calls(done)[-1] == ("completed", None)
@@ -299,6 +353,61 @@ def test_reconciliation_revokes_the_grant_of_a_step_whose_run_ended(
     assert reconcile_delegations(now=timezone.now()) == 0  # once
 
 
+def test_reconciliation_ends_a_parked_step_whose_grant_was_revoked(
+    live: World, destinations: Destinations,
+) -> None:
+    result = run(live, checked(delegated_workflow(**EMAIL_STEP)),
+                 scripted(*EMAIL_CALLS, final="sent"))
+    assert result.state == "waiting"
+    delegation = only_delegation()
+    # The workflow principal's own grant is revoked: the child with it (DESIGN §6).
+    grant_revoke(actor=live.admin, grant_id=delegation.grant.parent_id, now=timezone.now())
+    assert reconcile_delegations(now=timezone.now()) == 1
+    delegation.refresh_from_db()
+    assert delegation.end_reason == "revoked"
+    assert used(run_counter(live, result)) == 0  # the carve-out came back at once
+    # Revoked once, by the admin; the end adds no second revocation.
+    assert AuditEvent.objects.filter(kind="grant.revoked").count() == 1
+    assert reconcile_delegations(now=timezone.now()) == 0
+
+
+
+class ReconcilingModel:
+    """A sub-agent whose second turn comes with a reconciliation beat (on the wall clock)."""
+
+    name = "reconciling"
+    max_tokens_per_call = None
+
+    def __init__(self) -> None:
+        self.beats: list[int] = []
+
+    def config(self) -> dict[str, Any]:
+        return {}
+
+    def next_action(self, transcript: Sequence[Mapping[str, Any]],
+                    tools: Sequence[ToolSpec]) -> ToolCall | FinalAnswer:
+        made = sum(1 for entry in transcript if entry["kind"] == "tool_call")
+        if made == 1:
+            self.beats.append(reconcile_delegations(now=timezone.now()))
+        if made < 2:
+            return ToolCall("crm.lookup", {"customer_id": "cus-001"})
+        return FinalAnswer('"done"')
+
+
+def test_a_step_starting_long_after_its_run_delegates_from_its_own_start(world: World) -> None:
+    """One clock: the grant is issued when the step starts, not at the run's `now`."""
+    model = ReconcilingModel()
+    before = timezone.now()
+    result = run_workflow(checked(delegated_workflow(expires_in=30)), principal=world.owner,
+                          agents={AGENT: model}, now=before - timedelta(seconds=50))
+    assert result.state == "finished", result
+    assert calls(result) == [("completed", None), ("completed", None)]
+    assert model.beats == [0]  # nothing to reconcile mid-step: the grant is live
+    delegation = only_delegation()
+    assert delegation.end_reason == "finished"
+    assert delegation.started_at >= before
+    assert delegation.grant.expires_at == delegation.started_at + timedelta(seconds=30)
+
 
 # --- before any step ------------------------------------------------------------------------------
 
@@ -337,3 +446,14 @@ def test_the_command_runs_a_delegated_step_with_a_scripted_sub_agent(
     assert lines[-1] == "finished"
     assert lines[1].startswith("steps[0]: agent completed delegation_id=dlg_")
     assert only_delegation().grant.revoked_at is not None
+
+
+@pytest.mark.parametrize(("lease", "errors"), [(61.0, []), (60.0, ["dispatch.E003"])])
+def test_a_lease_shorter_than_the_longest_handler_call_fails_a_system_check(
+    settings: Any, lease: float, errors: list[str],
+) -> None:
+    # The longest registered call: 15 s x 3 attempts (payments.transfer), plus a 15 s margin.
+    from dispatch.apps import check_delegation_lease
+
+    settings.DELEGATION_LEASE_SECONDS = lease
+    assert [e.id for e in check_delegation_lease()] == errors

@@ -39,7 +39,9 @@ class Command(BaseCommand):
             adapter = ScriptedAdapter(script)
         except (OSError, ValueError, ScriptError) as exc:
             raise CommandError(f"cannot read the script: {exc}") from None
-        principal = Principal.objects.filter(name=script.get("agent"), kind="agent").first()
+        # A delegated step's sub-agent runs only inside its step (DESIGN §11).
+        principal = Principal.objects.filter(name=script.get("agent"), kind="agent",
+                                             subagent=False).first()
         if principal is None:
             raise CommandError(f"no agent named {script.get('agent')!r}")
         if opts["execution"]:

@@ -56,7 +56,9 @@ class Command(BaseCommand):
         if not isinstance(checked, CheckedWorkflow):
             self.stdout.write(render_text([(name, checked)]))
             raise CommandError("the workflow failed the check; nothing ran", returncode=1)
-        principal = Principal.objects.filter(name=opts["agent"], kind="agent").first()
+        # A delegated step's sub-agent runs only inside its step (DESIGN §11).
+        principal = Principal.objects.filter(name=opts["agent"], kind="agent",
+                                             subagent=False).first()
         if principal is None:
             raise CommandError(f"no agent named {opts['agent']!r}", returncode=1)
         try:
