@@ -53,12 +53,17 @@ from protocols.trace import ATTESTATION_ISSUED, RECEIPT_ISSUED
 _ISSUING_STATES = frozenset({OperationState.COMPLETED, OperationState.RECONCILED_COMPLETED})
 
 
+def _utc(at: datetime) -> str:
+    """ISO 8601 with `Z`, as the API's serializers write a UTC time."""
+    return at.isoformat().replace("+00:00", "Z")
+
+
 def receipt_json(receipt: Receipt) -> dict[str, Any]:
     """A receipt as the API and a fetch's result show it (DESIGN §11)."""
     return {"id": receipt.id,
             "question": {"id": receipt.question_id, "revision": receipt.question_revision},
             "source": receipt.source, "content_digest": receipt.content_digest,
-            "retrieved_at": receipt.retrieved_at.isoformat().replace("+00:00", "Z"),
+            "retrieved_at": _utc(receipt.retrieved_at),
             "operation_id": receipt.operation_id}
 
 
@@ -70,7 +75,7 @@ def attestation_json(attestation: Attestation) -> dict[str, Any]:
                        "digest": attestation.report_digest},
             "evidence": list(attestation.evidence), "result": attestation.result,
             "findings": list(attestation.findings),
-            "issued_at": attestation.issued_at.isoformat().replace("+00:00", "Z")}
+            "issued_at": _utc(attestation.issued_at)}
 
 
 # --- admission ----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 
 from demo.destinations.runner import list_all
 from demo.destinations.sources import replace_source
-from dispatch.models import Attestation, AuditEvent, Operation, Receipt, Resource
+from dispatch.models import Attestation, AuditEvent, Operation, Permit, Receipt, Resource
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.execution import operation_execute
 from dispatch.services.reconciliation import reconcile_operations
@@ -372,7 +372,7 @@ def test_a_question_edited_after_the_proposal_refuses_the_grant(
 
     assert (denial.code, denial.details["resource_id"]) == (DenialCode.STALE_REVISION,
                                                             question.id)
-    assert not proposal.__class__.objects.filter(id=proposal.id, permit__isnull=False).exists()
+    assert not Permit.objects.filter(proposal_id=proposal.id).exists()
     assert publications(destinations) == []
 
 

@@ -83,12 +83,18 @@ class Command(BaseCommand):
             raise CommandError("the run was denied", returncode=1)
 
 
+def _named(pair: str, flag: str, form: str) -> tuple[str, str]:
+    """`NAME=VALUE` of a repeatable option, or the usage error naming the option."""
+    name, sep, value = pair.partition("=")
+    if not sep or not name:
+        raise CommandError(f"{flag} takes {form}, not {pair!r}", returncode=1)
+    return name, value
+
+
 def _inputs(pairs: list[str]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise CommandError(f"--input takes NAME=VALUE, not {pair!r}", returncode=1)
+        key, raw = _named(pair, "--input", "NAME=VALUE")
         try:
             values[key] = json.loads(raw)
         except ValueError:
@@ -99,9 +105,7 @@ def _inputs(pairs: list[str]) -> dict[str, Any]:
 def _sub_agents(pairs: list[str]) -> dict[str, ModelAdapter]:
     adapters: dict[str, ModelAdapter] = {}
     for pair in pairs:
-        name, sep, path = pair.partition("=")
-        if not sep or not name:
-            raise CommandError(f"--sub-agent takes NAME=SCRIPT.json, not {pair!r}", returncode=1)
+        name, path = _named(pair, "--sub-agent", "NAME=SCRIPT.json")
         try:
             adapters[name] = ScriptedAdapter(json.loads(Path(path).read_text(encoding="utf-8")))
         except (OSError, ValueError, ScriptError) as exc:
