@@ -28,6 +28,7 @@ POINTS = frozenset({
     "attempt.before_call",      # the attempt recorded, no I/O yet
     "attempt.after_effect",     # the destination acted, the outcome not yet recorded
     "attempt.before_outcome",   # the handler returned (any outcome), nothing recorded yet
+    "attempt.before_retry",     # an uncertain attempt ended, the backoff before the next begun
     "agent.after_proposal",     # the agent's proposal committed, its tool result not recorded
     "renewal.before_transaction",  # a renewal's grant checked, its transaction not begun
 })

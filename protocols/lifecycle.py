@@ -48,6 +48,7 @@ class ResourceEvent(StrEnum):
     RECONCILE_NO_EFFECT = "reconcile_no_effect"
     ATTEST = "attest"  # a trusted validator's passing attestation of this exact revision
     ANSWER = "answer"  # a report on the question was published
+    RETRY = "retry"  # the operation is claimed again for a further attempt, same key
 
 
 class OperationState(StrEnum):
@@ -175,6 +176,9 @@ EMAIL_DRAFT: Final = Protocol[ResourceState, ResourceEvent](
         (R.DISPATCHING, RE.COMPLETE): R.SENT,
         (R.DISPATCHING, RE.FAIL_NO_EFFECT): R.FAILED_NO_EFFECT,
         (R.DISPATCHING, RE.UNCERTAIN): R.UNKNOWN,
+        # A further attempt under the same key (a renewal, a retry after a proven absence):
+        # back to dispatching, so that its outcome can be recorded; never to authorized.
+        (R.UNKNOWN, RE.RETRY): R.DISPATCHING,
         # Reconciliation may establish the outcome; never back to a reusable authorized state.
         (R.UNKNOWN, RE.RECONCILE_COMPLETED): R.SENT,
         (R.UNKNOWN, RE.RECONCILE_NO_EFFECT): R.FAILED_NO_EFFECT,
@@ -221,6 +225,7 @@ REPORT: Final = Protocol[ResourceState, ResourceEvent](
         (R.DISPATCHING, RE.COMPLETE): R.PUBLISHED,
         (R.DISPATCHING, RE.FAIL_NO_EFFECT): R.FAILED_NO_EFFECT,
         (R.DISPATCHING, RE.UNCERTAIN): R.UNKNOWN,
+        (R.UNKNOWN, RE.RETRY): R.DISPATCHING,
         (R.UNKNOWN, RE.RECONCILE_COMPLETED): R.PUBLISHED,
         (R.UNKNOWN, RE.RECONCILE_NO_EFFECT): R.FAILED_NO_EFFECT,
     },

@@ -44,6 +44,8 @@ OPERATION_EVENT_KINDS: Final[Mapping[OperationEvent, str]] = {
 }
 
 ATTEMPT_STARTED: Final = "attempt.started"
+#: An attempt ended uncertain while its operation stays claimed for a retry under the same key.
+ATTEMPT_UNCERTAIN: Final = "attempt.uncertain"
 #: The evidence records a completion issues (DESIGN §11), each in the outcome's transaction.
 RECEIPT_ISSUED: Final = "receipt.issued"
 ATTESTATION_ISSUED: Final = "attestation.issued"
@@ -56,7 +58,7 @@ OPERATION_NOTES: Final = frozenset({"attempt.ignored", "operation.evidence",
 
 #: Kinds that are always an operation's: an event of one of them must name it.
 _OPERATION_KINDS: Final = frozenset(
-    {*OPERATION_EVENT_KINDS.values(), ATTEMPT_STARTED, *OPERATION_NOTES})
+    {*OPERATION_EVENT_KINDS.values(), ATTEMPT_STARTED, ATTEMPT_UNCERTAIN, *OPERATION_NOTES})
 
 #: Kinds that may name an operation without being one of its moves.
 _MAY_NAME_AN_OPERATION: Final = frozenset({"proposal.cancelled"})
@@ -84,6 +86,8 @@ class TraceCode(StrEnum):
     CLAIM_AFTER_CANCEL = "claim_after_cancel"        # a claim of a proposal cancelled unclaimed
     EVIDENCE_UNSETTLED = "evidence_unsettled"        # a receipt or attestation, not completed
     EVIDENCE_TWICE = "evidence_twice"                # a second record of one operation
+    UNCERTAINTY_DROPPED = "uncertainty_dropped"      # failed_no_effect after an uncertain
+    #                                                  attempt, with no proven absence since
 
 
 @dataclass(frozen=True)
@@ -121,6 +125,7 @@ class _Operation:
     attempts: int = 0
     issued: bool = False  # its receipt or attestation was recorded
     completed_last: bool = False  # its last event was its move to completed
+    uncertain: bool = False  # an attempt was uncertain, and no absence was proven since
 
 
 #: Evidence records, each issued in the transaction that records its operation's completion
@@ -176,6 +181,8 @@ class TraceChecker:
                               f"'{event.kind}' before the operation's permit.claimed")
         elif event.kind == ATTEMPT_STARTED:
             self._attempt(event, operation)
+        elif event.kind == ATTEMPT_UNCERTAIN:
+            self._attempt_uncertain(event, operation)
         elif event.kind in _EVIDENCE_KINDS:
             self._issued(event, operation, completed_just_before)
         elif event.kind in _EVENTS_OF_KIND:
@@ -219,8 +226,16 @@ class TraceChecker:
                           f"'{event.kind}' settles attempt {event.details.get('attempt')}; "
                           f"the latest started is {operation.attempts}")
             return
-        target = recorded if recorded is not None else targets.pop()
-        operation.state = OperationState(target)
+        target = OperationState(recorded if recorded is not None else targets.pop())
+        if target is OperationState.FAILED_NO_EFFECT and operation.uncertain:
+            self._violate(event, TraceCode.UNCERTAINTY_DROPPED,
+                          "failed_no_effect after an uncertain attempt, with no authoritative "
+                          "absence recorded since: the effect may have happened")
+        if target is OperationState.UNKNOWN:
+            operation.uncertain = True
+        elif target is OperationState.CLAIMED and event.details.get("absence_proven") is True:
+            operation.uncertain = False
+        operation.state = target
         operation.completed_last = operation.state is OperationState.COMPLETED
 
     def _attempt(self, event: TraceEvent, operation: _Operation) -> None:
@@ -235,7 +250,23 @@ class TraceChecker:
             self._violate(event, TraceCode.ATTEMPT_OUT_OF_ORDER,
                           f"attempt {number} started after attempt {operation.attempts}")
             return
+        if retry_of is not None and "authorized_by" not in event.details:
+            # Written before `attempt.uncertain` existed: the retry ended its predecessor
+            # uncertain in this same event.
+            operation.uncertain = True
         operation.attempts += 1
+
+    def _attempt_uncertain(self, event: TraceEvent, operation: _Operation) -> None:
+        if operation.state is not OperationState.CLAIMED:
+            self._violate(event, TraceCode.ATTEMPT_STATE_INVALID,
+                          f"an attempt ended uncertain in state '{operation.state}'; only a "
+                          "claimed operation holds one for a retry")
+        elif event.details.get("attempt") != operation.attempts:
+            self._violate(event, TraceCode.ATTEMPT_OUT_OF_ORDER,
+                          f"attempt {event.details.get('attempt')} ended uncertain; the latest "
+                          f"started is {operation.attempts}")
+        else:
+            operation.uncertain = True
 
     def _issued(self, event: TraceEvent, operation: _Operation, completed_just_before: bool
                 ) -> None:

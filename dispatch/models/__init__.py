@@ -260,6 +260,10 @@ class Operation(models.Model):
     contract_fingerprint = models.CharField(max_length=71)
     state = models.CharField(max_length=25, choices=_choices(OperationState))
     attempts_made = models.PositiveIntegerField(default=0)
+    # Sticky uncertainty (DESIGN §5): an attempt of this operation may have had its effect, and
+    # no authoritative lookup has proven the key absent since. While it holds, nothing may
+    # end the operation `failed_no_effect` (`operation_move` makes such a move `unknown`).
+    uncertain = models.BooleanField(default=False)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
     evidence = models.TextField(blank=True, default="")

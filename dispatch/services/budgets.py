@@ -32,6 +32,20 @@ def budget_keys(*, principal_id: str, execution_id: str, now: datetime) -> list[
     ]
 
 
+def attempt_budget(
+    *, principal_id: str, execution_id: str, grant_id: str, grant_budget: int | None,
+    now: datetime,
+) -> list[tuple[str, int]]:
+    """Every counter one attempt of an action counts against (spec §9: admission reserves tool
+    calls, retries and concurrency): the principal's hour, its execution, and a delegated
+    step's grant (DESIGN §11), never more than was carved out for it. The claim takes it for
+    the first attempt, `attempt_next` for every attempt after it."""
+    keys = budget_keys(principal_id=principal_id, execution_id=execution_id, now=now)
+    if grant_budget is not None:
+        keys.append((grant_budget_key(grant_id), grant_budget))
+    return keys
+
+
 def execution_budget(*, principal_id: str, execution_id: str) -> tuple[str, int]:
     """The tool-call budget of one execution of a principal: its counter key and limit."""
     return f"execution:{principal_id}:{execution_id}", settings.BUDGET_TOOL_CALLS_PER_EXECUTION

@@ -53,7 +53,7 @@ def operation_claim(
     # One-shot: only an issued, unexpired permit bound to this digest moves; with no permit,
     # the proposal row is the lock a cancellation contends on.
     lock, lock_params = ((PERMIT_CLAIM, [at, permit.id, proposal.id, proposal.digest, at])
-                         if permit is not None else (_LOCK_PROPOSAL, [proposal.id]))
+                         if permit is not None else (LOCK_UNCANCELLED, [proposal.id]))
     operation = Operation(
         id=operation_id, tenant_id=proposal.tenant_id, proposal_id=proposal.id, permit=permit,
         principal_id=proposal.principal_id, execution_id=proposal.execution_id,
@@ -99,7 +99,9 @@ def operation_claim(
     return operation
 
 
-_LOCK_PROPOSAL = (
+#: The proposal's row, locked only while the action is not cancelled: what a claim without a
+#: permit, and every attempt after the first, contend on with a cancellation.
+LOCK_UNCANCELLED = (
     'UPDATE "dispatch_proposal" SET "cancelled_at" = NULL '
     'WHERE "id" = %s AND "cancelled_at" IS NULL'
 )

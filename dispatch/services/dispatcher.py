@@ -21,7 +21,7 @@ from dispatch.runtime import get_runtime
 from dispatch.services.access import access_proposal_for_dispatch
 from dispatch.services.admission import Stage, admit, deployment_refusal, validate_arguments
 from dispatch.services.audit import audit_record
-from dispatch.services.budgets import budget_keys, grant_budget_key
+from dispatch.services.budgets import attempt_budget
 from dispatch.services.claims import operation_claim
 from protocols.approvals import Binding, PermitView, permit_refusal
 from protocols.contracts import OperationContract
@@ -142,10 +142,9 @@ def _check_and_claim(
     permit = _permit_for(contract, proposal, own, principal, permit_id, now)
 
     # 6-7. Take the budget and claim: a failed claim rolls back and holds no capacity.
-    budget = budget_keys(principal_id=principal.id, execution_id=proposal.execution_id, now=now)
-    if admission.grant.budget is not None:
-        # A delegated step's grant (DESIGN §11): never more than was carved out for it.
-        budget.append((grant_budget_key(admission.grant.id), admission.grant.budget))
+    budget = attempt_budget(principal_id=principal.id, execution_id=proposal.execution_id,
+                            grant_id=admission.grant.id, grant_budget=admission.grant.budget,
+                            now=now)
     return operation_claim(
         proposal=proposal, permit=permit,
         operation_id=permit.operation_id if permit else new_id("op"),

@@ -13,7 +13,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -29,21 +29,22 @@ from dispatch.handlers import (
     UncertainOutcome,
     UnclaimedInvocationError,
 )
-from dispatch.models import ApprovalRequest, Attempt, Operation, Permit, Principal, Proposal
+from dispatch.models import Attempt, Operation, Permit, Principal, Proposal
 from dispatch.runtime import Runtime, get_runtime
-from dispatch.services.admission import Stage, admit, deployment_refusal, validate_arguments
+from dispatch.services.admission import deployment_refusal
+from dispatch.services.attempts import attempt_next, open_attempt, retry_refusal
 from dispatch.services.operations import (
     OUTCOME_EVENTS,
     StartedAttempt,
     attempt_answer_ignored,
-    attempt_retry,
+    attempt_hold,
     attempt_start,
     operation_move,
 )
 from dispatch.services.statements import cache_related, columns, instance, rows, width
 from protocols.contracts import OperationContract, SchedulingContract
-from protocols.denials import Denial, DenialCode
-from protocols.lifecycle import ApprovalState, OperationEvent, OperationState
+from protocols.denials import DenialCode
+from protocols.lifecycle import OperationEvent, OperationState
 
 log = logging.getLogger(__name__)
 
@@ -89,14 +90,20 @@ def operation_execute(*, operation_id: str, clock: Clock = timezone.now) -> Oper
             retry_reason = ("the same key gets the same answer" if error.startswith(
                 OUTPUT_INVALID) else retry_refusal(operation, contract, number, now))
             if retry_reason is None:
-                # Same key: the destination deduplicates. Ending this attempt and starting
-                # the next commit together, so a crash in between leaves no gap.
-                time.sleep(settings.RETRY_BACKOFF_SECONDS * 2 ** (number - 1))
-                retried = attempt_retry(operation, number, error, clock())
-                if retried is not None:
-                    started, number = retried, retried.number
-                    continue
-                break
+                # Same key: the destination deduplicates. The attempt ends uncertain and the
+                # operation stays claimed; after the backoff, `attempt_next` checks everything
+                # again in the transaction that starts the next attempt.
+                delay = settings.RETRY_BACKOFF_SECONDS * 2 ** (number - 1)
+                if not attempt_hold(operation, number, error, now,
+                                    retry_at=now + timedelta(seconds=delay)):
+                    break  # settled meanwhile (reconciliation past the timeout)
+                failpoint("attempt.before_retry")
+                time.sleep(delay)
+                retried = attempt_next(operation=operation, contract=contract, now=clock())
+                if retried is None:
+                    break
+                started, number = retried, retried.number
+                continue
         _record_outcome(operation, number, outcome, result,
                         f"{error}; no retry: {retry_reason}" if retry_reason else error, now)
         break
@@ -144,33 +151,26 @@ def deployment_drift(
 
 
 def _refuse_to_run(operation: Operation, reason: str, now: datetime, *, timeout: float) -> None:
-    """Nothing is sent. Before any attempt that is definitely no effect; after an uncertain
-    attempt (a retry that may no longer run) it is unknown again, for a human to resolve; an
-    attempt a lost worker left open past `timeout` is ended uncertain on the way."""
+    """Nothing is sent. The operation ends by its history (`operation_move`): no effect if no
+    attempt may have had one, else unknown, for a human or a lookup to settle. An attempt a
+    lost worker left open past `timeout` is ended uncertain on the way; within its timeout it
+    belongs to a worker that may be running it, which settles it (or reconciliation does)."""
     if operation.state != OperationState.CLAIMED:
         return
     details = {"code": DenialCode.CONTRACT_MISMATCH.value, "reason": reason}
-    if operation.attempts_made == 0:
-        operation_move(operation=operation, event=OperationEvent.FAIL_NO_EFFECT, attempt=0,
-                       now=now, actor="dispatcher", error=reason, details=details)
-        return
     number = operation.attempts_made
-    open_attempt = Attempt.objects.filter(operation_id=operation.id, number=number,
-                                          ended_at__isnull=True).first()
-    if open_attempt is None:
-        operation_move(operation=operation, event=OperationEvent.UNCERTAIN, attempt=number,
-                       now=now, actor="dispatcher", evidence=f"retry refused: {reason}",
+    running = open_attempt(operation)
+    if running is None:
+        operation_move(operation=operation, event=OperationEvent.FAIL_NO_EFFECT, attempt=number,
+                       now=now, actor="dispatcher", error=reason,
+                       evidence=f"retry refused: {reason}" if operation.uncertain else None,
                        details=details)
-        return
-    if (now - open_attempt.started_at).total_seconds() >= timeout:
-        # Its worker is presumed lost (the contract timeout passed) and it may have sent:
-        # the attempt ends uncertain here, never left open for a retry that may not come.
+    elif (now - running.started_at).total_seconds() >= timeout:
+        # Its worker is presumed lost (the contract timeout passed) and it may have sent.
         operation_move(operation=operation, event=OperationEvent.UNCERTAIN, attempt=number,
                        now=now, actor="dispatcher", end_attempt=Attempt.Outcome.UNCERTAIN,
                        error=f"the worker was lost mid-attempt; no retry: {reason}",
                        evidence=f"retry refused: {reason}", details=details)
-    # Within its timeout an open attempt belongs to a worker that may be running it: that
-    # worker settles it, or reconciliation does once the timeout has passed.
 
 
 def _cancelled_probe(proposal_id: str) -> Callable[[], bool]:
@@ -184,22 +184,25 @@ def _next_attempt(
 ) -> StartedAttempt | None:
     """Start the next attempt, or None when the store does not allow one now.
 
-    An attempt left open by a worker that died is never repeated for a `none` contract: it
-    waits for reconciliation. A retry-safe contract repeats it with the same key once the
-    contract timeout has passed, while authority and approval remain valid.
+    The first is the claim's (it checked everything); every later one is `attempt_next`'s.
+    An attempt left open by a worker that died is repeated only for a retry-safe contract,
+    once the contract timeout has passed; otherwise reconciliation makes it unknown.
     """
     if operation.state != OperationState.CLAIMED:
         return None
-    # Attempts are numbered by `attempts_made`: before the first, none can be open.
-    open_attempt = None if operation.attempts_made == 0 else Attempt.objects.filter(
-        operation_id=operation.id, ended_at__isnull=True).first()
-    if open_attempt is None:
-        return attempt_start(operation, operation.attempts_made + 1, now)
-    elapsed = (now - open_attempt.started_at).total_seconds()
-    overdue = elapsed >= contract.scheduling_contract.timeout
-    if not overdue or retry_refusal(operation, contract, open_attempt.number, now) is not None:
+    if operation.attempts_made == 0:
+        return attempt_start(operation, 1, now)
+    running = open_attempt(operation)
+    if running is None:
+        if operation.next_attempt_at is not None and now < operation.next_attempt_at:
+            return None  # a worker waits out the backoff and starts it (a duplicate task)
+        return attempt_next(operation=operation, contract=contract, now=now)
+    elapsed = (now - running.started_at).total_seconds()
+    if elapsed < contract.scheduling_contract.timeout or retry_refusal(
+            operation, contract, running.number, now) is not None:
         return None
-    return attempt_retry(operation, open_attempt.number, "the worker was lost mid-attempt", now)
+    return attempt_next(operation=operation, contract=contract, now=now,
+                        lost_error="the worker was lost mid-attempt")
 
 
 def handler_invoke(
@@ -261,35 +264,6 @@ def _unusable(contract: OperationContract) -> str:
     have written may have (spec §7), and only a lookup or a human can settle it."""
     read_only = {e.value for e in contract.possible_effects} <= {"read"}
     return Attempt.Outcome.FAILED_NO_EFFECT if read_only else Attempt.Outcome.UNCERTAIN
-
-
-def retry_refusal(
-    operation: Operation, contract: OperationContract, number: int, now: datetime
-) -> str | None:
-    """Why an uncertain attempt may not be repeated, or None if it may (spec §8)."""
-    if not contract.retry_safe:
-        return "the destination does not deduplicate (idempotency none)"
-    if number >= contract.scheduling_contract.max_attempts:
-        return f"all {contract.scheduling_contract.max_attempts} attempts used"
-    proposal = Proposal.objects.filter(id=operation.proposal_id).values_list(
-        "cancelled_at", flat=True).first()
-    if proposal is not None:
-        return "the action was cancelled"
-    drift = deployment_drift(get_runtime(), contract, operation.proposal)
-    if drift is not None:
-        return drift
-    permit = operation.permit
-    if permit is not None:
-        approval = ApprovalRequest.objects.get(id=permit.approval_id)
-        if approval.state != ApprovalState.GRANTED or now >= permit.expires_at:
-            return "the approval is no longer valid; a new approval is required"
-    try:
-        admit(contract, operation.principal,
-              validate_arguments(contract, operation.proposal.arguments), now=now,
-              stage=Stage.RETRY, expect_digest=operation.proposal.digest)
-    except Denial as exc:
-        return f"authority no longer valid ({exc.code.value})"
-    return None
 
 
 def _record_outcome(

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db import transaction
 
-from dispatch.models import Attempt, Operation, Permit, Proposal
+from dispatch.models import Attempt, Operation
 from dispatch.services.audit import (
     AUDIT_COLUMNS,
     AUDIT_INSERT,
@@ -36,7 +36,7 @@ from protocols.lifecycle import (
     ResourceEvent,
     transition,
 )
-from protocols.trace import ATTEMPT_STARTED, OPERATION_EVENT_KINDS
+from protocols.trace import ATTEMPT_STARTED, ATTEMPT_UNCERTAIN, OPERATION_EVENT_KINDS
 
 #: The operation event an attempt's outcome asks for.
 OUTCOME_EVENTS = {
@@ -47,14 +47,16 @@ OUTCOME_EVENTS = {
 
 _ATTEMPT_EVENTS = frozenset(OUTCOME_EVENTS.values())
 
-#: What each operation state leaves the referenced resources in (None: they stay).
+#: What each operation state leaves the referenced resources in.
 _RESOURCE_EVENTS = {
     OperationState.COMPLETED: ResourceEvent.COMPLETE,
     OperationState.FAILED_NO_EFFECT: ResourceEvent.FAIL_NO_EFFECT,
     OperationState.UNKNOWN: ResourceEvent.UNCERTAIN,
     OperationState.RECONCILED_COMPLETED: ResourceEvent.RECONCILE_COMPLETED,
     OperationState.RECONCILED_NO_EFFECT: ResourceEvent.RECONCILE_NO_EFFECT,
-    OperationState.CLAIMED: None,
+    # Only a retry moves an operation to claimed here (the claim is claims.py's): the resources
+    # go back to dispatching with it, so that the next attempt's outcome can be recorded.
+    OperationState.CLAIMED: ResourceEvent.RETRY,
 }
 
 OPERATION_CLAIMED = transition(OPERATION_LIFECYCLE, OPERATION_LIFECYCLE.initial,
@@ -71,8 +73,9 @@ class _Lost(Exception):
 _MOVE = (
     'UPDATE "dispatch_operation" SET "state" = %s, "updated_at" = %s, '
     '"result" = CASE WHEN %s THEN %s ELSE "result" END, '
-    '"evidence" = COALESCE(%s, "evidence") '
-    'WHERE "id" = %s AND "state" = %s AND "attempts_made" = %s AND (%s OR "updated_at" = %s)'
+    '"evidence" = COALESCE(%s, "evidence"), "uncertain" = %s '
+    'WHERE "id" = %s AND "state" = %s AND "attempts_made" = %s AND "uncertain" = %s '
+    'AND (%s OR "updated_at" = %s)'
 )
 _END_ATTEMPT = (
     'UPDATE "dispatch_attempt" SET "ended_at" = %s, "outcome" = %s, "error" = %s '
@@ -94,9 +97,18 @@ _PG_MOVE = (
     "WHERE EXISTS (SELECT 1 FROM op) RETURNING 1) "
     "SELECT (SELECT count(*) FROM op), 1"
 )
+# A new attempt starts only where the one before it has ended (none is open).
 _START = (
     'UPDATE "dispatch_operation" SET "attempts_made" = %s, "updated_at" = %s, '
-    '"next_attempt_at" = NULL WHERE "id" = %s AND "state" = %s AND "attempts_made" = %s'
+    '"next_attempt_at" = NULL WHERE "id" = %s AND "state" = %s AND "attempts_made" = %s '
+    'AND NOT EXISTS (SELECT 1 FROM "dispatch_attempt" a '
+    'WHERE a."operation_id" = "dispatch_operation"."id" AND a."ended_at" IS NULL)'
+)
+# An uncertain attempt ends while the operation stays claimed for a retry under the same key;
+# the operation remembers the uncertainty (sticky, DESIGN §5).
+_HOLD = (
+    'UPDATE "dispatch_operation" SET "uncertain" = TRUE, "next_attempt_at" = %s, '
+    '"updated_at" = %s WHERE "id" = %s AND "state" = %s AND "attempts_made" = %s'
 )
 _INSERT_ATTEMPT = (
     'INSERT INTO "dispatch_attempt" ("operation_id", "number", "started_at", "ended_at", '
@@ -114,8 +126,9 @@ _PG_START = (
 OPERATION_INSERT = (
     'INSERT INTO "dispatch_operation" ("id", "tenant_id", "proposal_id", "permit_id", '
     '"principal_id", "execution_id", "operation", "contract_fingerprint", "state", '
-    '"attempts_made", "next_attempt_at", "result", "evidence", "claimed_at", "updated_at") '
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 0, NULL, NULL, '', %s, %s)"
+    '"attempts_made", "uncertain", "next_attempt_at", "result", "evidence", "claimed_at", '
+    '"updated_at") '
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 0, FALSE, NULL, NULL, '', %s, %s)"
 )
 #: The same insert inside a CTE, only where the statement named `after` changed a row.
 OPERATION_INSERT_IF = OPERATION_INSERT.replace(
@@ -135,27 +148,38 @@ def operation_move(
     evidence: str | None = None,
     updated_at: datetime | None = None,
     details: dict[str, Any] | None = None,
+    absence_proven: bool = False,
 ) -> bool:
     """Move `operation` by `event`, as the settlement of attempt number `attempt`.
 
-    Holds only while the operation is still in the state it was loaded in, and its latest
-    attempt is `attempt` (0: none was started); `updated_at`, when given, must be unchanged too.
-    `end_attempt` ends that attempt row with this outcome, and the row must still be open.
-    The resources move with the operation and the audit event is written in the same
-    transaction, and so is the evidence record a completion issues (`evidence_plan`). Returns
-    whether it moved; the caller's `operation` is updated when it did.
+    Holds only while the operation is still in the state it was loaded in, its latest attempt
+    is `attempt` (0: none was started) and its uncertainty is as loaded; `updated_at`, when
+    given, must be unchanged too. `end_attempt` ends that attempt row with this outcome, and
+    the row must still be open. The resources move with the operation and the audit event is
+    written in the same transaction, and so is the evidence record a completion issues
+    (`evidence_plan`). Returns whether it moved; the caller's `operation` is updated when it did.
+
+    Uncertainty is sticky (DESIGN §5): once an attempt was uncertain, `fail_no_effect` (a
+    definite failure of a later attempt, a cancellation, a refused retry) moves the operation
+    to `unknown`, never to `failed_no_effect`, until an authoritative lookup proves the key
+    absent (`absence_proven`, given with the retry that follows it).
     """
     source = OperationState(operation.state)
+    sticky = event is OperationEvent.FAIL_NO_EFFECT and bool(operation.uncertain)
+    if sticky:
+        event = OperationEvent.UNCERTAIN
     target = transition(OPERATION_LIFECYCLE, source, event)
+    uncertain = (bool(operation.uncertain) or target is OperationState.UNKNOWN
+                 or end_attempt == Attempt.Outcome.UNCERTAIN) and not absence_proven
     answers = event in _ATTEMPT_EVENTS  # an attempt's answer replaces the result; others keep it
-    # Stage 3: the receipt or attestation a completion issues, written only where this move
-    # holds; the result the operation keeps names it.
+    # The receipt or attestation a completion issues, written only where this move holds; the
+    # result the operation keeps names it.
     issuance = evidence_plan(operation=operation, target=target, result=result, now=now)
     if issuance is not None:
         result = issuance.result
     move = [target.value, value(Operation, "updated_at", now),
-            answers, value(Operation, "result", result), evidence,
-            operation.id, source.value, attempt,
+            answers, value(Operation, "result", result), evidence, uncertain,
+            operation.id, source.value, attempt, bool(operation.uncertain),
             updated_at is None, value(Operation, "updated_at", updated_at)]
     end = [value(Attempt, "ended_at", now), end_attempt, error, operation.id, attempt]
     proposal = operation.proposal  # loaded with the operation by every caller
@@ -166,9 +190,12 @@ def operation_move(
                  **({"error": audit_text(proposal, error)} if error else {}),
                  **({"evidence": audit_text(proposal, evidence)} if evidence is not None
                     else {}),
+                 **({"sticky": "an earlier attempt may have had its effect"} if sticky
+                    else {}),
+                 **({"absence_proven": True} if absence_proven else {}),
                  **audit_binding(proposal), **(details or {})})
     resource_event = _RESOURCE_EVENTS[target]
-    refs = moved_refs(proposal.resource_refs) if resource_event is not None else []
+    refs = moved_refs(proposal.resource_refs)
     try:
         with transaction.atomic():
             if is_postgres() and not refs and issuance is None:
@@ -183,41 +210,18 @@ def operation_move(
                 if end_attempt is not None and run(_END_ATTEMPT, end) != 1:
                     raise _Lost
                 for ref in refs:
-                    assert resource_event is not None
                     resource_move(ref=ref, event=resource_event, now=now)
                 run(AUDIT_INSERT, audit)
                 if issuance is not None:
                     issuance.write()
     except _Lost:
         return False
-    operation.state, operation.updated_at = target, now
+    operation.state, operation.updated_at, operation.uncertain = target, now, uncertain
     if answers:
         operation.result = result
     if evidence is not None:
         operation.evidence = evidence
     return True
-
-
-def operation_open(
-    *, proposal: Proposal, permit: Permit | None, operation_id: str, now: datetime,
-) -> Operation:
-    """Inside the claim's transaction: insert the operation intent, `pending -> claimed` by
-    the table. One operation per proposal is the database's rule: a second insert raises
-    IntegrityError, and the caller's transaction must then roll back whole."""
-    operation = Operation(
-        id=operation_id, tenant_id=proposal.tenant_id, proposal_id=proposal.id,
-        permit=permit, principal_id=proposal.principal_id,
-        execution_id=proposal.execution_id, operation=proposal.operation,
-        contract_fingerprint=proposal.contract_fingerprint, state=OPERATION_CLAIMED,
-        attempts_made=0, evidence="", claimed_at=now, updated_at=now,
-    )
-    at = value(Operation, "claimed_at", now)
-    run(OPERATION_INSERT, (operation.id, operation.tenant_id, operation.proposal_id,
-                     permit.id if permit else None, operation.principal_id,
-                     operation.execution_id, operation.operation,
-                     operation.contract_fingerprint, OPERATION_CLAIMED.value, at, at))
-    operation._state.adding = False  # it is in the store now, as if loaded
-    return operation
 
 
 _MINT = object()
@@ -237,36 +241,53 @@ class StartedAttempt:
 
     def __post_init__(self) -> None:
         if self.mint is not _MINT:
-            raise TypeError("a StartedAttempt is minted by attempt_start or attempt_retry only")
+            raise TypeError("a StartedAttempt is minted by attempt_start or attempt_begin only")
 
 
 def attempt_start(operation: Operation, number: int, now: datetime) -> StartedAttempt | None:
-    """Record attempt `number` before any I/O; None if the store does not allow it (settled,
-    or another worker started it)."""
+    """Record the first attempt before any I/O (the claim made every check); None if the store
+    does not allow it (settled, or another worker started it). Every later attempt is started
+    by `dispatch.services.attempts.attempt_next`, which checks again."""
     with transaction.atomic(durable=True):
-        if not _attempt_open(operation, number, now, previous=number - 1,
-                             details={"attempt": number}):
-            return None
+        started = attempt_begin(operation, number, now, details={"attempt": number})
+    return started
+
+
+def attempt_begin(
+    operation: Operation, number: int, now: datetime, *, details: dict[str, Any],
+) -> StartedAttempt | None:
+    """Inside the caller's transaction: start attempt `number`, the one after the latest, while
+    the operation is claimed and no attempt of it is open; None if that does not hold."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("attempt_begin runs inside its caller's transaction")
+    if not _attempt_open(operation, number, now, previous=number - 1, details=details):
+        return None
     operation.attempts_made, operation.updated_at = number, now
     return StartedAttempt(operation.id, number, _MINT, operation.operation)
 
 
-def attempt_retry(
-    operation: Operation, number: int, error: str, now: datetime
-) -> StartedAttempt | None:
-    """End uncertain attempt `number` and start `number + 1` with the same key, together, so a
-    crash in between leaves no gap; None if either guard does not hold."""
-    with transaction.atomic(durable=True):
-        ended = run(_END_ATTEMPT, [value(Attempt, "ended_at", now), Attempt.Outcome.UNCERTAIN,
-                                   error, operation.id, number])
-        if ended != 1 or not _attempt_open(
-                operation, number + 1, now, previous=number,
-                details={"attempt": number + 1, "retry_of": number,
-                         "error": audit_text(operation.proposal, error)}):
+def attempt_hold(
+    operation: Operation, number: int, error: str, now: datetime, *, retry_at: datetime,
+) -> bool:
+    """End uncertain attempt `number` while the operation stays claimed for a further attempt
+    under the same key, no earlier than `retry_at`; the operation is uncertain from now on.
+    False if the operation moved on or the attempt was no longer open (nothing written)."""
+    hold = [value(Operation, "next_attempt_at", retry_at), value(Operation, "updated_at", now),
+            operation.id, OperationState.CLAIMED.value, number]
+    end = [value(Attempt, "ended_at", now), Attempt.Outcome.UNCERTAIN, error, operation.id,
+           number]
+    proposal = operation.proposal
+    with transaction.atomic():  # its own, or a part of `attempt_next`'s
+        if run(_HOLD, hold) != 1 or run(_END_ATTEMPT, end) != 1:
             transaction.set_rollback(True)
-            return None
-    operation.attempts_made, operation.updated_at = number + 1, now
-    return StartedAttempt(operation.id, number + 1, _MINT, operation.operation)
+            return False
+        audit_record(tenant_id=operation.tenant_id, kind=ATTEMPT_UNCERTAIN, actor="dispatcher",
+                     at=now, operation_id=operation.id, proposal_id=operation.proposal_id,
+                     digest=proposal.digest,
+                     details={"attempt": number, "error": audit_text(proposal, error),
+                              "retry_at": retry_at.isoformat(), **audit_binding(proposal)})
+    operation.uncertain, operation.next_attempt_at, operation.updated_at = True, retry_at, now
+    return True
 
 
 def _attempt_open(

@@ -26,8 +26,8 @@ from dispatch.models import Attempt, Operation, Principal
 from dispatch.queue import execute_now, execute_on_commit
 from dispatch.runtime import get_runtime
 from dispatch.services.access import access_operation_by_id
+from dispatch.services.attempts import delivery_fenced, retry_refusal
 from dispatch.services.authority import require_role
-from dispatch.services.execution import retry_refusal
 from dispatch.services.leases import lease
 from dispatch.services.operations import operation_evidence, operation_move
 from protocols.contracts import Reconciliation
@@ -140,11 +140,14 @@ def _reconcile_unknown(operation: Operation, now: datetime, *, enqueue: bool) ->
             return "inconclusive"  # moved meanwhile (an admin, a renewal): this pass goes on
         return "reconciled"
     # An absence, authoritative as the contract says: retry with the same key, if allowed.
+    # Once no request of an earlier attempt can still be on its way, the absence is proof
+    # that nothing happened, and the operation is no longer uncertain (DESIGN §5).
     refusal = retry_refusal(operation, contract, operation.attempts_made, now)
     if refusal is None:
         if operation_move(operation=operation, event=OperationEvent.RETRY,
                           attempt=operation.attempts_made, now=now, actor="reconciler",
-                          evidence=found.evidence):
+                          evidence=found.evidence,
+                          absence_proven=delivery_fenced(operation, contract, now)):
             if enqueue:
                 execute_on_commit(operation.id)
             return "retried"

@@ -28,11 +28,11 @@ from dispatch.queue import execute_on_commit
 from dispatch.runtime import get_runtime
 from dispatch.services.access import access_operation_for_page
 from dispatch.services.admission import Stage, admit, deployment_refusal, validate_arguments
+from dispatch.services.attempts import delivery_fence, delivery_fenced
 from dispatch.services.audit import audit_record
 from dispatch.services.authority import require_role
 from dispatch.services.operations import operation_move
 from dispatch.services.reconciliation import lookup_bounded
-from dispatch.services.resources import moved_refs
 from protocols.contracts import OperationContract, Reconciliation
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import (
@@ -47,10 +47,6 @@ from protocols.roles import Role
 
 #: How long a renewal waits for its decision when the contract names no approval window.
 DEFAULT_WINDOW = timedelta(hours=1)
-#: For a destination that does not deduplicate, how many contract timeouts after the last
-#: attempt started its absence is taken as final (every socket wait of a call is bounded by
-#: the timeout, so a request not delivered by then is presumed never to be).
-RENEWAL_FENCE_TIMEOUTS = 3
 
 
 def operation_reauthorize(
@@ -159,7 +155,10 @@ def renewal_decide(
                               attempt=renewal.attempt - 1, now=now, actor=approver.name,
                               evidence=f"renewed approval {renewal.id} for attempt "
                                        f"{renewal.attempt}",
-                              details={"renewal_id": renewal.id}):
+                              details={"renewal_id": renewal.id},
+                              # Where no dedup made it safe, the destination's authoritative
+                              # absence past the fence did (`_renewable`).
+                              absence_proven=not contract.retry_safe):
             raise Denial(DenialCode.PROTOCOL_STATE_INVALID, "The operation moved on since "
                          "the renewal was requested.", state=operation.state)
         _audit(renewal, "renewal.granted", approver, now)
@@ -187,10 +186,6 @@ def _renewable(
         raise Denial(DenialCode.PROTOCOL_STATE_INVALID, "The action was cancelled; a "
                      "cancelled action is never attempted again: resolve it.",
                      state=operation.state)
-    if moved_refs(operation.proposal.resource_refs):
-        raise Denial(DenialCode.PROTOCOL_STATE_INVALID, "An operation on a resource cannot be "
-                     "renewed: its resource protocol has no way back from unknown; resolve it.",
-                     state=operation.state)
     runtime = get_runtime()
     contract = runtime.registry.by_fingerprint(operation.contract_fingerprint)
     if contract is None:
@@ -208,12 +203,11 @@ def _renewable(
     # An absence proves nothing while the last request may still be on its way: a worker
     # presumed lost, or a call abandoned at the contract timeout, may yet deliver it. Only
     # once the fence has passed since that attempt started is an absence taken as final.
-    fence = timedelta(seconds=RENEWAL_FENCE_TIMEOUTS * contract.scheduling_contract.timeout)
-    last = operation.attempts.order_by("-number").first()
-    if last is not None and (last.ended_at is None or now - last.started_at < fence):
+    if not delivery_fenced(operation, contract, now):
+        fence = delivery_fence(contract)
         raise Denial(DenialCode.UNSAFE_RETRY, operation_id=operation.id,
-                     reason=f"attempt {last.number} may still be delivered; ask again "
-                            f"{fence.total_seconds():g}s after it started")
+                     reason=f"attempt {operation.attempts_made} may still be delivered; ask "
+                            f"again {fence.total_seconds():g}s after it started")
     if ask_destination:
         found = lookup_bounded(runtime.handler(contract), operation.id,
                                json.loads(operation.proposal.canonical))

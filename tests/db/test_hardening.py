@@ -77,9 +77,11 @@ def test_an_answer_of_attempt_1_never_settles_attempt_2(world: World) -> None:
     assert attempt_start(operation, 1, world.now)
     stale = Operation.objects.select_related("proposal").get(id=operation.id)
     # A redelivered task past the timeout retries with the same key: attempt 2 is in flight.
-    from dispatch.services.operations import attempt_retry
+    from dispatch.runtime import get_runtime
+    from dispatch.services.attempts import attempt_next
 
-    assert attempt_retry(operation, 1, "the worker was lost mid-attempt", world.now)
+    assert attempt_next(operation=operation, contract=get_runtime().contract("payments.transfer"),
+                        now=world.now, lost_error="the worker was lost mid-attempt")
     _settle_attempt(stale, 1, Attempt.Outcome.FAILED_NO_EFFECT, None, "late", world.now)
     operation.refresh_from_db()
     assert (operation.state, operation.attempts_made) == ("claimed", 2)

@@ -56,6 +56,7 @@ EXPECTED: dict[str, set[tuple[str, str, str]]] = {
         ("dispatching", "complete", "sent"),
         ("dispatching", "fail_no_effect", "failed_no_effect"),
         ("dispatching", "uncertain", "unknown"),
+        ("unknown", "retry", "dispatching"),
         ("unknown", "reconcile_completed", "sent"),
         ("unknown", "reconcile_no_effect", "failed_no_effect"),
     },
@@ -110,6 +111,7 @@ EXPECTED: dict[str, set[tuple[str, str, str]]] = {
         ("dispatching", "complete", "published"),
         ("dispatching", "fail_no_effect", "failed_no_effect"),
         ("dispatching", "uncertain", "unknown"),
+        ("unknown", "retry", "dispatching"),
         ("unknown", "reconcile_completed", "published"),
         ("unknown", "reconcile_no_effect", "failed_no_effect"),
     },
@@ -260,7 +262,11 @@ def test_unknown_resource_never_returns_to_authorized() -> None:
     unknown = ResourceState.UNKNOWN
     targets = {EMAIL_DRAFT.transitions[(unknown, e)] for e in ResourceEvent
                if EMAIL_DRAFT.allows(unknown, e)}
-    assert targets == {ResourceState.SENT, ResourceState.FAILED_NO_EFFECT}
+    # Settled, or back to dispatching for a further attempt of the same operation (its retry
+    # under the same key): never to a state a new proposal or permit could use.
+    assert targets == {ResourceState.SENT, ResourceState.FAILED_NO_EFFECT,
+                       ResourceState.DISPATCHING}
+    assert EMAIL_DRAFT.transitions[(unknown, ResourceEvent.RETRY)] is ResourceState.DISPATCHING
     # Nor by any path that does not pass through a new human grant (spec §5.1).
     seen = {unknown}
     frontier = [unknown]
@@ -271,7 +277,6 @@ def test_unknown_resource_never_returns_to_authorized() -> None:
                 seen.add(target)
                 frontier.append(target)
     assert ResourceState.AUTHORIZED not in seen
-    assert ResourceState.DISPATCHING not in seen
 
 
 def test_only_a_grant_makes_a_resource_authorized() -> None:
@@ -353,7 +358,7 @@ def test_an_edit_of_an_attested_report_drops_its_attestation() -> None:
     # Once the publication may have run, never back to a reusable state.
     assert {transition(REPORT, ResourceState.UNKNOWN, e) for e in ResourceEvent
             if REPORT.allows(ResourceState.UNKNOWN, e)} == {
-        ResourceState.PUBLISHED, ResourceState.FAILED_NO_EFFECT}
+        ResourceState.PUBLISHED, ResourceState.FAILED_NO_EFFECT, ResourceState.DISPATCHING}
 
 
 def test_states_are_lowercase_wire_values() -> None:
