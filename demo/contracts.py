@@ -113,6 +113,9 @@ RESOURCE_REF: Mapping[str, Any] = {
 
 OUTCOME_STATES = {"completed": "sent", "failed_no_effect": "failed_no_effect",
                   "unknown": "unknown"}
+#: What a publication's outcome leaves its report in.
+PUBLICATION_STATES = {"completed": "published", "failed_no_effect": "failed_no_effect",
+                      "unknown": "unknown"}
 
 
 def email_send(implementation_fingerprint: str) -> OperationContract:
@@ -299,6 +302,7 @@ def report_publish(implementation_fingerprint: str) -> OperationContract:
         authority_requirements=(REPORT_TOPIC,),
         possible_effects=frozenset({Effect.EXTERNAL_WRITE}),
         protocol_preconditions={"report": "report"},
+        protocol_outcomes=PUBLICATION_STATES,
         approval_requirement=ApprovalRequirement(role="operator", expires_in=3600),
         idempotency_contract=Idempotency.RECEIVER_DEDUP,
         scheduling_contract=SchedulingContract(timeout=15.0, max_attempts=3, budget_cost=1),

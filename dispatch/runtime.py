@@ -31,7 +31,13 @@ from protocols.contracts import ContractRegistry, OperationContract, ResourceKin
 from protocols.denials import Denial, DenialCode
 from protocols.evidence import Validator, ValidatorRegistry, ValidatorSpec
 from protocols.grants import Policy
-from protocols.lifecycle import RESOURCE_PROTOCOLS
+from protocols.lifecycle import (
+    RESOURCE_PROTOCOLS,
+    OperationEvent,
+    OperationState,
+    ResourceEvent,
+    outcome_events,
+)
 
 #: The extension API this runtime implements: what `register(runtime)` may call and what a
 #: handler is handed (docs/compatibility.md). An extension declares it as `EXTENSION_API`.
@@ -47,6 +53,9 @@ class Runtime:
     policy: Policy
     resource_kinds: dict[str, ResourceKind] = field(default_factory=dict)
     validators: ValidatorRegistry = field(default_factory=ValidatorRegistry)
+    # contract fingerprint -> what each operation move does to its resources, read once from
+    # the contract's `protocol_outcomes` at registration (`resource_event`)
+    outcome_moves: dict[str, dict[OperationState, ResourceEvent]] = field(default_factory=dict)
 
     def register(self, contract: OperationContract, handler: Handler) -> OperationContract:
         """Register a trusted contract with its handler (embedding API, spec §10).
@@ -60,9 +69,21 @@ class Runtime:
             raise ValueError(f"{contract.qualified_name}: the handler's implementation "
                              "fingerprint differs from the contract's")
         contract.compile_schemas()  # or registration fails: never after an effect
+        moves = _outcome_moves(contract)  # or registration fails: never at an outcome
         registered = self.registry.register(contract)
+        self.outcome_moves[registered.fingerprint] = moves
         self.handlers[(contract.qualified_name, contract.contract_version)] = handler
         return registered
+
+    def resource_event(self, fingerprint: str, moved: OperationState,
+                       event: OperationEvent) -> ResourceEvent:
+        """The event that moves an operation's resources with its move to `moved`, as its
+        contract declares (`protocol_outcomes`). A contract no longer registered is settled by
+        the event its tables share with the operation's own (`event`), by name."""
+        moves = self.outcome_moves.get(fingerprint)
+        if moves is None:
+            return ResourceEvent(event.value)
+        return moves[moved]
 
     def register_resource_kind(self, kind: ResourceKind) -> ResourceKind:
         """Register a kind of resource that agents may create and operations may act on.
@@ -134,6 +155,35 @@ class Runtime:
             "approval": contract.declaration()["approval_requirement"],
             "redact": sorted(settings.AUDIT_REDACT_FIELDS),
         }))
+
+
+def _outcome_moves(contract: OperationContract) -> dict[OperationState, ResourceEvent]:
+    """What each outcome does to the resources `contract` moves, from its `protocol_outcomes`
+    checked against each resource's table; ValueError if it names a state or a move a table
+    lacks, leaves a required outcome out, or declares outcomes for no resource at all."""
+    moved = {arg: name for arg, name in contract.protocol_preconditions.items()
+             if arg not in contract.reads}
+    name = contract.qualified_name
+    if not moved:
+        if contract.protocol_outcomes:
+            raise ValueError(f"{name}: protocol_outcomes declared, but it moves no resource")
+        return {}
+    found: dict[OperationState, ResourceEvent] | None = None
+    for arg, protocol_name in sorted(moved.items()):
+        protocol = RESOURCE_PROTOCOLS.get(protocol_name)
+        if protocol is None:
+            raise ValueError(f"{name}: argument {arg!r} names no resource protocol "
+                             f"{protocol_name!r}")
+        try:
+            events = outcome_events(protocol, contract.protocol_outcomes)
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
+        if found is not None and events != found:
+            raise ValueError(f"{name}: its resources would move by different events on one "
+                             "outcome")
+        found = events
+    assert found is not None
+    return found
 
 
 def _frozen(value: Any) -> Any:

@@ -248,6 +248,82 @@ OPERATION_LIFECYCLE: Final = Protocol[OperationState, OperationEvent](
 )
 
 
+#: The operation states whose move also moves the resources the operation acts on, and the
+#: state those resources are in before it: an attempt's outcome is recorded from
+#: `dispatching`; reconciliation settles, and a retry takes back, what was `unknown`.
+OUTCOME_SOURCES: Final[Mapping[OperationState, ResourceState]] = {
+    Op.COMPLETED: R.DISPATCHING,
+    Op.FAILED_NO_EFFECT: R.DISPATCHING,
+    Op.UNKNOWN: R.DISPATCHING,
+    Op.RECONCILED_COMPLETED: R.UNKNOWN,
+    Op.RECONCILED_NO_EFFECT: R.UNKNOWN,
+    Op.CLAIMED: R.UNKNOWN,
+}
+#: The resource event each of those moves takes: its table says where it leads.
+OUTCOME_EVENTS: Final[Mapping[OperationState, ResourceEvent]] = {
+    Op.COMPLETED: RE.COMPLETE,
+    Op.FAILED_NO_EFFECT: RE.FAIL_NO_EFFECT,
+    Op.UNKNOWN: RE.UNCERTAIN,
+    Op.RECONCILED_COMPLETED: RE.RECONCILE_COMPLETED,
+    Op.RECONCILED_NO_EFFECT: RE.RECONCILE_NO_EFFECT,
+    Op.CLAIMED: RE.RETRY,
+}
+#: What a contract that moves a resource must declare in its `protocol_outcomes`; the rest
+#: follow from these (`outcome_events`).
+REQUIRED_OUTCOMES: Final = ("completed", "failed_no_effect", "unknown")
+
+
+def outcome_events(
+    protocol: Protocol[ResourceState, ResourceEvent], outcomes: Mapping[str, str],
+) -> dict[OperationState, ResourceEvent]:
+    """What each move of an operation does to a resource of `protocol`, read from a contract's
+    `protocol_outcomes` (an operation state -> the resource's state after that move): the one
+    outcome's own event (`OUTCOME_EVENTS`) from `OUTCOME_SOURCES`, which must lead there in
+    the resource's table. `reconciled_completed` and
+    `reconciled_no_effect` default to the states declared for `completed` and
+    `failed_no_effect`, `claimed` (a retry) to the state the protocol's claim leads to. Raises
+    ValueError saying what does not hold: an undeclared outcome, a state or a move the
+    protocol lacks."""
+    names = {state.value for state in OUTCOME_SOURCES}
+    stray = sorted(set(outcomes) - names)
+    if stray:
+        raise ValueError(f"protocol_outcomes names no operation outcome: {stray} (one of "
+                         f"{sorted(names)})")
+    missing = [name for name in REQUIRED_OUTCOMES if name not in outcomes]
+    if missing:
+        raise ValueError(f"protocol_outcomes must declare {missing} for {protocol.name!r}")
+    claimed = {target for (_s, event), target in protocol.transitions.items()
+               if event is RE.CLAIM}
+    if len(claimed) != 1:
+        raise ValueError(f"{protocol.name!r}: a claim must lead to one state, not {claimed}")
+    targets = {**{OperationState(name): state for name, state in outcomes.items()}}
+    targets.setdefault(Op.RECONCILED_COMPLETED, outcomes["completed"])
+    targets.setdefault(Op.RECONCILED_NO_EFFECT, outcomes["failed_no_effect"])
+    targets.setdefault(Op.CLAIMED, next(iter(claimed)).value)
+    states = {state.value for state in protocol.states}
+    events: dict[OperationState, ResourceEvent] = {}
+    for moved, target in targets.items():
+        if target not in states:
+            raise ValueError(f"protocol_outcomes[{moved.value!r}] names {target!r}, a state "
+                             f"{protocol.name!r} lacks")
+        source, event = OUTCOME_SOURCES[moved], OUTCOME_EVENTS[moved]
+        # The outcome's own event must lead there: an unknown outcome may never leave a
+        # resource where it could be edited and proposed again, whatever else the table allows.
+        if protocol.transitions.get((source, event)) is not ResourceState(target):
+            raise ValueError(f"protocol_outcomes[{moved.value!r}] names {target!r}, but "
+                             f"{protocol.name!r} moves by {event.value!r} from "
+                             f"{source.value!r} to "
+                             f"{_target_name(protocol, source, event)}")
+        events[moved] = event
+    return events
+
+
+def _target_name(protocol: Protocol[ResourceState, ResourceEvent], source: ResourceState,
+                 event: ResourceEvent) -> str:
+    target = protocol.transitions.get((source, event))
+    return "nowhere" if target is None else repr(target.value)
+
+
 class Outcome(StrEnum):
     """What an operation came to, as the caller that drives it hears it (spec §8).
 

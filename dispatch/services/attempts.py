@@ -66,11 +66,12 @@ def attempt_next(
 
 def attempt_checks(
     operation: Operation, contract: OperationContract, number: int, now: datetime, *,
-    reserve: bool,
+    reserve: bool, uncertain: bool | None = None,
 ) -> str:
     """What attempt `number` (> 1) must meet now; what authorizes it (`retry` or `renewal`),
     or the `Denial` that says why not. `reserve=True` inside `attempt_next`'s transaction: the
-    proposal's row and the grants are locked and the budget is taken there."""
+    proposal's row and the grants are locked and the budget is taken there. `uncertain`: what
+    the operation's uncertainty will be when the attempt starts, if not what is stored."""
     proposal = operation.proposal
     if reserve:
         if run(LOCK_UNCANCELLED, [proposal.id]) != 1:
@@ -83,7 +84,8 @@ def attempt_checks(
     renewed = Renewal.objects.filter(operation_id=operation.id, attempt=number,
                                      state=ApprovalState.GRANTED).exists()
     if not renewed:
-        _retry_rules(operation, contract, number, now)
+        _retry_rules(operation, contract, number, now,
+                     uncertain=operation.uncertain if uncertain is None else uncertain)
     admission = admit(contract, operation.principal,
                       validate_arguments(contract, proposal.arguments), now=now,
                       stage=Stage.RETRY, expect_digest=proposal.digest, lock=reserve)
@@ -96,23 +98,29 @@ def attempt_checks(
 
 
 def retry_refusal(
-    operation: Operation, contract: OperationContract, number: int, now: datetime
+    operation: Operation, contract: OperationContract, number: int, now: datetime, *,
+    absence_proven: bool = False,
 ) -> str | None:
     """Why uncertain attempt `number` may not be followed by another under the same key, or
-    None if it may (spec §8): `attempt_checks` without locks or reservation."""
+    None if it may (spec §8): `attempt_checks` without locks or reservation. `absence_proven`:
+    an authoritative lookup past the delivery fence has just found the key absent."""
     try:
-        attempt_checks(operation, contract, number + 1, now, reserve=False)
+        attempt_checks(operation, contract, number + 1, now, reserve=False,
+                       uncertain=not absence_proven)
     except Denial as refusal:
         return _reason(refusal)
     return None
 
 
 def _retry_rules(
-    operation: Operation, contract: OperationContract, number: int, now: datetime,
+    operation: Operation, contract: OperationContract, number: int, now: datetime, *,
+    uncertain: bool,
 ) -> None:
-    """A retry that no human renewed: only where the destination deduplicates on the key,
-    within the contract's attempts, under the original approval while it holds."""
-    if not contract.retry_safe:
+    """A retry that no human renewed: only where a repeat cannot be a second effect (the
+    destination deduplicates on the key, or an authoritative lookup proved the key absent
+    once nothing could still arrive), within the contract's attempts, under the original
+    approval while it holds."""
+    if not contract.retry_safe and uncertain:
         raise Denial(DenialCode.UNSAFE_RETRY, operation_id=operation.id,
                      reason="the destination does not deduplicate (idempotency none)")
     limit = contract.scheduling_contract.max_attempts

@@ -17,6 +17,7 @@ from typing import Any
 from django.db import transaction
 
 from dispatch.models import Attempt, Operation
+from dispatch.runtime import get_runtime
 from dispatch.services.audit import (
     AUDIT_COLUMNS,
     AUDIT_INSERT,
@@ -33,7 +34,6 @@ from protocols.lifecycle import (
     OPERATION_LIFECYCLE,
     OperationEvent,
     OperationState,
-    ResourceEvent,
     transition,
 )
 from protocols.trace import ATTEMPT_STARTED, ATTEMPT_UNCERTAIN, OPERATION_EVENT_KINDS
@@ -46,18 +46,6 @@ OUTCOME_EVENTS = {
 }
 
 _ATTEMPT_EVENTS = frozenset(OUTCOME_EVENTS.values())
-
-#: What each operation state leaves the referenced resources in.
-_RESOURCE_EVENTS = {
-    OperationState.COMPLETED: ResourceEvent.COMPLETE,
-    OperationState.FAILED_NO_EFFECT: ResourceEvent.FAIL_NO_EFFECT,
-    OperationState.UNKNOWN: ResourceEvent.UNCERTAIN,
-    OperationState.RECONCILED_COMPLETED: ResourceEvent.RECONCILE_COMPLETED,
-    OperationState.RECONCILED_NO_EFFECT: ResourceEvent.RECONCILE_NO_EFFECT,
-    # Only a retry moves an operation to claimed here (the claim is claims.py's): the resources
-    # go back to dispatching with it, so that the next attempt's outcome can be recorded.
-    OperationState.CLAIMED: ResourceEvent.RETRY,
-}
 
 OPERATION_CLAIMED = transition(OPERATION_LIFECYCLE, OPERATION_LIFECYCLE.initial,
                                OperationEvent.CLAIM)
@@ -194,8 +182,10 @@ def operation_move(
                     else {}),
                  **({"absence_proven": True} if absence_proven else {}),
                  **audit_binding(proposal), **(details or {})})
-    resource_event = _RESOURCE_EVENTS[target]
     refs = moved_refs(proposal.resource_refs)
+    if refs:  # what the contract declares this outcome does to them (`protocol_outcomes`)
+        resource_event = get_runtime().resource_event(operation.contract_fingerprint, target,
+                                                      event)
     try:
         with transaction.atomic():
             if is_postgres() and not refs and issuance is None:

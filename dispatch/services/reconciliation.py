@@ -26,7 +26,7 @@ from dispatch.models import Attempt, Operation, Principal
 from dispatch.queue import execute_now, execute_on_commit
 from dispatch.runtime import get_runtime
 from dispatch.services.access import access_operation_by_id
-from dispatch.services.attempts import delivery_fenced, retry_refusal
+from dispatch.services.attempts import delivery_fence, delivery_fenced, retry_refusal
 from dispatch.services.authority import require_role
 from dispatch.services.leases import lease
 from dispatch.services.operations import operation_evidence, operation_move
@@ -142,16 +142,21 @@ def _reconcile_unknown(operation: Operation, now: datetime, *, enqueue: bool) ->
     # An absence, authoritative as the contract says: retry with the same key, if allowed.
     # Once no request of an earlier attempt can still be on its way, the absence is proof
     # that nothing happened, and the operation is no longer uncertain (DESIGN §5).
-    refusal = retry_refusal(operation, contract, operation.attempts_made, now)
+    proven = delivery_fenced(operation, contract, now)
+    refusal = retry_refusal(operation, contract, operation.attempts_made, now,
+                            absence_proven=proven)
     if refusal is None:
         if operation_move(operation=operation, event=OperationEvent.RETRY,
                           attempt=operation.attempts_made, now=now, actor="reconciler",
-                          evidence=found.evidence,
-                          absence_proven=delivery_fenced(operation, contract, now)):
+                          evidence=found.evidence, absence_proven=proven):
             if enqueue:
                 execute_on_commit(operation.id)
             return "retried"
         return "inconclusive"
+    if not proven and not contract.retry_safe:
+        fence = delivery_fence(contract).total_seconds()
+        refusal += (f" (attempt {operation.attempts_made} may still be delivered until "
+                    f"{fence:g}s after it started; asked again then)")
     _note(operation, f"absent per lookup: {found.evidence}; no retry: {refusal}", now)
     return "inconclusive"
 
