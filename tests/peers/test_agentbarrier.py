@@ -197,7 +197,7 @@ def test_the_audit_of_every_run_replays_cleanly(
 ) -> None:
     """What the harness made our runtime write keeps the trace safety property (spec §7)."""
     done = subprocess.run(
-        [sys.executable, "manage.py", "audit_check", "--json"], cwd=ROOT,
+        [sys.executable, "manage.py", "audit_check", "--json", "--skip-checks"], cwd=ROOT,
         env=_environment(store_url, tmp_path), capture_output=True, text=True, timeout=120,
         check=False)
     assert done.returncode == 0, done.stdout + done.stderr
