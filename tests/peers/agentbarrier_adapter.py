@@ -63,6 +63,7 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -344,13 +345,23 @@ class Store:
             CONFLICT,
             DIGEST,
             PRESENT,
+            STILL_IN_FLIGHT,
+            TIMEOUT,
             action_of,
         )
 
         operation = Operation.objects.select_related("proposal").get(proposal_id=proposal_id)
-        with override_settings(RECONCILE_LOOKUP_TIMEOUT=timeout):
-            operation_reconcile(operation_id=operation.id, now=timezone.now(), enqueue=False)
-        operation.refresh_from_db()
+        # As the periodic reconciler would: an absence found while an attempt's request may
+        # still arrive (within the delivery fence) is asked again once it cannot.
+        deadline = time.monotonic() + 3 * TIMEOUT + 1
+        while True:
+            with override_settings(RECONCILE_LOOKUP_TIMEOUT=timeout):
+                operation_reconcile(operation_id=operation.id, now=timezone.now(),
+                                    enqueue=False)
+            operation.refresh_from_db()
+            if STILL_IN_FLIGHT not in operation.evidence or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         action = action_of(operation.proposal.arguments)
         evidence, digests = operation.evidence, tuple(DIGEST.findall(operation.evidence))
         if operation.state == OperationState.RECONCILED_COMPLETED or PRESENT in evidence:

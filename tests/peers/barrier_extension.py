@@ -59,14 +59,17 @@ SENTINEL_GATED = "sentinel.write_gated"
 CONTRACTS = {False: SENTINEL, True: SENTINEL_GATED}
 #: The argument carrying the harness's stable action identity: part of the approved snapshot.
 IDENTITY = "action"
-#: The contract timeout, in seconds: how long a call may wait at the destination.
-TIMEOUT = 5.0
+#: The contract timeout, in seconds: how long a call may wait at the destination. It also sets
+#: the delivery fence (3 timeouts) after which a lookup's absence proves that nothing happened.
+TIMEOUT = 1.0
 
 #: What our lookups say, as reconciliation records it (`Operation.evidence`, the audit).
 PRESENT = "the destination holds one commit matching"
 ABSENT = "the destination holds no commit of"
 CONFLICT = "conflict: the destination holds"
 UNAVAILABLE = "the destination could not answer"
+#: What reconciliation adds to an absence found within the delivery fence.
+STILL_IN_FLIGHT = "may still be delivered"
 DIGEST = re.compile(r"\b[0-9a-f]{64}\b")
 
 INPUT = {

@@ -8,8 +8,8 @@ unsupported ("adapter does not declare ..."), never failed or silently left out.
 approval barrier, which we do claim, runs under `--approval-profile per-action`. Afterwards the
 audit the harness made our runtime write replays cleanly (`manage.py audit_check`).
 
-Two checks fail on today's runtime and are marked `xfail(strict=True)` until the runtime work
-of issue 21 (sticky uncertainty, one owner of attempt N+1, terminal cancellation) lands:
+Checks that failed before the runtime work of issue 21 (sticky uncertainty, one owner of
+attempt N+1, terminal cancellation), and why:
 - AB008 (`cancellation`): `proposal_cancel` answers while the attempt is still in flight (the
   operation `claimed`); the handler learns of it only from its next look at the store
   (`Cancellation`, every 0.1 s), after the destination, released as soon as the cancellation
@@ -17,7 +17,8 @@ of issue 21 (sticky uncertainty, one owner of attempt N+1, terminal cancellation
 - AB020 (`outcome_reconciliation`, the not-committed action): the lookup proves the effect
   absent (`presence_and_absence`), but `reconciliation._reconcile_unknown` asks `retry_refusal`,
   which refuses any repeat of an `idempotency none` contract; the operation stays `unknown`, so
-  the replay finds it unknown and runs nothing: unknown, 0 commits.
+  the replay finds it unknown and runs nothing: unknown, 0 commits. Now reconciliation retries
+  it once its lookup finds the key absent past the delivery fence (3 contract timeouts).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ TOOL_TIMEOUT = "0.25"
 
 SCENARIOS = {s.scenario_id: s.capability for s in DEFAULT_SCENARIOS}
 #: Scenarios whose capability we claim but whose check still fails on today's runtime.
-KNOWN_FAILING = {"cancellation": "AB008", "outcome_reconciliation": "AB020"}
+KNOWN_FAILING = {"cancellation": "AB008"}
 PASSING = [s for s, capability in SCENARIOS.items()
            if capability in CLAIMED and s not in KNOWN_FAILING]
 UNCLAIMED = [s for s, capability in SCENARIOS.items() if capability not in CLAIMED]
@@ -160,7 +161,7 @@ def test_parallel_barrier_of_the_run_wide_profile_is_unclaimed() -> None:
 def test_the_report_lists_ab008_and_ab020(report: dict[str, Any]) -> None:
     """Both scenarios run (their capability is claimed): each passes, or fails at exactly
     the check that is still open, never at an earlier one, never with an error."""
-    for scenario, code in KNOWN_FAILING.items():
+    for scenario, code in {"cancellation": "AB008", "outcome_reconciliation": "AB020"}.items():
         result = _result(report, scenario)
         assert result["status"] in ("passed", "failed"), _said(result)
         if result["status"] == "failed":
@@ -173,15 +174,6 @@ def test_the_report_lists_ab008_and_ab020(report: dict[str, Any]) -> None:
     "the destination released on the cancel's return has committed: completed, 1 commit"))
 def test_ab008_cancellation_is_terminal_and_effect_safe(report: dict[str, Any]) -> None:
     result = _result(report, "cancellation")
-    assert result["status"] == "passed", _said(result)
-
-
-@pytest.mark.xfail(strict=True, reason=(
-    "AB020: the lookup proves the effect absent (presence_and_absence) but "
-    "reconciliation's retry_refusal refuses any repeat of an idempotency-none contract; the "
-    "operation stays unknown and the replay runs nothing: unknown, 0 commits"))
-def test_ab020_a_proven_absence_is_retried_exactly_once(report: dict[str, Any]) -> None:
-    result = _result(report, "outcome_reconciliation")
     assert result["status"] == "passed", _said(result)
 
 
