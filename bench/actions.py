@@ -114,7 +114,7 @@ def raw_transactions(vendor: str) -> tuple[tuple[str, ...], ...]:
     from dispatch.services import audit, budgets, claims, operations
 
     if vendor == "postgresql":
-        return ((claims._PG_CLAIM.format(lock=claims._LOCK_PROPOSAL), budgets.upsert_sql(2)),
+        return ((claims._PG_CLAIM.format(lock=claims.LOCK_UNCANCELLED), budgets.upsert_sql(2)),
                 (operations._PG_START,), (operations._PG_MOVE_AND_END,))
     # SQLite: a claim without a permit locks no row (its BEGIN IMMEDIATE holds the database).
     return ((operations.OPERATION_INSERT, audit.AUDIT_INSERT, budgets.upsert_sql(2)),
@@ -256,8 +256,8 @@ class RawActions:
         if not self._run(start, count_rows=not self.sqlite):
             raise RuntimeError(f"raw: attempt start of {op} refused")
         now = self._when(datetime.now(UTC))
-        move = ("completed", now, True, self.json(noop_handler()), None, op, "claimed", 1,
-                True, None)
+        move = ("completed", now, True, self.json(noop_handler()), None, False, op, "claimed",
+                1, False, True, None)
         end = (now, "completed", "", op, 1)
         settled = self._audit(item, "operation.completed", "dispatcher", op, now,
                               {"attempt": 1, "outcome": "completed"}, digest=item.digest)

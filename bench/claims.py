@@ -72,9 +72,10 @@ RAW_RESOURCE = ("UPDATE dispatch_resource SET state = 'dispatching', updated_at 
                 "WHERE id = {p} AND current_revision = {p} AND state = 'authorized'")
 RAW_OPERATION = ("INSERT INTO dispatch_operation (id, tenant_id, proposal_id, permit_id, "
                  "principal_id, execution_id, operation, contract_fingerprint, state, "
-                 "attempts_made, next_attempt_at, result, evidence, claimed_at, updated_at) "
-                 "VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, 'claimed', 0, NULL, NULL, '', "
-                 "{p}, {p})")
+                 "attempts_made, uncertain, next_attempt_at, result, evidence, claimed_at, "
+                 "updated_at) "
+                 "VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, 'claimed', 0, FALSE, NULL, NULL, "
+                 "'', {p}, {p})")
 RAW_AUDIT = ("INSERT INTO dispatch_auditevent (tenant_id, at, kind, actor, operation_id, "
              "proposal_id, digest, details) VALUES ({p}, {p}, 'permit.claimed', {p}, {p}, {p}, "
              "{p}, {j})")

@@ -56,4 +56,7 @@ def test_the_page_says_why_an_email_is_not_renewable(
     page = as_user("admin", "admin-pw").get(f"/console/operations/{operation.id}/")
     body = page.content.decode()
     assert "Request a renewed approval" not in body
-    assert "Not available: An operation on a resource cannot be renewed" in body
+    # The sink neither deduplicates nor can prove an email absent: a human resolves it.
+    assert "Not available: The outcome is uncertain and the operation is not safe to retry" \
+        in body
+    assert "the destination does not deduplicate and its lookups cannot prove" in body
