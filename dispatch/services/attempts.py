@@ -30,8 +30,8 @@ from dispatch.services.budgets import attempt_budget, budget_take
 from dispatch.services.claims import LOCK_UNCANCELLED
 from dispatch.services.operations import (
     StartedAttempt,
-    attempt_begin,
     attempt_hold,
+    attempt_open,
     operation_move,
 )
 from dispatch.services.statements import run
@@ -56,7 +56,7 @@ def attempt_next(
         try:
             with transaction.atomic():  # a refusal undoes the checks' locks and reservation
                 authorized_by = attempt_checks(operation, contract, number, now, reserve=True)
-                started = attempt_begin(operation, number, now, details={
+                started = attempt_open(operation, number, now, details={
                     "attempt": number, "retry_of": number - 1, "authorized_by": authorized_by})
         except Denial as refusal:
             _settle_refused(operation, number, refusal, now)

@@ -231,7 +231,7 @@ class StartedAttempt:
 
     def __post_init__(self) -> None:
         if self.mint is not _MINT:
-            raise TypeError("a StartedAttempt is minted by attempt_start or attempt_begin only")
+            raise TypeError("a StartedAttempt is minted by attempt_start or attempt_open only")
 
 
 def attempt_start(operation: Operation, number: int, now: datetime) -> StartedAttempt | None:
@@ -239,18 +239,18 @@ def attempt_start(operation: Operation, number: int, now: datetime) -> StartedAt
     does not allow it (settled, or another worker started it). Every later attempt is started
     by `dispatch.services.attempts.attempt_next`, which checks again."""
     with transaction.atomic(durable=True):
-        started = attempt_begin(operation, number, now, details={"attempt": number})
+        started = attempt_open(operation, number, now, details={"attempt": number})
     return started
 
 
-def attempt_begin(
+def attempt_open(
     operation: Operation, number: int, now: datetime, *, details: dict[str, Any],
 ) -> StartedAttempt | None:
     """Inside the caller's transaction: start attempt `number`, the one after the latest, while
     the operation is claimed and no attempt of it is open; None if that does not hold."""
     if not transaction.get_connection().in_atomic_block:
-        raise RuntimeError("attempt_begin runs inside its caller's transaction")
-    if not _attempt_open(operation, number, now, previous=number - 1, details=details):
+        raise RuntimeError("attempt_open runs inside its caller's transaction")
+    if not _attempt_insert(operation, number, now, previous=number - 1, details=details):
         return None
     operation.attempts_made, operation.updated_at = number, now
     return StartedAttempt(operation.id, number, _MINT, operation.operation)
@@ -280,7 +280,7 @@ def attempt_hold(
     return True
 
 
-def _attempt_open(
+def _attempt_insert(
     operation: Operation, number: int, now: datetime, *, previous: int,
     details: dict[str, Any],
 ) -> bool:

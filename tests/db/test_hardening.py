@@ -201,7 +201,7 @@ def test_a_destination_changed_after_an_uncertain_attempt_is_never_retried(
     assert list_all(destinations.directory)["bank"] == []
 
 
-def test_a_worker_that_finds_a_changed_destination_never_leaves_a_lost_attempt_open(
+def test_a_worker_that_finds_a_changed_destination_never_leaves_a_lost_attempt_insert(
     live: World, destinations: Destinations, settings: Any,
 ) -> None:
     """Spec §8 (issue 16 item 4): the worker that died left attempt 1 open; the redelivered

@@ -105,5 +105,5 @@ def test_an_ended_attempt_opens_nothing(live: World, destinations: Destinations)
 
 
 def test_the_proof_of_a_started_attempt_cannot_be_made_by_hand() -> None:
-    with pytest.raises(TypeError, match="minted by attempt_start or attempt_begin only"):
+    with pytest.raises(TypeError, match="minted by attempt_start or attempt_open only"):
         StartedAttempt(operation_id="op_x", number=1)

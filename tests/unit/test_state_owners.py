@@ -8,7 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 OWNERS = {
-    "dispatch/services/operations.py",   # Operation: operation_move, operation_open, attempts
+    "dispatch/services/operations.py",   # Operation: operation_move, the attempts' rows
     "dispatch/services/permits.py",      # Permit: permit_move
     "dispatch/services/approvals.py",    # ApprovalRequest: approval_move, approval_open
     "dispatch/services/resources.py",    # Resource: resource_move (and the initial state)
@@ -76,3 +76,30 @@ def test_the_scan_sees_a_state_write(tmp_path: Path) -> None:
     saved = ast.parse("op.save(update_fields=['state'])").body[0]
     assert isinstance(saved, ast.Expr) and isinstance(saved.value, ast.Call)
     assert _writes_state(saved.value)
+
+
+#: Who may start an attempt (DESIGN §5): the first is the claim's (`attempt_start`), every one
+#: after it `attempt_next`'s, which checks again what the claim checked.
+ATTEMPT_STARTERS = {"attempt_open": {"dispatch/services/operations.py:attempt_start",
+                                      "dispatch/services/attempts.py:attempt_next"},
+                    "attempt_start": {"dispatch/services/execution.py:_next_attempt"}}
+
+
+def _callers(name: str) -> set[str]:
+    found = set()
+    for path in sorted([*ROOT.glob("dispatch/**/*.py"), *ROOT.glob("demo/**/*.py")]):
+        relative = path.relative_to(ROOT).as_posix()
+        tree = ast.parse(path.read_text(), relative)
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(function):
+                if isinstance(node, ast.Call) and name in (
+                        getattr(node.func, "id", None), getattr(node.func, "attr", None)):
+                    found.add(f"{relative}:{function.name}")
+    return found
+
+
+def test_one_function_starts_every_attempt_after_the_first() -> None:
+    for name, allowed in ATTEMPT_STARTERS.items():
+        assert _callers(name) == allowed, name
