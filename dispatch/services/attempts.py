@@ -58,10 +58,18 @@ def attempt_next(
                 authorized_by = attempt_checks(operation, contract, number, now, reserve=True)
                 started = attempt_open(operation, number, now, details={
                     "attempt": number, "retry_of": number - 1, "authorized_by": authorized_by})
+                if started is None:
+                    raise _Moved  # another process started it or settled the operation
+        except _Moved:
+            return None
         except Denial as refusal:
             _settle_refused(operation, number, refusal, now)
             return None
     return started
+
+
+class _Moved(Exception):
+    """The operation moved on meanwhile: undo the reservation, start nothing."""
 
 
 def attempt_checks(

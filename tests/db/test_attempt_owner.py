@@ -17,9 +17,10 @@ from demo import contracts as demo_contracts
 from demo.destinations.runner import list_all
 from dispatch.models import Attempt, AuditEvent, BudgetCounter, Operation
 from dispatch.runtime import get_runtime
+from dispatch.services.attempts import attempt_next
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.execution import operation_execute
-from dispatch.services.operations import attempt_start
+from dispatch.services.operations import attempt_hold, attempt_start
 from dispatch.services.reconciliation import reconcile_operations
 from protocols.contracts import Idempotency, Reconciliation
 from tests.conftest import World
@@ -133,3 +134,24 @@ def test_without_a_proven_absence_a_destination_without_dedup_is_never_retried(
     counts = reconcile_operations(now=timezone.now() + timedelta(seconds=16), enqueue=False)
     assert counts["retried"] == 0
     assert Operation.objects.get(id=operation.id).state == "unknown"
+
+
+def test_a_second_start_of_the_same_attempt_starts_nothing_and_charges_nothing(
+    live: World, destinations: Destinations,
+) -> None:
+    proposal = live.propose_transfer(memo="lose-response.test", execution_id="exe-twice")
+    live.grant(proposal)
+    operation = proposal_dispatch(principal=live.owner, proposal_id=proposal.id, now=live.now,
+                                  enqueue=False)
+    assert attempt_start(operation, 1, timezone.now())
+    assert attempt_hold(operation, 1, "response lost", timezone.now(),
+                        retry_at=timezone.now())
+    contract = get_runtime().contract("payments.transfer")
+    stale = Operation.objects.select_related("proposal", "principal", "permit").get(
+        id=operation.id)  # a duplicate task, loaded before either started attempt 2
+    assert attempt_next(operation=operation, contract=contract, now=timezone.now())
+    used = execution_used(live, "exe-twice")
+    assert attempt_next(operation=stale, contract=contract, now=timezone.now()) is None
+    assert execution_used(live, "exe-twice") == used == 2
+    assert Attempt.objects.filter(operation_id=operation.id).count() == 2
+    assert Operation.objects.get(id=operation.id).state == "claimed"  # the first one's
