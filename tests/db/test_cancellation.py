@@ -110,6 +110,23 @@ def claimed(world: World) -> Operation:
                              enqueue=False)
 
 
+def waiting_for_attempt_two(world: World) -> Operation:
+    """A transfer whose attempt 1 a worker started and died in before sending anything;
+    reconciliation made it unknown, found the key absent at the bank and moved it back to
+    `claimed` for attempt 2, whose task has not run: claimed, with no attempt open."""
+    proposal = world.propose_transfer()
+    world.grant(proposal)
+    operation = proposal_dispatch(principal=world.owner, proposal_id=proposal.id, now=world.now,
+                                  enqueue=False)
+    assert attempt_start(operation, 1, world.now)
+    later = world.now + timedelta(seconds=16)
+    assert reconcile_operations(now=later, enqueue=False)["retried"] == 1
+    operation.refresh_from_db()
+    assert (operation.state, operation.attempts_made) == ("claimed", 1)
+    assert not Attempt.objects.filter(operation=operation, ended_at__isnull=True).exists()
+    return operation
+
+
 def test_cancel_of_the_operation_before_attempt_one_ends_it_without_effect(
         world: World) -> None:
     operation = claimed(world)
@@ -133,17 +150,9 @@ def test_cancel_while_claimed_between_attempts_ends_it_at_once(
     `claimed` for attempt 2, whose task has not run: no attempt is open, so nothing can be
     asked to stop. The cancellation ends the operation itself, as the settlement of attempt 1,
     and the late task sends nothing."""
-    proposal = live.propose_transfer()
-    permit = live.grant(proposal)
-    operation = proposal_dispatch(principal=live.owner, proposal_id=proposal.id, now=live.now,
-                                  enqueue=False)
-    assert attempt_start(operation, 1, live.now)  # its worker died before it sent anything
+    operation = waiting_for_attempt_two(live)
+    proposal, permit = operation.proposal, operation.permit
     later = live.now + timedelta(seconds=16)
-    assert reconcile_operations(now=later, enqueue=False)["retried"] == 1
-    operation.refresh_from_db()
-    assert (operation.state, operation.attempts_made) == ("claimed", 1)
-    assert not Attempt.objects.filter(operation=operation, ended_at__isnull=True).exists()
-
     cancelled = operation_cancel(actor=live.owner, operation_id=operation.id, now=later,
                                  reason="the customer withdrew")
     assert cancelled.state == "failed_no_effect"
