@@ -4,9 +4,11 @@ nothing was sent; past its effect, the outcome says what happened."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 
 from demo.destinations.runner import list_all
@@ -42,3 +44,32 @@ def test_cancel_mid_attempt_is_honest(
     if outcome == "failed_no_effect":
         assert "cancelled before the effect" in attempt.error
     assert Permit.objects.get(id=permit.id).state == "claimed"  # never freed
+
+
+def test_cancel_over_the_api_mid_attempt_stops_the_handler_in_its_worker(
+    live: World, destinations: Destinations, tmp_path: Path,
+) -> None:
+    """The agent's `POST operations/{id}/cancel/` while attempt 1 runs in another process:
+    the answer is the operation still `claimed` (its attempt answers for itself), the handler
+    sees the cancellation before its effect, and nothing is sent."""
+    proposal, permit = live.approved_email()
+    operation = proposal_dispatch(principal=live.owner, proposal_id=proposal.id,
+                                  now=timezone.now(), enqueue=False)
+    with PausedChild(tmp_path, "execute", operation.id, pause="attempt.before_call") as worker:
+        worker.reached()
+        response = Client().post(f"/api/v1/operations/{operation.id}/cancel/",
+                                 data=json.dumps({"reason": "wrong customer"}),
+                                 content_type="application/json",
+                                 HTTP_AUTHORIZATION=f"Bearer {live.owner_token}")
+        assert response.status_code == 200, response.content
+        body = response.json()
+        assert body["state"] == "claimed"
+        assert [(a["number"], a["ended_at"]) for a in body["attempts"]] == [(1, None)]
+        assert worker.result() == {"state": "failed_no_effect"}
+    assert list_all(destinations.directory)["email"] == []
+    assert Permit.objects.get(id=permit.id).state == "claimed"
+    again = Client().post(f"/api/v1/operations/{operation.id}/cancel/", data="{}",
+                          content_type="application/json",
+                          HTTP_AUTHORIZATION=f"Bearer {live.owner_token}")
+    assert again.status_code == 409
+    assert again.json()["error"]["details"] == {"state": "failed_no_effect"}
