@@ -185,8 +185,9 @@ CANCEL_DESCRIPTION = (
     "is open, the operation ends at once without effect (or `unknown` after an uncertain "
     "attempt); during an attempt the handler is asked to stop, the permit stays consumed and "
     "the attempt's answer is the outcome: read the operation again. A cancellation of a "
-    "settled operation, and a second cancellation, are `protocol_state_invalid` (409) with "
-    "the operation's state in `details.state`. The reason is kept in the audit, masked.")
+    "settled operation, and a second cancellation, are `protocol_state_invalid` (409), with "
+    "the operation's state in `details.state` where there is an operation. The reason is kept "
+    "in the audit, masked.")
 
 
 class OperationCancelApi(ApiView):
