@@ -30,6 +30,7 @@ POINTS = frozenset({
     "attempt.before_outcome",   # the handler returned (any outcome), nothing recorded yet
     "agent.after_proposal",     # the agent's proposal committed, its tool result not recorded
     "renewal.before_transaction",  # a renewal's grant checked, its transaction not begun
+    "cancel.locked",            # a cancellation after the claim holds the operation, no move yet
 })
 
 

@@ -19,6 +19,7 @@ from datetime import datetime
 
 from django.db import transaction
 
+from dispatch.failpoints import failpoint
 from dispatch.models import Attempt, Operation, Principal, Proposal
 from dispatch.services.access import access_operation_by_id, access_proposal_by_id
 from dispatch.services.approvals import approval_move
@@ -128,6 +129,7 @@ def _cancel_after_claim(
         # is held, no attempt opens or closes.
         current = Operation.objects.select_for_update().select_related("proposal").get(
             id=operation.id)
+        failpoint("cancel.locked")
         if current.state != OperationState.CLAIMED:
             raise Denial(DenialCode.PROTOCOL_STATE_INVALID, _settled_message(
                 current, already_cancelled=requested != 1), state=current.state)
