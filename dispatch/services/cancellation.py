@@ -66,8 +66,9 @@ def proposal_cancel(
 def operation_cancel(
     *, actor: Principal, operation_id: object, now: datetime, reason: str = "",
 ) -> Operation:
-    """Cancel a claimed operation. Returns it as it now stands: `failed_no_effect` if no
-    attempt was open, still `claimed` while an attempt in flight answers for itself."""
+    """Cancel a claimed operation. Returns it as it now stands: ended if no attempt was open
+    (`failed_no_effect`, unless its owner of moves decides that its history allows only
+    `unknown`), still `claimed` while an attempt in flight answers for itself."""
     operation = access_operation_by_id(actor, operation_id)
     proposal = operation.proposal
     _require_canceller(actor, proposal)
@@ -94,8 +95,11 @@ def _cancel_before_claim(
 ) -> bool:
     """True if the action was stopped before any claim; False if a claim got there first."""
     with transaction.atomic(durable=True):
-        Proposal.objects.filter(id=proposal.id, cancelled_at__isnull=True).update(
+        withdrawn = Proposal.objects.filter(id=proposal.id, cancelled_at__isnull=True).update(
             cancelled_at=now)
+        if withdrawn != 1:
+            transaction.set_rollback(True)  # another cancellation got there first
+            return False
         for state in sources(APPROVAL_LIFECYCLE, ApprovalEvent.REVOKE):
             approval_move(event=ApprovalEvent.REVOKE, source=state, proposal_id=proposal.id)
         # The claim's conditional update on this permit row serializes with this one.

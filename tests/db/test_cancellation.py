@@ -248,3 +248,15 @@ def test_only_the_proposer_an_operator_or_an_admin_may_cancel(world: World) -> N
                        now=world.now).code is DenialCode.NOT_FOUND
     assert Operation.objects.get(id=operation.id).state == "claimed"
     assert cancellations(operation.proposal_id) == []
+
+
+def test_two_cancellations_racing_before_the_claim_withdraw_once(world: World) -> None:
+    """Both read the proposal open; the second to write finds it cancelled and writes
+    nothing (no second release, no second audit event)."""
+    from dispatch.services.cancellation import _cancel_before_claim
+
+    proposal = world.propose_email(world.draft())
+    stale = Proposal.objects.get(id=proposal.id)
+    proposal_cancel(actor=world.owner, proposal_id=proposal.id, now=world.now)
+    assert _cancel_before_claim(stale, world.approver, world.now, "late") is False
+    assert [e.actor for e in cancellations(proposal.id)] == ["owner"]
