@@ -9,6 +9,7 @@ from typing import Any
 from django import forms
 
 from dispatch.selectors import AuditFilter, QueueFilter
+from dispatch.services.cancellation import REASON_MAX
 from protocols.expiry import expiry_after
 from protocols.grants import parse_scope
 
@@ -102,6 +103,17 @@ class ResolveForm(forms.Form):
         if not note:
             raise forms.ValidationError("Write a note of the evidence before resolving.")
         return note
+
+
+class CancelForm(forms.Form):
+    """Cancel an action; the reason is optional, and audited with the action's values
+    masked."""
+
+    reason = forms.CharField(
+        required=False, max_length=REASON_MAX, strip=True, label="Reason",
+        help_text="Optional; recorded in the audit with your cancellation.",
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
 
 
 class GrantIssueForm(forms.Form):

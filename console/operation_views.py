@@ -1,5 +1,6 @@
-"""Console views of the admin's unknown outcomes: the list, one operation's page with its
-attempts and timeline, the resolve, and the renewed approval of a further attempt. Thin, as
+"""Console views of operations: the admin's unknown outcomes and their resolve, one operation's
+page with its attempts (and, for admins, its timeline), the renewed approval of a further
+attempt, and the cancellation of a claimed operation by an operator or admin. Thin, as
 `console.views`: reads through `dispatch.selectors`, writes through `dispatch.services`."""
 
 from __future__ import annotations
@@ -14,11 +15,18 @@ from django.views.decorators.http import require_GET, require_POST
 
 from console import paging
 from console.csp import csp_protect
-from console.forms import DecisionForm, ResolveForm
-from console.presenters import parse_snapshot, pretty_json, snapshot_summary
+from console.forms import CancelForm, DecisionForm, ResolveForm
+from console.presenters import (
+    cancellation_outcome,
+    parse_snapshot,
+    pretty_json,
+    snapshot_summary,
+)
 from console.roles import page, role_required
 from console.views import not_found_page, page_link
 from dispatch import selectors
+from dispatch.services.authority import has_role
+from dispatch.services.cancellation import operation_cancel as operation_cancel_service
 from dispatch.services.reconciliation import operation_resolve as operation_resolve_service
 from dispatch.services.renewals import operation_reauthorize as operation_reauthorize_service
 from dispatch.services.renewals import renewal_decide as renewal_decide_service
@@ -55,7 +63,7 @@ def operation_list_unknown(request: HttpRequest, principal: Principal) -> HttpRe
 
 @require_GET
 @csp_protect
-@role_required("admin")
+@role_required("operator")
 def operation_detail(
     request: HttpRequest, principal: Principal, operation_id: str,
 ) -> HttpResponse:
@@ -118,6 +126,34 @@ def operation_reauthorize(
 @require_POST
 @csp_protect
 @role_required("operator")
+def operation_cancel(
+    request: HttpRequest, principal: Principal, operation_id: str,
+) -> HttpResponse:
+    """Cancel a claimed operation (`operation_cancel`): with no attempt open it ends at once;
+    an attempt in flight is asked to stop. The page it returns to says which."""
+    try:
+        operation = selectors.operation_get(viewer=principal, operation_id=operation_id)
+    except Denial as denial:
+        return not_found_page(request, principal, denial)
+    form = CancelForm(request.POST)
+    if not form.is_valid():
+        return _operation_page(request, principal, operation, ResolveForm(), status=400,
+                               cancel_form=form)
+    try:
+        cancelled = operation_cancel_service(actor=principal, operation_id=operation.id,
+                                             reason=form.cleaned_data["reason"],
+                                             now=timezone.now())
+    except Denial as denial:
+        messages.error(request, f"Not cancelled: {denial.message}")
+    else:
+        messages.success(request, cancellation_outcome(cancelled.id, cancelled.state,
+                                                       cancelled.attempts_made))
+    return redirect("console:operation-detail", operation_id=operation.id)
+
+
+@require_POST
+@csp_protect
+@role_required("operator")
 def renewal_decide(request: HttpRequest, principal: Principal, renewal_id: str) -> HttpResponse:
     """Grant or deny a renewed approval, confirming the digest the page showed."""
     form = DecisionForm(request.POST)
@@ -146,9 +182,11 @@ def renewal_decide(request: HttpRequest, principal: Principal, renewal_id: str) 
 def _operation_page(
     request: HttpRequest, principal: Principal, operation: Operation, form: ResolveForm,
     *, denial: Denial | None = None, status: int = 200,
-    renewal_form: DecisionForm | None = None,
+    renewal_form: DecisionForm | None = None, cancel_form: CancelForm | None = None,
 ) -> HttpResponse:
-    events = selectors.operation_timeline(viewer=principal, operation=operation)
+    # The timeline is the audit's, and the audit is the admins' (operators see the rest).
+    events = (selectors.operation_timeline(viewer=principal, operation=operation)
+              if has_role(principal, "admin") else [])
     snapshot = parse_snapshot(operation.proposal.canonical)
     pending = selectors.renewal_pending(viewer=principal, operation=operation)
     now = timezone.now()
@@ -169,4 +207,6 @@ def _operation_page(
         "result": pretty_json(operation.result) if operation.result is not None else "",
         "form": form,
         "denial": denial,
+        "cancel_form": cancel_form or CancelForm(),
+        "cancel_requested": operation.proposal.cancelled_at,
     }, principal=principal, status=status)

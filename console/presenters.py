@@ -177,6 +177,17 @@ def parse_snapshot(canonical: str) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {"value": parsed}
 
 
+def cancellation_outcome(operation_id: str | None, state: str | None, attempt: int) -> str:
+    """What a cancellation did, for the page it returns to. `state` is the operation's after
+    it; None when there is no operation (the action was withdrawn before any claim)."""
+    if operation_id is None or state is None:
+        return "Cancelled: the approval is revoked and the action will not run."
+    if state == "claimed":
+        return (f"Cancellation requested: attempt {attempt} is running and is asked to stop; "
+                "what it answers is the outcome.")
+    return f"Cancelled: operation {operation_id} is now {state}."
+
+
 def duration(delta: timedelta) -> str:
     """`1 h 05 min`, `4 min 10 s`, `12 s`; negative durations read as `0 s`."""
     seconds = max(int(delta.total_seconds()), 0)

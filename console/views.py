@@ -19,12 +19,14 @@ from console import paging
 from console.csp import csp_protect
 from console.forms import (
     AuditFilterForm,
+    CancelForm,
     DecisionForm,
     GrantIssueForm,
     QueueFilterForm,
 )
 from console.presenters import (
     address_views,
+    cancellation_outcome,
     compact_json,
     diff_fields,
     digest_matches,
@@ -40,6 +42,7 @@ from dispatch import selectors
 from dispatch.services.approvals import approval_decide as approval_decide_service
 from dispatch.services.authority import grant_issue as grant_issue_service
 from dispatch.services.authority import grant_revoke as grant_revoke_service
+from dispatch.services.cancellation import proposal_cancel as proposal_cancel_service
 from protocols.approvals import effective_approval_state
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import ApprovalState
@@ -191,9 +194,41 @@ def approval_decide(
     return redirect("console:approval-detail", approval_id=decided.id)
 
 
+@require_POST
+@csp_protect
+@role_required("operator")
+def approval_cancel(
+    request: HttpRequest, principal: Principal, approval_id: str,
+) -> HttpResponse:
+    """Cancel the approval's action (`proposal_cancel`): before its claim the approval and its
+    permit are revoked; a claim that got there first is cancelled as the operation's page
+    does. The page it returns to says which."""
+    try:
+        approval = selectors.approval_get(viewer=principal, approval_id=approval_id)
+    except Denial as denial:
+        return not_found_page(request, principal, denial)
+    form = CancelForm(request.POST)
+    if not form.is_valid():
+        return _detail_page(request, principal, approval,
+                            DecisionForm(initial={"digest": approval.proposal.digest}),
+                            status=400, cancel_form=form)
+    try:
+        proposal = proposal_cancel_service(actor=principal, proposal_id=approval.proposal_id,
+                                           reason=form.cleaned_data["reason"],
+                                           now=timezone.now())
+    except Denial as denial:
+        messages.error(request, f"Not cancelled: {denial.message}")
+    else:
+        operation = selectors.operation_for_proposal(viewer=principal, proposal_id=proposal.id)
+        messages.success(request, cancellation_outcome(
+            operation.id if operation else None, operation.state if operation else None,
+            operation.attempts_made if operation else 0))
+    return redirect("console:approval-detail", approval_id=approval.id)
+
+
 def _detail_page(
     request: HttpRequest, principal: Principal, approval: ApprovalRequest, form: DecisionForm,
-    *, denial: Denial | None = None, status: int = 200,
+    *, denial: Denial | None = None, status: int = 200, cancel_form: CancelForm | None = None,
 ) -> HttpResponse:
     now = timezone.now()
     proposal = approval.proposal
@@ -245,6 +280,10 @@ def _detail_page(
         "report_paragraphs": paragraphs(publication.body) if publication else [],
         # A grant the attestation check would refuse is not offered (Deny stays).
         "approvable": publication is None or publication.refusal is None,
+        # Before any claim; once claimed, the operation's page cancels it.
+        "cancellable": state in (ApprovalState.PENDING, ApprovalState.GRANTED)
+        and operation is None and proposal.cancelled_at is None,
+        "cancel_form": cancel_form or CancelForm(),
     }
     return page(request, "console/approval_detail.html", context, principal=principal,
                 status=status)

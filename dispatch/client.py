@@ -205,6 +205,12 @@ class ApiClient:
         return cast("Dispatched",
                     self._call("POST", f"proposals/{_q(proposal_id)}/dispatch/", body))
 
+    def cancel_proposal(self, proposal_id: str, *, reason: str | None = None) -> Proposal:
+        """Cancel the proposal's action, before or after its claim; a second cancellation, or
+        one of a settled operation, is `protocol_state_invalid` (409)."""
+        return cast("Proposal", self._call("POST", f"proposals/{_q(proposal_id)}/cancel/",
+                                           _reason(reason)))
+
     def approval_decide(self, approval_id: str, *, decision: str, digest: str,
                         reason: str | None = None) -> Decision:
         body = {"decision": decision, "digest": digest}
@@ -220,6 +226,12 @@ class ApiClient:
         return cast("Operation", self._call(
             "POST", f"operations/{_q(operation_id)}/resolve/",
             {"outcome": outcome, "evidence": evidence}))
+
+    def cancel_operation(self, operation_id: str, *, reason: str | None = None) -> Operation:
+        """Cancel a claimed operation: it ends without effect at once, or, with an attempt in
+        flight, that attempt is asked to stop and its answer is the outcome (poll it)."""
+        return cast("Operation", self._call("POST", f"operations/{_q(operation_id)}/cancel/",
+                                            _reason(reason)))
 
     def grants(self, *, cursor: str | None = None, page_size: int | None = None) -> Page:
         return cast("Page", self._call(
@@ -284,6 +296,10 @@ class ApiClient:
 
 def _q(value: str) -> str:
     return urllib.parse.quote(value, safe="")
+
+
+def _reason(reason: str | None) -> dict[str, Any]:
+    return {} if reason is None else {"reason": reason}
 
 
 def _query(**params: Any) -> str:

@@ -31,6 +31,7 @@ POINTS = frozenset({
     "attempt.before_retry",     # an uncertain attempt ended, the backoff before the next begun
     "agent.after_proposal",     # the agent's proposal committed, its tool result not recorded
     "renewal.before_transaction",  # a renewal's grant checked, its transaction not begun
+    "cancel.locked",            # a cancellation after the claim holds the operation, no move yet
 })
 
 

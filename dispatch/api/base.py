@@ -3,8 +3,8 @@
 Views are thin: a nested `InputSerializer` checks the body's shape and JSON types, the service
 decides everything else and raises `Denial`s that `dispatch.api.exceptions` renders unchanged.
 `now` is taken in the view, once per request, and passed down. One module per job:
-`intake` (contracts, resources, proposals and their dispatch), `decisions` (approvals and
-operations), `records` (grants and the audit)."""
+`intake` (contracts, resources, proposals and their dispatch), `decisions` (approvals,
+operations, renewals and cancellation), `records` (grants and the audit)."""
 
 from __future__ import annotations
 

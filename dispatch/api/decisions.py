@@ -1,4 +1,5 @@
-"""REST calls that decide or settle an action (DESIGN §7): approvals and operations."""
+"""REST calls that decide or settle an action (DESIGN §7): approvals, operations, renewals and
+cancellation."""
 
 from __future__ import annotations
 
@@ -19,15 +20,18 @@ from dispatch.api.fields import (
 from dispatch.api.schema import error_responses, path_id
 from dispatch.api.selectors import (
     operation_view,
+    proposal_view,
 )
 from dispatch.api.serializers import (
     OperationOutputSerializer,
+    ProposalOutputSerializer,
     enum_field,
 )
 from dispatch.services.access import (
     access_operation_by_id,
 )
 from dispatch.services.approvals import approval_decide
+from dispatch.services.cancellation import REASON_MAX, operation_cancel, proposal_cancel
 from dispatch.services.reconciliation import operation_resolve
 from dispatch.services.renewals import operation_reauthorize, renewal_decide
 from protocols.lifecycle import ApprovalState
@@ -170,3 +174,65 @@ class RenewalDecideApi(ApiView):
                                  decision=data["decision"], digest=data["digest"],
                                  reason=data.get("reason", ""), now=timezone.now())
         return Response(RenewalOutputSerializer(renewal).data)
+
+
+# --- cancellation (spec §9) ---------------------------------------------------------------------
+
+CANCEL_CODES = (C.NOT_FOUND, C.ROLE_REQUIRED, C.PROTOCOL_STATE_INVALID)
+CANCEL_DESCRIPTION = (
+    "By the agent that proposed, or an operator or admin of the tenant. Before the claim the "
+    "proposal is withdrawn (its approval and permit revoked); after the claim, while no attempt "
+    "is open, the operation ends at once without effect (or `unknown` after an uncertain "
+    "attempt); during an attempt the handler is asked to stop, the permit stays consumed and "
+    "the attempt's answer is the outcome: read the operation again. A cancellation of a "
+    "settled operation, and a second cancellation, are `protocol_state_invalid` (409), with "
+    "the operation's state in `details.state` where there is an operation. The reason is kept "
+    "in the audit, masked.")
+
+
+class OperationCancelApi(ApiView):
+    """Cancel an operation (spec §9). A repeated cancellation is not answered 200: it is
+    `protocol_state_invalid`, its message saying the action is already cancelled and
+    `details.state` the operation's state, so a client that retries after a lost response
+    learns that its first request took effect and reads the operation for the outcome."""
+
+    class InputSerializer(StrictInputSerializer):
+        reason = StrictCharField(required=False, allow_blank=True, max_length=REASON_MAX,
+                                 help_text="Why; kept in the audit, with the action's values "
+                                           "masked.")
+
+    @extend_schema(operation_id="operations_cancel", summary="Cancel an operation",
+                   description=CANCEL_DESCRIPTION,
+                   parameters=[path_id("operation_id", "operation")], request=InputSerializer,
+                   responses={200: OperationOutputSerializer,
+                              **error_responses(*CANCEL_CODES, body=True)})
+    def post(self, request: Request, operation_id: str) -> Response:
+        principal = principal_of(request)
+        checked = checked_id(operation_id, "operation")
+        data = validated(self.InputSerializer, request)
+        operation = operation_cancel(actor=principal, operation_id=checked,
+                                     reason=data.get("reason", ""), now=timezone.now())
+        return Response(OperationOutputSerializer(operation_view(operation)).data)
+
+
+class ProposalCancelApi(ApiView):
+    """Cancel a proposal's action, before or after its claim (spec §9); answers the proposal,
+    whose `operation_state` tells what became of a claimed one. A repeat is refused as for
+    `OperationCancelApi`."""
+
+    class InputSerializer(OperationCancelApi.InputSerializer):
+        """The same body as an operation's cancellation: an optional reason."""
+
+    @extend_schema(operation_id="proposals_cancel", summary="Cancel a proposal's action",
+                   description=CANCEL_DESCRIPTION,
+                   parameters=[path_id("proposal_id", "proposal")], request=InputSerializer,
+                   responses={200: ProposalOutputSerializer,
+                              **error_responses(*CANCEL_CODES, body=True)})
+    def post(self, request: Request, proposal_id: str) -> Response:
+        principal = principal_of(request)
+        checked = checked_id(proposal_id, "proposal")
+        data = validated(self.InputSerializer, request)
+        now = timezone.now()
+        proposal = proposal_cancel(actor=principal, proposal_id=checked,
+                                   reason=data.get("reason", ""), now=now)
+        return Response(ProposalOutputSerializer(proposal_view(proposal, now=now)).data)

@@ -1,6 +1,17 @@
-"""Cancellation (spec §9): before the claim it prevents dispatch; after the claim, before any
-attempt, the action is definitely not performed; during an attempt the handler is asked to stop
-and the attempt's own answer is the outcome. It never frees the consumed permit."""
+"""Cancellation (spec §9), at each point of an action's life:
+
+- before the claim it prevents dispatch: the proposal is withdrawn, its approval and permit
+  revoked, its resources released;
+- after the claim, while no attempt is open (before attempt 1, or between attempts: a retry's
+  backoff, a reconciliation's or a renewal's move back to `claimed`), the operation ends at once
+  through its one owner of moves, as the settlement of its latest attempt;
+- during an attempt the handler is asked to stop (`HandlerContext.cancelled`) and the attempt's
+  own answer is the outcome.
+
+It never frees the consumed permit. A cancellation is recorded once (`Proposal.cancelled_at`) and
+audited with its actor and its reason; a second one is refused as already cancelled
+(`protocol_state_invalid`, naming the operation's state).
+"""
 
 from __future__ import annotations
 
@@ -8,10 +19,11 @@ from datetime import datetime
 
 from django.db import transaction
 
-from dispatch.models import Operation, Principal, Proposal
-from dispatch.services.access import access_proposal_by_id
+from dispatch.failpoints import failpoint
+from dispatch.models import Attempt, Operation, Principal, Proposal
+from dispatch.services.access import access_operation_by_id, access_proposal_by_id
 from dispatch.services.approvals import approval_move
-from dispatch.services.audit import audit_record
+from dispatch.services.audit import audit_binding, audit_record, audit_text
 from dispatch.services.authority import require_role
 from dispatch.services.operations import operation_move
 from dispatch.services.permits import permit_move
@@ -28,29 +40,66 @@ from protocols.lifecycle import (
 )
 from protocols.roles import Role
 
+#: The longest reason a cancellation keeps.
+REASON_MAX = 1000
 
-def proposal_cancel(*, actor: Principal, proposal_id: object, now: datetime) -> Proposal:
-    """Cancel a proposal's action. Returns the proposal; its operation, if any, tells the rest."""
+
+def proposal_cancel(
+    *, actor: Principal, proposal_id: object, now: datetime, reason: str = "",
+) -> Proposal:
+    """Cancel a proposal's action, whatever point it reached. Returns the proposal; its
+    operation, if any, tells the rest."""
     proposal = access_proposal_by_id(actor, proposal_id)
-    if actor.id != proposal.principal_id:
-        require_role(actor, Role.OPERATOR)  # the requester, or a human who operates
-    if proposal.cancelled_at is None and _cancel_before_claim(proposal, actor, now):
+    _require_canceller(actor, proposal)
+    if proposal.cancelled_at is None and _cancel_before_claim(proposal, actor, now, reason):
         proposal.refresh_from_db()
         return proposal
     operation = Operation.objects.select_related("proposal").filter(
         proposal_id=proposal.id).first()
     if operation is None:
         raise Denial(DenialCode.PROTOCOL_STATE_INVALID, "The proposal is already cancelled.")
-    _cancel_after_claim(operation, proposal, actor, now)
+    _cancel_after_claim(operation, actor, now, reason)
     proposal.refresh_from_db(fields=["cancelled_at"])
     return proposal
 
 
-def _cancel_before_claim(proposal: Proposal, actor: Principal, now: datetime) -> bool:
+def operation_cancel(
+    *, actor: Principal, operation_id: object, now: datetime, reason: str = "",
+) -> Operation:
+    """Cancel a claimed operation. Returns it as it now stands: ended if no attempt was open
+    (`failed_no_effect`, unless its owner of moves decides that its history allows only
+    `unknown`), still `claimed` while an attempt in flight answers for itself."""
+    operation = access_operation_by_id(actor, operation_id)
+    proposal = operation.proposal
+    _require_canceller(actor, proposal)
+    _cancel_after_claim(operation, actor, now, reason)
+    operation.refresh_from_db()
+    return operation
+
+
+def _require_canceller(actor: Principal, proposal: Proposal) -> None:
+    """The principal that proposed, or a human who operates (an admin does too)."""
+    if actor.id == proposal.principal_id:
+        return
+    require_role(actor, Role.OPERATOR)
+
+
+def _reason_details(proposal: Proposal, reason: str) -> dict[str, str]:
+    # A reason may quote the action's values: the audit keeps it masked (spec §12).
+    reason = reason[:REASON_MAX]
+    return {"reason": audit_text(proposal, reason)} if reason else {}
+
+
+def _cancel_before_claim(
+    proposal: Proposal, actor: Principal, now: datetime, reason: str,
+) -> bool:
     """True if the action was stopped before any claim; False if a claim got there first."""
     with transaction.atomic(durable=True):
-        Proposal.objects.filter(id=proposal.id, cancelled_at__isnull=True).update(
+        withdrawn = Proposal.objects.filter(id=proposal.id, cancelled_at__isnull=True).update(
             cancelled_at=now)
+        if withdrawn != 1:
+            transaction.set_rollback(True)  # another cancellation got there first
+            return False
         for state in sources(APPROVAL_LIFECYCLE, ApprovalEvent.REVOKE):
             approval_move(event=ApprovalEvent.REVOKE, source=state, proposal_id=proposal.id)
         # The claim's conditional update on this permit row serializes with this one.
@@ -61,36 +110,58 @@ def _cancel_before_claim(proposal: Proposal, actor: Principal, now: datetime) ->
         resources_release(proposal=proposal, event=ResourceEvent.EXPIRE, now=now)
         audit_record(tenant_id=proposal.tenant_id, kind="proposal.cancelled", actor=actor.name,
                      at=now, proposal_id=proposal.id, digest=proposal.digest,
-                     details={"before_claim": True})
+                     details={"before_claim": True, **_reason_details(proposal, reason)})
     return True
 
 
 def _cancel_after_claim(
-    operation: Operation, proposal: Proposal, actor: Principal, now: datetime,
+    operation: Operation, actor: Principal, now: datetime, reason: str,
 ) -> None:
-    """After the claim: nothing started -> no effect at once. An attempt in flight is asked to
-    stop (its handler sees `HandlerContext.cancelled`): it answers `failed_no_effect` if it
-    stopped before its effect, and what happened otherwise; a worker that never answers is
-    made `unknown` by reconciliation. The consumed permit is never freed."""
-    if operation.state != OperationState.CLAIMED:
-        raise Denial(DenialCode.PROTOCOL_STATE_INVALID,
-                     f"The operation is already '{operation.state}'; it cannot be cancelled.")
-    if operation.attempts_made == 0 and operation_move(
-            operation=operation, event=OperationEvent.FAIL_NO_EFFECT, attempt=0, now=now,
-            actor=actor.name, error="cancelled before any attempt",
-            details={"cancelled": True}):
-        with transaction.atomic():
-            audit_record(tenant_id=operation.tenant_id, kind="proposal.cancelled",
-                         actor=actor.name, at=now, operation_id=operation.id,
-                         proposal_id=operation.proposal_id,
-                         details={"before_claim": False, "outcome": operation.state})
-        return
+    """After the claim. With no attempt open, nothing can be under way: the operation ends now
+    by `fail_no_effect` as the settlement of its latest attempt (0: none; the owner of moves
+    decides what that attempt's history allows), and a task that comes later finds it settled.
+    An attempt in flight is asked to stop instead: it answers `failed_no_effect` if it stopped
+    before its effect, and what happened otherwise; a worker that never answers is made
+    `unknown` by reconciliation. The consumed permit is never freed."""
+    proposal = operation.proposal
     with transaction.atomic(durable=True):
+        # The proposal row first, as the claim takes it; the flag is what the handler's context
+        # and every later attempt look at.
         requested = Proposal.objects.filter(id=proposal.id, cancelled_at__isnull=True).update(
             cancelled_at=now)
-        if requested != 1:
+        # Every move of the operation and every attempt start updates this row first: while it
+        # is held, no attempt opens or closes.
+        current = Operation.objects.select_for_update().select_related("proposal").get(
+            id=operation.id)
+        failpoint("cancel.locked")
+        if current.state != OperationState.CLAIMED:
+            raise Denial(DenialCode.PROTOCOL_STATE_INVALID, _settled_message(
+                current, already_cancelled=requested != 1), state=current.state)
+        attempt = current.attempts_made
+        in_flight = attempt > 0 and Attempt.objects.filter(
+            operation_id=current.id, number=attempt, ended_at__isnull=True).exists()
+        if requested != 1 and in_flight:
             raise Denial(DenialCode.PROTOCOL_STATE_INVALID,
-                         "Cancellation was already requested; the attempt in flight settles it.")
-        audit_record(tenant_id=operation.tenant_id, kind="proposal.cancelled", actor=actor.name,
-                     at=now, operation_id=operation.id, proposal_id=operation.proposal_id,
-                     details={"before_claim": False, "attempt_in_flight": True})
+                         "The action is already cancelled; the attempt in flight settles it.",
+                         state=current.state)
+        # (A cancellation recorded during an attempt that then ended without settling the
+        # operation finds no attempt open when repeated: it ends the operation now.)
+        ended = not in_flight and operation_move(
+            operation=current, event=OperationEvent.FAIL_NO_EFFECT, attempt=attempt, now=now,
+            actor=actor.name, error=("cancelled before any attempt" if attempt == 0 else
+                                     f"cancelled after attempt {attempt}, before another"),
+            details={"cancelled": True})
+        audit_record(tenant_id=current.tenant_id, kind="proposal.cancelled", actor=actor.name,
+                     at=now, operation_id=current.id, proposal_id=current.proposal_id,
+                     digest=proposal.digest,
+                     details={"before_claim": False, "attempt": attempt,
+                              **({"outcome": current.state} if ended
+                                 else {"attempt_in_flight": True}),
+                              **_reason_details(proposal, reason),
+                              **audit_binding(proposal)})
+
+
+def _settled_message(operation: Operation, *, already_cancelled: bool) -> str:
+    if already_cancelled:
+        return f"The action is already cancelled; the operation is '{operation.state}'."
+    return f"The operation is already '{operation.state}'; it cannot be cancelled."

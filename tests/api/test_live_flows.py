@@ -193,3 +193,23 @@ def test_unknown_email_is_resolved_by_an_admin(
     assert resolved["state"] == "reconciled_completed"
     assert agent.resource_get(draft["id"])["state"] == "sent"
     assert len(list_all(destinations.directory)["email"]) == 1
+
+
+def test_an_agent_cancels_with_the_client(people: People, destinations: Destinations) -> None:
+    agent = people.agent
+    draft = agent.resource_create("email_draft", draft_payload())
+    proposal = agent.proposal_create("email.send", {"draft": {"id": draft["id"],
+                                                              "revision": 1}})
+    cancelled = agent.cancel_proposal(proposal["id"], reason="not needed any more")
+    assert cancelled["approval"] is not None
+    assert cancelled["approval"]["state"] == "revoked"
+    error = refused(agent.cancel_proposal, proposal["id"])
+    assert (error.status, error.code) == (409, "protocol_state_invalid")
+
+    lookup = agent.proposal_create("crm.lookup", {"customer_id": "cus-001"})
+    operation = agent.wait_for_operation(agent.proposal_dispatch(lookup["id"])["operation_id"])
+    assert operation["state"] == "completed"
+    error = refused(people.operator.cancel_operation, operation["id"], reason="too late")
+    assert (error.status, error.code, error.details) == (
+        409, "protocol_state_invalid", {"state": "completed"})
+    assert list_all(destinations.directory)["email"] == []

@@ -6,6 +6,7 @@
     python -m tests.support.child delegate ACTOR_ID GRANT_ID SUBJECT_NAME OPERATION SCOPE_JSON
     python -m tests.support.child revoke ADMIN_ID GRANT_ID
     python -m tests.support.child renew APPROVER_ID RENEWAL_ID DIGEST
+    python -m tests.support.child cancel ACTOR_ID OPERATION_ID
     python -m tests.support.child workflow PRINCIPAL_ID WORKFLOW_FILE AGENT=SCRIPT_FILE
 
 A refusal prints `{"denied": "<code>"}`; anything else raised fails the child.
@@ -28,6 +29,7 @@ def main(action: str, *args: str) -> None:
     from dispatch.models import Principal
     from dispatch.services.approvals import approval_decide
     from dispatch.services.authority import grant_delegate, grant_revoke
+    from dispatch.services.cancellation import operation_cancel
     from dispatch.services.dispatcher import proposal_dispatch
     from dispatch.services.execution import operation_execute
     from dispatch.services.renewals import renewal_decide
@@ -51,6 +53,8 @@ def main(action: str, *args: str) -> None:
             now=timezone.now()).state},
         "revoke": lambda who, grt: {"revoked_at": grant_revoke(
             actor=principal(who), grant_id=grt, now=timezone.now()).revoked_at.isoformat()},
+        "cancel": lambda who, op: {"state": operation_cancel(
+            actor=principal(who), operation_id=op, now=timezone.now()).state},
         "workflow": _workflow,
     }
     try:
