@@ -327,6 +327,9 @@ RETRY_BACKOFF_SECONDS: float = env.float("RETRY_BACKOFF_SECONDS", default=0.5)
 # --- Reconciliation (spec §8): bounded, one pass at a time -------------------------------------
 RECONCILE_BATCH: int = env.int("RECONCILE_BATCH", default=500)  # operations of each state per pass
 RECONCILE_LOOKUP_TIMEOUT: float = env.float("RECONCILE_LOOKUP_TIMEOUT", default=10.0)  # seconds
+# How long a cancellation that finds an attempt in flight waits for that attempt's answer, so
+# that what it returns is terminal where the handler stops on its cancelled context (spec §9).
+CANCEL_WAIT_SECONDS: float = env.float("CANCEL_WAIT_SECONDS", default=5.0)
 # Seconds a reconciliation lease lasts: how long a dead pass's lock holds.
 RECONCILE_LEASE_SECONDS: float = env.float("RECONCILE_LEASE_SECONDS", default=300.0)
 # Seconds a delegated workflow step's lease lasts (DESIGN §11), renewed every sub-agent turn:

@@ -50,11 +50,16 @@ def attempt_next(
     lost past the contract timeout; it ends uncertain in the same transaction."""
     number = operation.attempts_made + 1
     with transaction.atomic(durable=True):
+        # The proposal's row first, the order the claim and a cancellation take it in, then the
+        # operation's: a cancellation that committed first is seen, a later one waits.
+        uncancelled = run(LOCK_UNCANCELLED, [operation.proposal_id]) == 1
         if lost_error is not None and not attempt_hold(
                 operation, number - 1, lost_error, now, retry_at=now):
             return None
         try:
             with transaction.atomic():  # a refusal undoes the checks' locks and reservation
+                if not uncancelled:
+                    raise _cancelled()
                 authorized_by = attempt_checks(operation, contract, number, now, reserve=True)
                 started = attempt_open(operation, number, now, details={
                     "attempt": number, "retry_of": number - 1, "authorized_by": authorized_by})
@@ -77,15 +82,14 @@ def attempt_checks(
     reserve: bool, uncertain: bool | None = None,
 ) -> str:
     """What attempt `number` (> 1) must meet now; what authorizes it (`retry` or `renewal`),
-    or the `Denial` that says why not. `reserve=True` inside `attempt_next`'s transaction: the
-    proposal's row and the grants are locked and the budget is taken there. `uncertain`: what
-    the operation's uncertainty will be when the attempt starts, if not what is stored."""
+    or the `Denial` that says why not. `reserve=True` inside `attempt_next`'s transaction, which
+    holds the proposal's row uncancelled: the grants are locked and the budget taken there.
+    `uncertain`: what the operation's uncertainty will be when the attempt starts, if not what
+    is stored."""
     proposal = operation.proposal
-    if reserve:
-        if run(LOCK_UNCANCELLED, [proposal.id]) != 1:
-            raise _cancelled()
-    elif Proposal.objects.filter(id=proposal.id, cancelled_at__isnull=False).exists():
-        raise _cancelled()
+    if not reserve and Proposal.objects.filter(id=proposal.id,
+                                               cancelled_at__isnull=False).exists():
+        raise _cancelled()  # with `reserve`, the caller holds the proposal's row uncancelled
     moved = deployment_refusal(get_runtime(), contract, proposal)
     if moved is not None:
         raise moved

@@ -6,7 +6,8 @@
   backoff, a reconciliation's or a renewal's move back to `claimed`), the operation ends at once
   through its one owner of moves, as the settlement of its latest attempt;
 - during an attempt the handler is asked to stop (`HandlerContext.cancelled`) and the attempt's
-  own answer is the outcome.
+  own answer is the outcome; the cancellation waits for that answer (`CANCEL_WAIT_SECONDS`), so
+  that what it returns is terminal wherever the handler stops when asked.
 
 It never frees the consumed permit. A cancellation is recorded once (`Proposal.cancelled_at`) and
 audited with its actor and its reason; a second one is refused as already cancelled
@@ -15,8 +16,10 @@ audited with its actor and its reason; a second one is refused as already cancel
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 
+from django.conf import settings
 from django.db import transaction
 
 from dispatch.failpoints import failpoint
@@ -159,6 +162,21 @@ def _cancel_after_claim(
                                  else {"attempt_in_flight": True}),
                               **_reason_details(proposal, reason),
                               **audit_binding(proposal)})
+    if in_flight:
+        _await_answer(operation.id, attempt)
+
+
+def _await_answer(operation_id: str, attempt: int) -> None:
+    """Wait, at most `CANCEL_WAIT_SECONDS`, for the attempt in flight to answer: a handler that
+    stops on its cancelled context ends it before any effect, and the caller then hears the
+    outcome, not a promise (spec §9: terminal and effect-safe). One that does not answer in time
+    leaves the operation `claimed`, its outcome to come."""
+    deadline = time.monotonic() + float(settings.CANCEL_WAIT_SECONDS)
+    while time.monotonic() < deadline:
+        if Attempt.objects.filter(operation_id=operation_id, number=attempt,
+                                  ended_at__isnull=False).exists():
+            return
+        time.sleep(0.02)
 
 
 def _settled_message(operation: Operation, *, already_cancelled: bool) -> str:

@@ -171,7 +171,6 @@ def test_cancel_while_claimed_between_attempts_ends_it_at_once(
     assert event.details["reason"] == "the customer withdrew"
 
 
-@pytest.mark.xfail(strict=True, reason="sticky uncertainty: merged with the runtime fix")
 def test_cancel_after_an_uncertain_attempt_ends_unknown(
     live: World, destinations: Destinations,
 ) -> None:
@@ -190,7 +189,6 @@ def test_cancel_after_an_uncertain_attempt_ends_unknown(
     assert cancelled.state == "unknown"
 
 
-@pytest.mark.xfail(strict=True, reason="sticky uncertainty: merged with the runtime fix")
 def test_cancel_after_a_retry_on_an_unproven_absence_ends_unknown(
     live: World, destinations: Destinations,
 ) -> None:
