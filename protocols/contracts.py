@@ -21,7 +21,7 @@ from jsonschema.exceptions import FormatError, SchemaError, ValidationError
 
 from protocols.addresses import AddressError, is_mailbox
 from protocols.canonical import digest
-from protocols.denials import Denial, DenialCode
+from protocols.denials import ELLIPSIS, Denial, DenialCode
 from protocols.lifecycle import Protocol, ResourceEvent, ResourceState, protocol_tables
 from protocols.normalizers import NORMALIZERS
 from protocols.patterns import PatternError, compile_pattern
@@ -368,10 +368,26 @@ def schema_errors(validator: Any, instance: Any, *, root: str) -> list[dict[str,
                 for name in sorted(set(found) - known)
             )
         else:
-            errors.append({"pointer": base, "message": error.message})
+            errors.append({"pointer": base, "message": _quoting_less(error.message, found)})
     # jsonschema reports `required` once per missing member, each time with the whole list.
     unique = {(e["pointer"], e["message"]): e for e in errors}
     return [unique[k] for k in sorted(unique)]
+
+
+#: How much of a value an error message quotes (characters of its repr).
+MAX_QUOTED = 64
+
+
+def _quoting_less(message: str, instance: Any) -> str:
+    """`message` with its quote of `instance` (jsonschema quotes the repr) cut to `MAX_QUOTED`
+    characters and an ellipsis: `'xxxx…' is too long` says what the value began with and what
+    is wrong with it, whatever its length."""
+    shown = repr(instance)
+    if len(shown) <= MAX_QUOTED or shown not in message:
+        return message
+    short = (repr(instance[:MAX_QUOTED - 3] + ELLIPSIS) if isinstance(instance, str)
+             else shown[:MAX_QUOTED - 1] + ELLIPSIS)
+    return message.replace(shown, short)
 
 
 def _escape(token: str) -> str:

@@ -128,6 +128,52 @@ _TABLE: dict[DenialCode, tuple[int, str]] = {
 
 #: A `schema_invalid` denial lists at most this many errors (DESIGN §6).
 MAX_ERRORS = 50
+#: No text of a denial (its message, an error's pointer or message, any string or key in its
+#: details) weighs more than this (`text_weight`): fifty errors stay well inside the 64 KiB an
+#: error body may take, however long the values a request quoted.
+MAX_TEXT = 512
+ELLIPSIS = "…"
+
+
+def text_weight(text: str) -> int:
+    """At most the bytes `text` takes as a JSON string under any encoder: a printable ASCII
+    character is itself (`"` and `\\` escaped, two), any other may be a `\\uXXXX` escape (two
+    of them beyond the BMP)."""
+    return sum(_weight(char) for char in text)
+
+
+def _weight(char: str) -> int:
+    point = ord(char)
+    if 0x20 <= point < 0x7F:
+        return 2 if char in '"\\' else 1
+    return 12 if point > 0xFFFF else 6
+
+
+def shorten(text: str, limit: int = MAX_TEXT) -> str:
+    """`text` if it weighs at most `limit`, else its longest start that does with `ELLIPSIS`
+    after it: a cut text says so."""
+    if len(text) * 12 <= limit or text_weight(text) <= limit:
+        return text
+    room, end = limit - _weight(ELLIPSIS), 0
+    for char in text:
+        room -= _weight(char)
+        if room < 0:
+            break
+        end += 1
+    return text[:end] + ELLIPSIS
+
+
+def _bounded(value: Any) -> Any:
+    """`value` with every string and key shortened (`shorten`); anything else as it is."""
+    if isinstance(value, str):
+        return shorten(value)
+    if isinstance(value, dict):
+        return {shorten(k) if isinstance(k, str) else k: _bounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_bounded(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_bounded(v) for v in value)
+    return value
 
 
 class Denial(Exception):
@@ -135,19 +181,20 @@ class Denial(Exception):
 
     A `schema_invalid` denial keeps the first `MAX_ERRORS` of its `errors` and says how many
     there were in `error_count`, wherever it was raised: a body of a million unknown members
-    answers (and audits) fifty.
+    answers (and audits) fifty. Every text it holds is shortened to `MAX_TEXT`, so a value a
+    request quoted (a 100 KB member name in a pointer, an id, a message) is never echoed whole.
     """
 
     def __init__(
         self, code: DenialCode, message: str | None = None, **details: Any
     ) -> None:
         self.code = code
-        self.message = message or code.remedy
+        self.message = shorten(message or code.remedy)
         errors = details.get("errors")
         if code is DenialCode.SCHEMA_INVALID and isinstance(errors, list):
             details["errors"] = errors[:MAX_ERRORS]
             details["error_count"] = len(errors)
-        self.details: dict[str, Any] = details
+        self.details: dict[str, Any] = _bounded(details)
         super().__init__(f"{code.value}: {self.message}")
 
     @property

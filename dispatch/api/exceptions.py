@@ -19,10 +19,11 @@ from django.core.exceptions import RequestDataTooBig
 from django.db import OperationalError
 from django.http import Http404
 from rest_framework import exceptions
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
-from protocols.denials import Denial, DenialCode
+from protocols.denials import MAX_ERRORS, Denial, DenialCode
 
 log = logging.getLogger(__name__)
 
@@ -87,11 +88,35 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     return None
 
 
+#: No error body is larger than this, whatever the request held (at most 1 MiB): a denial's
+#: texts are already cut (`protocols.denials.shorten`); a long list it echoes (the values a
+#: delegation widens by, say) is cut here to its first `MAX_ERRORS`, and `details.truncated`
+#: says so.
+MAX_ERROR_BODY = 64 * 1024
+
+
 def _denial_response(denial: Denial) -> Response:
-    response = Response(denial.as_body(), status=denial.status)
+    body = denial.as_body()
+    if len(_RENDERER.render(body)) > MAX_ERROR_BODY:
+        details = {**_first_items(denial.details), "truncated": True}
+        body = error_body(denial.code, denial.message, details)
+        if len(_RENDERER.render(body)) > MAX_ERROR_BODY:
+            body = error_body(denial.code, denial.message, {"truncated": True})
+    response = Response(body, status=denial.status)
     if denial.code is DenialCode.UNAUTHENTICATED:
         response["WWW-Authenticate"] = WWW_AUTHENTICATE
     return response
+
+
+_RENDERER = JSONRenderer()
+
+
+def _first_items(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _first_items(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_first_items(v) for v in value[:MAX_ERRORS]]
+    return value
 
 
 def validation_errors(detail: Any, base: str = "") -> Iterator[dict[str, str]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -226,6 +227,87 @@ def test_thousands_of_errors_answer_50_and_their_count(
     assert pointers == sorted(pointers)  # the first 50 by pointer
     assert len(response.content) < 10_000
     assert elapsed < 3, elapsed  # about 1 s here, most of it parsing the megabyte
+
+
+#: No refusal's body is larger than this, whatever a body of up to 1 MiB held (DESIGN §6).
+MAX_ERROR_BODY = 64 * 1024
+
+
+def _just_under_a_mib(body_of: Callable[[int], Any]) -> bytes:
+    """The JSON of `body_of(n)` for the largest `n` that keeps it within 1 MiB (from `n = 1` its
+    size grows linearly with `n`)."""
+    one, two = (len(json.dumps(body_of(n)).encode()) for n in (1, 2))
+    raw = json.dumps(body_of(1 + (1024 * 1024 - one) // (two - one))).encode()
+    assert 1024 * 1024 - 2000 < len(raw) <= 1024 * 1024
+    return raw
+
+
+def _draft(**payload: Any) -> dict[str, Any]:
+    return {"kind": "email_draft", "payload": {"from": "support@acme.example", "subject": "s",
+                                               "body": "b", **payload}}
+
+
+@pytest.mark.parametrize(("path", "body_of", "least"), [
+    # 100 recipients, each too long and no address: 200 errors, each quoting 10 KB.
+    pytest.param("resources/", lambda n: _draft(to=[f"r{i}@" + "x" * n for i in range(100)]),
+                 200, id="many-long-recipients"),
+    # The same with control characters, which a JSON encoder escapes (6 bytes each).
+    pytest.param("resources/", lambda n: _draft(to=["\x01" * n] * 100), 200,
+                 id="escaped-recipients"),
+    # A proposal whose few arguments each hold a quarter of a megabyte.
+    pytest.param("proposals/", lambda n: {"operation": "payments.transfer", "arguments": {
+        "from_account": "acct-001", "to_account": "acct 9" * n, "amount": "1" * n,
+        "currency": "E" * n, "memo": "m" * n}}, 4, id="long-arguments"),
+    # Unknown members named by a hundred kilobytes each: the pointers are cut too.
+    pytest.param("resources/", lambda n: _draft(to=["a@example.com"], **{
+        f"k{i}" + "k" * n: 0 for i in range(10)}), 10, id="long-member-names"),
+])
+def test_a_megabyte_of_invalid_values_answers_at_most_64_kib(
+    owner: Caller, path: str, body_of: Callable[[int], Any], least: int,
+) -> None:
+    response = owner.post(path, raw=_just_under_a_mib(body_of))
+    errors = schema_errors(response)
+    details = response.json()["error"]["details"]
+    assert set(details) == {"errors", "error_count"}
+    assert least <= details["error_count"]
+    assert len(errors) == min(50, details["error_count"])
+    assert len(response.content) <= MAX_ERROR_BODY, len(response.content)
+    # What was cut says so; the pointer keeps its start, the message what it says of it.
+    assert all("…" in e["message"] + e["pointer"] for e in errors), errors[0]
+    assert all(e["pointer"].startswith(("/payload/", "/arguments/")) for e in errors)
+
+
+def _delegation(**body: Any) -> Callable[[int], Any]:
+    return lambda n: {"subject": "owner", "operations": ["payments.transfer"],
+                      "scope": {"account": ["acct-001"]}, "expires_at": "2100-01-01T00:00:00Z",
+                      **{k: v(n) for k, v in body.items()}}
+
+
+@pytest.mark.parametrize(("body_of", "status", "code"), [
+    # The values a delegation widens its parent by, echoed: a hundred thousand of them.
+    pytest.param(_delegation(scope=lambda n: {"account": [f"a{i:07d}" for i in range(n)]}),
+                 403, "delegation_widens", id="widened-values"),
+    pytest.param(_delegation(scope=lambda n: {"k" * n: ["a"]}), 403, "delegation_widens",
+                 id="widened-key"),
+    pytest.param(_delegation(subject=lambda n: "s" * n), 404, "not_found", id="long-name"),
+])
+def test_no_refusal_of_a_megabyte_is_over_64_kib(
+    owner: Caller, body_of: Callable[[int], Any], status: int, code: str,
+) -> None:
+    grants = owner.get("grants/").json()["results"]
+    transfers = next(g for g in grants if g["operations"] == ["payments.transfer"])
+    response = owner.post(f"grants/{transfers['id']}/delegate/",
+                          raw=_just_under_a_mib(body_of))
+    assert assert_error(response, status, code)
+    assert len(response.content) <= MAX_ERROR_BODY, len(response.content)
+
+
+def test_a_duplicate_member_named_by_a_megabyte_is_pointed_at_briefly(owner: Caller) -> None:
+    name = b"k" * 500_000
+    response = owner.post("resources/", raw=b'{"a": {"' + name + b'": 1, "' + name + b'": 2}}')
+    details = assert_error(response, 400, "malformed_request")
+    assert details["pointer"].startswith("/a/kkkk") and details["pointer"].endswith("…")
+    assert len(response.content) <= 2048
 
 
 def test_amount_beyond_decimal_precision_is_schema_invalid(owner: Caller) -> None:

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from protocols.denials import Denial, DenialCode, DiagnosticCode
+from protocols.denials import MAX_TEXT, Denial, DenialCode, DiagnosticCode, shorten, text_weight
 
 # Copied by hand from DESIGN §6, in its order.
 DESIGN_STATUSES: dict[str, int] = {
@@ -178,3 +178,28 @@ def test_diagnostic_codes_are_numbered_without_gaps() -> None:
 
 def test_denial_code_values_are_unique() -> None:
     assert len(DenialCode.__members__) == len(list(DenialCode))
+
+
+@pytest.mark.parametrize("text", ["", "short", "x" * MAX_TEXT, '"' * (MAX_TEXT // 2)])
+def test_a_text_within_the_bound_is_left_whole(text: str) -> None:
+    assert shorten(text) == text
+
+
+@pytest.mark.parametrize("char", ["x", '"', "\x01", "é", "\u2028", "😀"])
+def test_a_longer_text_is_cut_within_the_bound_and_says_so(char: str) -> None:
+    cut = shorten(char * 100_000)
+    assert cut.endswith("…")
+    assert cut[:-1] == char * (len(cut) - 1)
+    assert MAX_TEXT - 12 < text_weight(cut) <= MAX_TEXT
+
+
+def test_every_text_a_denial_holds_is_cut() -> None:
+    long = "k" * 100_000
+    denial = Denial(DenialCode.SCHEMA_INVALID, long, errors=[
+        {"pointer": f"/payload/{long}", "message": f"{long} is not allowed"}], other={long: [long]})
+    assert text_weight(denial.message) <= MAX_TEXT
+    [error] = denial.details["errors"]
+    assert error["pointer"].startswith("/payload/kkk") and error["pointer"].endswith("…")
+    assert text_weight(error["message"]) <= MAX_TEXT
+    [(key, [value])] = denial.details["other"].items()
+    assert text_weight(key) <= MAX_TEXT and text_weight(value) <= MAX_TEXT

@@ -8,7 +8,7 @@ import pytest
 from jsonschema.exceptions import SchemaError
 
 from demo.contracts import EMAIL_DRAFT_KIND, payments_transfer
-from protocols.contracts import compile_schema, schema_errors
+from protocols.contracts import MAX_QUOTED, compile_schema, schema_errors
 
 
 def errors(schema: dict[str, Any], instance: Any) -> list[dict[str, str]]:
@@ -80,3 +80,25 @@ def test_demo_subject_is_one_header_line(subject: str, refused: bool) -> None:
     payload = {"from": "a@example.com", "to": ["b@example.com"], "subject": subject, "body": ""}
     found = errors(dict(EMAIL_DRAFT_KIND.payload_schema), payload)
     assert [e["pointer"] for e in found] == (["/subject"] if refused else [])
+
+
+@pytest.mark.parametrize(("schema", "instance", "says"), [
+    ({"type": "string", "maxLength": 5}, "y" * 10_000, "is too long"),
+    ({"type": "string", "pattern": "^x$"}, "y" * 10_000, "does not match '^x$'"),
+    ({"type": "string", "format": "date"}, "y" * 10_000, "is not a 'date'"),
+    ({"type": "string"}, {"k": "v" * 10_000}, "is not of type 'string'"),
+    ({"enum": ["a", "b"]}, ["y" * 10_000], "is not one of ['a', 'b']"),
+], ids=["max-length", "pattern", "format", "type", "enum"])
+def test_a_quoted_value_is_cut_and_the_message_kept(
+    schema: dict[str, Any], instance: Any, says: str,
+) -> None:
+    [error] = errors(schema, instance)
+    assert error["message"].endswith(says)
+    quoted = error["message"].removesuffix(says)
+    assert "…" in quoted
+    assert len(quoted) <= MAX_QUOTED + 1
+
+
+def test_a_short_value_is_quoted_whole() -> None:
+    [error] = errors({"type": "string", "maxLength": 2}, "y" * 40)
+    assert error["message"] == f"'{'y' * 40}' is too long"
