@@ -104,8 +104,9 @@ def renewal_decide(
     *, approver: Principal, renewal_id: object, decision: object, digest: object,
     now: datetime, reason: object = "",
 ) -> Renewal:
-    """Grant or deny a pending renewal. A human operator decides who neither asked for it nor
-    is the operation's principal, confirming the digest shown; a grant re-checks what a
+    """Grant or deny a pending renewal. A human of the role the contract's approval names (an
+    operator where it names none) decides who neither asked for it nor is the operation's
+    principal, confirming the digest shown; a grant re-checks what a
     dispatch would (authority, the deployment, the destination's absence where that is what
     makes it safe) and moves the operation back to `claimed` for its worker."""
     require_role(approver, Role.OPERATOR)
@@ -117,6 +118,7 @@ def renewal_decide(
     if renewal is None:
         raise Denial(DenialCode.NOT_FOUND, kind="renewal", id=renewal_id)
     operation = renewal.operation
+    require_role(approver, _deciding_role(operation))
     if approver.id in (renewal.requested_by_id, operation.principal_id):
         raise Denial(DenialCode.APPROVER_IS_REQUESTER)
     if decision not in ("grant", "deny"):
@@ -164,6 +166,15 @@ def renewal_decide(
         _audit(renewal, "renewal.granted", approver, now)
         execute_on_commit(operation.id)
     return renewal
+
+
+def _deciding_role(operation: Operation) -> str:
+    """The role the contract's approval requirement names (an operator's where it names none,
+    or the contract is no longer registered: the grant then refuses it as a mismatch)."""
+    contract = get_runtime().registry.by_fingerprint(operation.contract_fingerprint)
+    if contract is None or contract.approval_requirement is None:
+        return Role.OPERATOR
+    return contract.approval_requirement.role
 
 
 def renewal_refusal(operation: Operation, now: datetime) -> Denial | None:

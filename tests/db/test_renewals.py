@@ -21,7 +21,7 @@ from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.execution import operation_execute
 from dispatch.services.principals import agent_create, human_create
 from dispatch.services.renewals import operation_reauthorize, renewal_decide, renewal_refusal
-from protocols.contracts import Idempotency, Reconciliation
+from protocols.contracts import ApprovalRequirement, Idempotency, Reconciliation
 from protocols.denials import Denial, DenialCode
 from tests.conftest import ALL_TOOLS, World
 from tests.support.destinations import Destinations
@@ -314,3 +314,39 @@ def test_a_granted_renewal_whose_task_was_lost_is_requeued_by_reconciliation(
     assert counts["requeued"] == 1
     assert queued == [operation.id]
     assert operation_execute(operation_id=operation.id).state == "completed"
+
+
+@pytest.fixture
+def transfers_approved_by(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """Call with a role: `payments.transfer`'s approval requirement then names it."""
+    original = demo_contracts.CONTRACTS["payments.transfer"]
+
+    def declare(role: str) -> None:
+        monkeypatch.setitem(demo_contracts.CONTRACTS, "payments.transfer", lambda fp: replace(
+            original(fp), approval_requirement=ApprovalRequirement(role, 3600)))
+        get_runtime.cache_clear()
+
+    yield declare
+    get_runtime.cache_clear()
+
+
+@pytest.mark.parametrize("decision", ["grant", "deny"])
+def test_a_renewal_is_decided_by_the_role_the_contract_names(
+    live: World, transfers_approved_by: Any, decision: str,
+) -> None:
+    transfers_approved_by("admin")
+    proposal = live.propose_transfer(memo="lose-response-once.test")
+    live.grant(proposal, approver=live.admin)
+    operation = proposal_dispatch(principal=live.owner, proposal_id=proposal.id,
+                                  now=live.now, enqueue=False)
+    operation = operation_execute(operation_id=operation.id, clock=lambda: live.now + LATER)
+    assert operation.state == "unknown"
+    renewal = operation_reauthorize(actor=live.owner, operation_id=operation.id,
+                                    now=live.now + LATER)
+    denial = refused(renewal_decide, approver=live.approver, renewal_id=renewal.id,
+                     decision=decision, digest=renewal.digest, now=live.now + LATER)
+    assert (denial.code, denial.details) == (DenialCode.ROLE_REQUIRED, {"role": "admin"})
+    assert Renewal.objects.get(id=renewal.id).state == "pending"
+    decided = renewal_decide(approver=live.admin, renewal_id=renewal.id, decision=decision,
+                             digest=renewal.digest, now=live.now + LATER)
+    assert decided.state == {"grant": "granted", "deny": "denied"}[decision]
