@@ -12,6 +12,11 @@ from datetime import UTC, datetime, timedelta
 #: The last instant a `datetime` can hold, and so the latest expiry.
 LATEST = datetime.max.replace(tzinfo=UTC)
 TOO_LATE = "is after 9999-12-31T23:59:59.999999Z, the latest expiry that can be stored"
+#: The longest span, in seconds, between two instants a `datetime` can hold: a validity given
+#: in seconds that is longer ends after `LATEST` whatever the clock says, so a declaration
+#: (a workflow's `delegate.expires_in`) can be refused before any clock is read.
+LONGEST_EXPIRY = int((LATEST - datetime.min.replace(tzinfo=UTC)).total_seconds())
+BEYOND_ANY_DATE = f"is longer than {LONGEST_EXPIRY} seconds: no date can hold its end"
 
 
 def expiry_after(now: datetime, seconds: int) -> datetime:

@@ -43,6 +43,8 @@ from dispatch.services.budgets import (
 )
 from dispatch.services.executions import execution_create, journal_append
 from dispatch.services.principals import subagent_create
+from protocols.denials import Denial, DenialCode
+from protocols.expiry import expiry_after
 
 #: Why a delegation ended (`Delegation.end_reason`).
 FINISHED, RAISED, LEASE_LAPSED, RUN_ENDED, EXPIRED, REVOKED = (
@@ -99,9 +101,15 @@ def delegation_open(
     agent of the tenant whose tool set is the step's tools and whose only authority is the
     child grant. Every refusal (`tool_not_permitted`, `authority_missing`,
     `delegation_widens`, `authority_revoked`, `authority_expired`, `budget_exhausted` when the
-    run, the principal's hour or a budgeted parent grant has less than `bounds.budget` left)
-    is raised with nothing written.
+    run, the principal's hour or a budgeted parent grant has less than `bounds.budget` left,
+    `schema_invalid` for an `expires_in` whose end no date can hold) is raised with nothing
+    written.
     """
+    try:
+        expires_at = expiry_after(now, bounds.expires_in)
+    except ValueError as exc:  # a validity no date can hold: refused, never an overflow
+        raise Denial(DenialCode.SCHEMA_INVALID, errors=[
+            {"pointer": "/delegate/expires_in", "message": str(exc)}]) from None
     delegation_id = new_id("dlg")
     try:
         with transaction.atomic():
@@ -119,7 +127,7 @@ def delegation_open(
                                       name=f"{sub.agent[:100]}@{delegation_id}", tools=sub.tools)
             grant = grant_delegate_from_covering(
                 principal=principal, subject=subject, operations=bounds.operations,
-                scope=bounds.scope, expires_at=now + timedelta(seconds=bounds.expires_in),
+                scope=bounds.scope, expires_at=expires_at,
                 budget=bounds.budget, now=now,
                 details={"delegation_id": delegation_id, "execution_id": execution_id,
                          "step": step})

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Self
 
+from protocols.expiry import BEYOND_ANY_DATE, LONGEST_EXPIRY
 from protocols.grants import parse_scope
 from protocols.workflow.ir import (
     AgentCall,
@@ -258,5 +259,7 @@ def _delegate(raw: Mapping[str, object], span: Span) -> Delegate:
         if isinstance(count, bool) or not isinstance(count, int) or count < least:
             raise ValueError(f"delegate {name}: an integer of at least {least}")
     assert isinstance(expires_in, int) and isinstance(budget, int)  # checked just above
+    if expires_in > LONGEST_EXPIRY:
+        raise ValueError(f"delegate expires_in {BEYOND_ANY_DATE}")
     return Delegate(tuple(str(o) for o in operations), parse_scope(scope), expires_in, budget,
                     span)

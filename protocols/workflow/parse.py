@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, cast
 
 from protocols.denials import DiagnosticCode
+from protocols.expiry import BEYOND_ANY_DATE, LONGEST_EXPIRY
 from protocols.grants import parse_scope
 from protocols.workflow.diagnostics import Diagnostic, Diagnostics
 from protocols.workflow.ir import (
@@ -261,6 +262,10 @@ class _Reader(Shapes):
         if expires_in < 1:
             raise self.fail(f"{path}.expires_in must be at least 1 second", path,
                             expires_node.pos)
+        if expires_in > LONGEST_EXPIRY:
+            raise self.fail(f"{path}.expires_in {BEYOND_ANY_DATE}", f"{path}.expires_in",
+                            expires_node.pos, "give the sub-agent's grant a validity in "
+                            "seconds that ends before 9999-12-31, and within its parent's")
         return Delegate(operations, scope, expires_in,
                         self.integer(budget_node, f"{path}.budget"), self.span(path, node.pos))
 

@@ -29,7 +29,7 @@ from dispatch.models import (
     Proposal,
 )
 from dispatch.services.approvals import approval_decide
-from dispatch.services.authority import grant_delegate, grant_revoke
+from dispatch.services.authority import grant_delegate, grant_issue, grant_revoke
 from dispatch.services.delegations import (
     Bounds,
     SubAgent,
@@ -39,6 +39,7 @@ from dispatch.services.delegations import (
 from dispatch.services.executions import execution_create, execution_set_state
 from dispatch.workflows import WorkflowRefused, WorkflowRun, run_workflow
 from protocols.denials import Denial
+from protocols.expiry import TOO_LATE
 from protocols.workflow import CheckedWorkflow
 from tests.conftest import MAILBOX, World
 from tests.support.delegation import (
@@ -457,3 +458,48 @@ def test_a_lease_shorter_than_the_longest_handler_call_fails_a_system_check(
 
     settings.DELEGATION_LEASE_SECONDS = lease
     assert [e.id for e in check_delegation_lease()] == errors
+
+
+# --- how long a delegation may last -----------------------------------------------------------
+
+#: Within the longest span a date can hold (so the checker lets it by), beyond 9999-12-31 from
+#: now: only the step's own clock tells that no date can hold its expiry.
+CENTURIES = 3 * 10**11
+
+
+def test_a_step_whose_expiry_no_date_can_hold_is_denied_not_an_overflow(world: World) -> None:
+    result = run(world, checked(delegated_workflow(expires_in=CENTURIES)), scripted())
+    assert result.state == "denied"
+    assert result.denial is not None and result.denial.code == "schema_invalid"
+    assert "9999-12-31" in str(result.denial.detail)
+    assert not Delegation.objects.exists()
+    assert not Grant.objects.filter(parent__isnull=False).exists()
+
+
+@pytest.mark.parametrize("expires_in", [7200, CENTURIES])
+def test_a_step_outlasting_its_parent_grant_is_refused(world: World, expires_in: int) -> None:
+    """The principal's only crm grant expires in an hour: a child valid for longer widens it
+    (and one no date can hold is refused before any grant is read)."""
+    grant_revoke(actor=world.admin, grant_id=crm_grant(world).id, now=world.now)
+    grant_issue(issuer=world.admin, subject=world.owner, operations=["crm.lookup"],
+                scope={"customer": "*"}, now=timezone.now(), expires_in=3600)
+    result = run(world, checked(delegated_workflow(expires_in=expires_in)), scripted())
+    assert result.state == "denied"
+    assert result.denial is not None
+    assert result.denial.code == ("delegation_widens" if expires_in == 7200
+                                  else "schema_invalid")
+    assert not Delegation.objects.exists()
+
+
+def test_an_open_beyond_any_date_is_refused_with_nothing_written(world: World) -> None:
+    execution = execution_create(principal=world.owner, adapter="scripted", now=world.now)
+    with pytest.raises(Denial) as refused:
+        delegation_open(
+            principal=world.owner, execution_id=execution.id, step="steps[0]",
+            bounds=Bounds(["crm.lookup"], {"customer": ["cus-001"]}, 10**30, 1),
+            sub=SubAgent(AGENT, ["crm.lookup"], "scripted", {}, "fp", {}), holder="lse_1",
+            now=world.now)
+    assert refused.value.code == "schema_invalid"
+    assert refused.value.details["errors"] == [
+        {"pointer": "/delegate/expires_in", "message": TOO_LATE}]
+    assert not Delegation.objects.exists()

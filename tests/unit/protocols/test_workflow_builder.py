@@ -13,6 +13,7 @@ import pytest
 
 from demo.contracts import build_registry
 from protocols.denials import DiagnosticCode
+from protocols.expiry import LONGEST_EXPIRY
 from protocols.grants import Grant, parse_scope
 from protocols.workflow import (
     CheckedWorkflow,
@@ -361,3 +362,21 @@ def test_a_delegation_needs_a_live_deployment_grant_when_grants_are_passed() -> 
 def test_a_malformed_delegation_raises_in_the_builder(delegate: dict[str, object]) -> None:
     with pytest.raises(ValueError, match="delegate"):
         WorkflowBuilder("x").agent("a", delegate=delegate)
+
+
+@pytest.mark.parametrize("expires_in", [LONGEST_EXPIRY + 1, 10**30])
+def test_a_delegation_valid_beyond_any_date_is_refused(expires_in: int) -> None:
+    with pytest.raises(ValueError, match="no date can hold"):
+        WorkflowBuilder("delegated", effects={"read"}).agent(
+            "researcher", delegate={"operations": ["crm.lookup"], "scope": {"customer": "*"},
+                                    "expires_in": expires_in, "budget": 2})
+
+
+def test_a_delegation_valid_for_the_longest_span_a_date_holds_builds() -> None:
+    built = (WorkflowBuilder("delegated", effects={"read"})
+             .agent("researcher", delegate={"operations": ["crm.lookup"],
+                                            "scope": {"customer": "*"},
+                                            "expires_in": LONGEST_EXPIRY, "budget": 2}).build())
+    [step] = built.steps
+    assert isinstance(step, AgentCall) and step.delegate is not None
+    assert step.delegate.expires_in == LONGEST_EXPIRY
