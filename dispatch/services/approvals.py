@@ -27,7 +27,7 @@ from dispatch.services.admission import (
     links_moved,
     validate_arguments,
 )
-from dispatch.services.audit import audit_record
+from dispatch.services.audit import audit_record, audit_text
 from dispatch.services.authority import require_role
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.permits import permit_move
@@ -110,7 +110,9 @@ def approval_decide(
                 tenant_id=proposal.tenant_id,
                 kind="approval.granted" if permit else "approval.denied",
                 actor=approver.name, at=now, proposal_id=proposal.id, digest=proposal.digest,
-                details={"approval_id": approval.id, "reason": reason,
+                # What the operator wrote stays in the decision; the audit masks any value
+                # of the action it quotes, as it does a handler's error.
+                details={"approval_id": approval.id, "reason": audit_text(proposal, reason),
                          "permit_id": permit.id if permit else None},
             )
             if permit is not None and proposal.dispatch_on_approval:

@@ -187,3 +187,44 @@ def test_proposal_created_keeps_the_reference_not_the_arguments(world: World) ->
                              "policy_fingerprint": proposal.policy_fingerprint,
                              "execution_id": proposal.execution_id, "resources": []}
     assert "cus-002" not in str(event.details)
+
+
+@pytest.mark.parametrize("decision", ["grant", "deny"])
+def test_a_decision_reason_quoting_an_argument_is_masked_in_the_audit(
+    world: World, decision: str,
+) -> None:
+    from dispatch.models import Decision
+    from dispatch.services.approvals import approval_decide
+
+    memo = f"memo-{secrets.token_hex(6)}"
+    proposal = world.propose_transfer(amount="12.34", memo=memo)
+    reason = f"{memo} is the invoice, paid to acct-999 as agreed"
+    approval_decide(approver=world.approver, approval_id=proposal.approval.id,
+                    decision=decision, digest=proposal.digest, reason=reason, now=world.now)
+    assert Decision.objects.get(approval_id=proposal.approval.id).reason == reason  # kept
+    kind = {"grant": "approval.granted", "deny": "approval.denied"}[decision]
+    event = AuditEvent.objects.get(kind=kind, proposal_id=proposal.id)
+    assert memo not in str(event.details) and "acct-999" not in str(event.details)
+    assert event.details["reason"] == "[payload] is the invoice, paid to [payload] as agreed"
+
+
+def test_a_renewal_decision_reason_quoting_an_argument_stays_out_of_the_audit(
+    live: World, destinations: Destinations,
+) -> None:
+    from dispatch.services.renewals import operation_reauthorize, renewal_decide
+
+    memo = "lose-response-once.test"
+    proposal = live.propose_transfer(memo=memo)
+    live.grant(proposal)
+    later = live.now + timedelta(hours=2)  # past the approval window: the retry is refused
+    operation = operation_execute(operation_id=dispatched(live, proposal).id,
+                                  clock=lambda: later)
+    assert operation.state == "unknown"
+    renewal = operation_reauthorize(actor=live.admin, operation_id=operation.id, now=later,
+                                    reason=f"the bank lost {memo}")
+    renewal_decide(approver=live.approver, renewal_id=renewal.id, decision="deny",
+                   digest=renewal.digest, reason=f"{memo} to acct-999 was paid by hand",
+                   now=later)
+    events = AuditEvent.objects.filter(kind__startswith="renewal.", operation_id=operation.id)
+    assert {e.kind for e in events} == {"renewal.requested", "renewal.denied"}
+    assert all(memo not in str(e.details) and "acct-999" not in str(e.details) for e in events)
