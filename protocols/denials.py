@@ -128,10 +128,12 @@ _TABLE: dict[DenialCode, tuple[int, str]] = {
 
 #: A `schema_invalid` denial lists at most this many errors (DESIGN §6).
 MAX_ERRORS = 50
-#: No text of a denial (its message, an error's pointer or message, any string or key in its
-#: details) weighs more than this (`text_weight`): fifty errors stay well inside the 64 KiB an
-#: error body may take, however long the values a request quoted.
-MAX_TEXT = 512
+#: No text of a denial (its message, any string or key in its details) weighs more than this
+#: (`text_weight`), however long the value a request quoted (an id naming nothing is echoed).
+MAX_TEXT = 4096
+#: ... and no pointer or message of a `schema_invalid` error more than this: fifty of them stay
+#: well inside the 64 KiB an error body may take.
+MAX_ERROR_TEXT = 512
 ELLIPSIS = "…"
 
 
@@ -176,13 +178,20 @@ def _bounded(value: Any) -> Any:
     return value
 
 
+def _short_error(error: Any) -> Any:
+    if not isinstance(error, dict):
+        return error
+    return {k: shorten(v, MAX_ERROR_TEXT) if isinstance(v, str) else v for k, v in error.items()}
+
+
 class Denial(Exception):
     """A refusal with a stable code, the remedy as message, and structured details.
 
     A `schema_invalid` denial keeps the first `MAX_ERRORS` of its `errors` and says how many
     there were in `error_count`, wherever it was raised: a body of a million unknown members
-    answers (and audits) fifty. Every text it holds is shortened to `MAX_TEXT`, so a value a
-    request quoted (a 100 KB member name in a pointer, an id, a message) is never echoed whole.
+    answers (and audits) fifty, each pointer and message shortened to `MAX_ERROR_TEXT`. Every
+    other text it holds is shortened to `MAX_TEXT`: a value a request quoted (a 100 KB member
+    name in a pointer, an id) is never echoed whole.
     """
 
     def __init__(
@@ -192,7 +201,7 @@ class Denial(Exception):
         self.message = shorten(message or code.remedy)
         errors = details.get("errors")
         if code is DenialCode.SCHEMA_INVALID and isinstance(errors, list):
-            details["errors"] = errors[:MAX_ERRORS]
+            details["errors"] = [_short_error(e) for e in errors[:MAX_ERRORS]]
             details["error_count"] = len(errors)
         self.details: dict[str, Any] = _bounded(details)
         super().__init__(f"{code.value}: {self.message}")

@@ -6,7 +6,15 @@ import re
 
 import pytest
 
-from protocols.denials import MAX_TEXT, Denial, DenialCode, DiagnosticCode, shorten, text_weight
+from protocols.denials import (
+    MAX_ERROR_TEXT,
+    MAX_TEXT,
+    Denial,
+    DenialCode,
+    DiagnosticCode,
+    shorten,
+    text_weight,
+)
 
 # Copied by hand from DESIGN §6, in its order.
 DESIGN_STATUSES: dict[str, int] = {
@@ -200,6 +208,7 @@ def test_every_text_a_denial_holds_is_cut() -> None:
     assert text_weight(denial.message) <= MAX_TEXT
     [error] = denial.details["errors"]
     assert error["pointer"].startswith("/payload/kkk") and error["pointer"].endswith("…")
-    assert text_weight(error["message"]) <= MAX_TEXT
+    assert text_weight(error["pointer"]) <= MAX_ERROR_TEXT
+    assert text_weight(error["message"]) <= MAX_ERROR_TEXT
     [(key, [value])] = denial.details["other"].items()
     assert text_weight(key) <= MAX_TEXT and text_weight(value) <= MAX_TEXT
