@@ -3,11 +3,15 @@ committed state transition follows its table.
 
 The audit is the runtime's trace: each move of an operation writes one event in the move's own
 transaction (`OPERATION_EVENT_KINDS` names it), and a permit's claim, revocation and expiry are
-events too. `check_trace` replays a tenant's events in append order through the tables of
-`protocols.lifecycle`, from each record's initial state, and returns every event that breaks
-the property: an attempt whose operation holds no committed claim, a move its table does not
-declare, an attempt out of order, a permit claimed twice or after it lapsed. It says nothing
-about liveness: an operation left `claimed` is a valid trace.
+events too; so are an approval's (and a renewal's) request and moves, and every event whose
+transaction moved resources lists those moves (`RESOURCE_MOVES`). `check_trace` replays a
+tenant's events in append order through the tables of `protocols.lifecycle`, from each record's
+initial state, and returns every event that breaks the property: an attempt whose operation
+holds no committed claim, a move its table does not declare (an operation's, a permit's, an
+approval's, a resource's), a resource moved at a revision that is not its current one, an
+attempt out of order, a permit claimed twice or after it lapsed, a claim without a permit of a
+proposal that asked for an approval. It says nothing about liveness: an operation left
+`claimed` is a valid trace.
 
 Pure: it reads the events it is given, in the order given (the audit's id order, which is the
 commit order of the moves of one operation: each starts after the one before committed, or
@@ -23,12 +27,19 @@ from enum import StrEnum
 from typing import Any, Final
 
 from protocols.lifecycle import (
+    APPROVAL_LIFECYCLE,
     OPERATION_LIFECYCLE,
     PERMIT_LIFECYCLE,
+    RESOURCE_PROTOCOLS,
+    ApprovalEvent,
+    ApprovalState,
     OperationEvent,
     OperationState,
     PermitEvent,
     PermitState,
+    Protocol,
+    ResourceEvent,
+    ResourceState,
 )
 
 #: The audit kind each operation event writes: `operation_move` and the claim write these,
@@ -49,12 +60,15 @@ ATTEMPT_UNCERTAIN: Final = "attempt.uncertain"
 #: The evidence records a completion issues (DESIGN §11), each in the outcome's transaction.
 RECEIPT_ISSUED: Final = "receipt.issued"
 ATTESTATION_ISSUED: Final = "attestation.issued"
+#: A publication's completion answers the report's question (a resource move of its own).
+QUESTION_ANSWERED: Final = "question.answered"
 
 #: Events of an operation that move none of its states; they need its claim before them. A
 #: renewal's grant moves the operation by its own `operation.retried`, written beside it.
 OPERATION_NOTES: Final = frozenset({"attempt.ignored", "operation.evidence",
                                     "renewal.requested", "renewal.granted", "renewal.denied",
-                                    "renewal.expired", RECEIPT_ISSUED, ATTESTATION_ISSUED})
+                                    "renewal.expired", RECEIPT_ISSUED, ATTESTATION_ISSUED,
+                                    QUESTION_ANSWERED})
 
 #: Kinds that are always an operation's: an event of one of them must name it.
 _OPERATION_KINDS: Final = frozenset(
@@ -62,6 +76,28 @@ _OPERATION_KINDS: Final = frozenset(
 
 #: Kinds that may name an operation without being one of its moves.
 _MAY_NAME_AN_OPERATION: Final = frozenset({"proposal.cancelled"})
+
+#: The detail of an event that lists the resource moves its transaction made, each
+#: `{"id", "revision", "event"}` (the revision the move's compare-and-swap named): written by
+#: the event's writer, replayed here through each resource's own table.
+RESOURCE_MOVES: Final = "resource_moves"
+#: A resource starts in its table's initial state at revision 1; a revision is its `edit`.
+RESOURCE_CREATED: Final = "resource.created"
+RESOURCE_REVISED: Final = "resource.revised"
+
+#: The events that open an approval (or a renewal, decided by the same table) and move it.
+_APPROVAL_OPENED: Final[Mapping[str, tuple[str, str]]] = {
+    "approval.requested": ("approval", "approval_id"),
+    "renewal.requested": ("renewal", "renewal_id"),
+}
+_APPROVAL_MOVES: Final[Mapping[str, tuple[str, str, ApprovalEvent]]] = {
+    "approval.granted": ("approval", "approval_id", ApprovalEvent.GRANT),
+    "approval.denied": ("approval", "approval_id", ApprovalEvent.DENY),
+    "approval.expired": ("approval", "approval_id", ApprovalEvent.EXPIRE),
+    "renewal.granted": ("renewal", "renewal_id", ApprovalEvent.GRANT),
+    "renewal.denied": ("renewal", "renewal_id", ApprovalEvent.DENY),
+    "renewal.expired": ("renewal", "renewal_id", ApprovalEvent.EXPIRE),
+}
 
 _EVENTS_OF_KIND: Final[Mapping[str, tuple[OperationEvent, ...]]] = {
     kind: tuple(e for e, k in OPERATION_EVENT_KINDS.items() if k == kind)
@@ -88,6 +124,8 @@ class TraceCode(StrEnum):
     EVIDENCE_TWICE = "evidence_twice"                # a second record of one operation
     UNCERTAINTY_DROPPED = "uncertainty_dropped"      # failed_no_effect after an uncertain
     #                                                  attempt, with no proven absence since
+    PERMIT_MISSING = "permit_missing"                # a claim without one, approval required
+    RESOURCE_STALE = "resource_stale"                # a move of a revision not the current one
 
 
 @dataclass(frozen=True)
@@ -115,6 +153,8 @@ class TraceReport:
     events: int = 0
     operations: int = 0
     permits: int = 0
+    resources: int = 0
+    approvals: int = 0  # approval requests and renewals
     states: Counter[str] = field(default_factory=Counter)
     violations: list[Violation] = field(default_factory=list)
 
@@ -139,11 +179,19 @@ class _Permit:
     state: PermitState = PERMIT_LIFECYCLE.initial
 
 
+@dataclass
+class _Resource:
+    protocol: Protocol[ResourceState, ResourceEvent]
+    state: ResourceState
+    revision: int
+
+
 class TraceChecker:
     """The replay, fed one event at a time in append order (a stream: the audit need not fit
     in memory, only one small record per operation and permit)."""
 
-    def __init__(self) -> None:
+    def __init__(self, resource_protocols: Mapping[
+            str, Protocol[ResourceState, ResourceEvent]] = RESOURCE_PROTOCOLS) -> None:
         self._report = TraceReport()
         self._operations: dict[str, _Operation] = {}
         self._permits: dict[str, _Permit] = {}
@@ -151,10 +199,23 @@ class TraceChecker:
         self._permit_of_proposal: dict[str, str] = {}
         self._claimed: dict[str, str] = {}  # proposal -> its operation
         self._cancelled: set[str] = set()  # proposals cancelled before any claim
+        self._protocols = resource_protocols  # by resource kind
+        self._resources: dict[str, _Resource] = {}
+        self._approvals: dict[tuple[str, str], ApprovalState] = {}  # (label, id) -> state
+        self._approval_of_proposal: dict[str, str] = {}  # a proposal that asked for one
 
     def feed(self, event: TraceEvent) -> None:
         self._report.events += 1
+        reported = len(self._report.violations)
         self._permit_events(event)
+        self._approval_events(event)
+        self._operation_events(event)
+        # An event already reported moves no resource: one corruption (a lost claim, say) is
+        # reported at the events it breaks, not again at each resource they name.
+        if len(self._report.violations) == reported:
+            self._resource_events(event)
+
+    def _operation_events(self, event: TraceEvent) -> None:
         if event.kind in _OPERATION_KINDS and not event.operation_id:
             self._violate(event, TraceCode.OPERATION_MISSING,
                           f"a '{event.kind}' event names no operation")
@@ -193,6 +254,8 @@ class TraceChecker:
         claimed = [o for o in self._operations.values() if o.state is not None]
         report.operations = len(claimed)
         report.permits = len(self._permits)
+        report.resources = len(self._resources)
+        report.approvals = len(self._approvals)
         report.states = Counter(o.state.value for o in claimed if o.state is not None)
         return report
 
@@ -282,6 +345,13 @@ class TraceChecker:
 
     def _claim_of_proposal(self, event: TraceEvent) -> None:
         proposal = event.proposal_id
+        if proposal in self._approval_of_proposal and event.details.get("permit_id") is None:
+            # The contract asked a human (its proposal opened an approval): only a permit
+            # minted by the grant may claim it (spec §6).
+            self._violate(event, TraceCode.PERMIT_MISSING,
+                          f"proposal {proposal} asked for approval "
+                          f"{self._approval_of_proposal[proposal]}; it was claimed without "
+                          "a permit")
         # With a permit, the permit's own table refuses a claim after a cancellation.
         if proposal in self._cancelled and event.details.get("permit_id") is None:
             self._violate(event, TraceCode.CLAIM_AFTER_CANCEL,
@@ -339,6 +409,77 @@ class TraceChecker:
                           f"'{permit.state.value}'")
             return
         permit.state = PERMIT_LIFECYCLE.transitions[(permit.state, move)]
+
+    # --- approvals and renewals: the approval table ---------------------------------------
+
+    def _approval_events(self, event: TraceEvent) -> None:
+        details, kind = event.details, event.kind
+        if kind in _APPROVAL_OPENED:
+            label, key = _APPROVAL_OPENED[kind]
+            if isinstance(details.get(key), str):
+                self._approvals[(label, details[key])] = APPROVAL_LIFECYCLE.initial
+                if label == "approval":
+                    self._approval_of_proposal[event.proposal_id] = details[key]
+        elif kind in _APPROVAL_MOVES:
+            label, key, move = _APPROVAL_MOVES[kind]
+            self._approval_move(event, label, str(details.get(key)), move)
+        elif kind == "proposal.cancelled" and details.get("before_claim") is True:
+            # The cancellation revokes the proposal's approval if it is pending or granted.
+            found = self._approval_of_proposal.get(event.proposal_id)
+            state = self._approvals.get(("approval", found)) if found is not None else None
+            if found is not None and state is not None and APPROVAL_LIFECYCLE.allows(
+                    state, ApprovalEvent.REVOKE):
+                self._approval_move(event, "approval", found, ApprovalEvent.REVOKE)
+
+    def _approval_move(self, event: TraceEvent, label: str, record: str,
+                       move: ApprovalEvent) -> None:
+        state = self._approvals.get((label, record))
+        if state is None:
+            return  # one this trace never saw requested: not checked
+        if not APPROVAL_LIFECYCLE.allows(state, move):
+            self._violate(event, TraceCode.TRANSITION_INVALID,
+                          f"{label} {record}: '{move.value}' is not allowed in state "
+                          f"'{state.value}'")
+            return
+        self._approvals[(label, record)] = APPROVAL_LIFECYCLE.transitions[(state, move)]
+
+    # --- resources: each kind's own table, at its current revision ---------------------------
+
+    def _resource_events(self, event: TraceEvent) -> None:
+        details = event.details
+        if event.kind == RESOURCE_CREATED:
+            protocol = self._protocols.get(str(details.get("kind")))
+            if protocol is not None and isinstance(details.get("resource_id"), str):
+                self._resources[details["resource_id"]] = _Resource(
+                    protocol, protocol.initial, 1)
+        elif event.kind == RESOURCE_REVISED and isinstance(details.get("revision"), int):
+            revision = details["revision"]
+            self._resource_move(event, {"id": details.get("resource_id"),
+                                        "revision": revision - 1,
+                                        "event": ResourceEvent.EDIT.value}, revised=revision)
+        moves = details.get(RESOURCE_MOVES)
+        for move in moves if isinstance(moves, list) else ():
+            self._resource_move(event, move if isinstance(move, Mapping) else {})
+
+    def _resource_move(self, event: TraceEvent, move: Mapping[str, Any], *,
+                       revised: int | None = None) -> None:
+        resource = self._resources.get(str(move.get("id")))
+        if resource is None:
+            return  # one this trace never saw created: not checked
+        name, on = f"resource {move.get('id')} ({resource.protocol.name})", move.get("event")
+        if move.get("revision") != resource.revision:
+            self._violate(event, TraceCode.RESOURCE_STALE,
+                          f"{name}: '{on}' of revision {move.get('revision')}; its current "
+                          f"revision is {resource.revision}")
+            return
+        found = next((e for e in ResourceEvent if e.value == on), None)
+        if found is None or not resource.protocol.allows(resource.state, found):
+            self._violate(event, TraceCode.TRANSITION_INVALID,
+                          f"{name}: '{on}' is not allowed in state '{resource.state.value}'")
+            return
+        resource.state = resource.protocol.transitions[(resource.state, found)]
+        if revised is not None:
+            resource.revision = revised
 
     def _violate(self, event: TraceEvent, code: TraceCode, message: str) -> None:
         self._report.violations.append(

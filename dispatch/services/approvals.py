@@ -27,7 +27,7 @@ from dispatch.services.admission import (
     links_moved,
     validate_arguments,
 )
-from dispatch.services.audit import audit_record, audit_text
+from dispatch.services.audit import audit_moves, audit_record, audit_text
 from dispatch.services.authority import require_role
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.permits import permit_move
@@ -101,11 +101,13 @@ def approval_decide(
                                     decided_at=now)
             permit = None
             if grant is not None:
-                for ref in moved_refs(proposal.resource_refs):
-                    resource_move(ref=ref, event=ResourceEvent.GRANT, now=now)
+                moving, moved = ResourceEvent.GRANT, moved_refs(proposal.resource_refs)
+                for ref in moved:
+                    resource_move(ref=ref, event=moving, now=now)
                 permit = _permit_mint(approval, proposal, approver, grant, now)
             else:
-                resources_release(proposal=proposal, event=ResourceEvent.DENY, now=now)
+                moving = ResourceEvent.DENY
+                moved = resources_release(proposal=proposal, event=moving, now=now)
             audit_record(
                 tenant_id=proposal.tenant_id,
                 kind="approval.granted" if permit else "approval.denied",
@@ -113,7 +115,8 @@ def approval_decide(
                 # What the operator wrote stays in the decision; the audit masks any value
                 # of the action it quotes, as it does a handler's error.
                 details={"approval_id": approval.id, "reason": audit_text(proposal, reason),
-                         "permit_id": permit.id if permit else None},
+                         "permit_id": permit.id if permit else None,
+                         **audit_moves(moved, moving)},
             )
             if permit is not None and proposal.dispatch_on_approval:
                 _dispatch_on_approval(proposal, now)
@@ -230,7 +233,9 @@ def approval_expire(*, approval_id: str, now: datetime) -> bool:
         if approval_move(event=ApprovalEvent.EXPIRE, source=state, id=approval_id) != 1:
             return False
         proposal = approval.proposal
-        resources_release(proposal=proposal, event=ResourceEvent.EXPIRE, now=now)
+        released = resources_release(proposal=proposal, event=ResourceEvent.EXPIRE, now=now)
         audit_record(tenant_id=approval.tenant_id, kind="approval.expired", actor="system",
-                     at=now, proposal_id=proposal.id, details={"approval_id": approval_id})
+                     at=now, proposal_id=proposal.id,
+                     details={"approval_id": approval_id,
+                              **audit_moves(released, ResourceEvent.EXPIRE)})
     return True

@@ -4,7 +4,8 @@ the replay that checks them (spec §7).
 An append is one fixed INSERT (no model instance, no query compilation): it rides in every
 write transaction of the hot path, so it costs what the database costs. `audit_values` gives a
 move function the same row to append inside its own statement (a PostgreSQL CTE).
-`audit_binding` is what every event of an operation carries so that it stands alone, and
+`audit_binding` is what every event of an operation carries so that it stands alone,
+`audit_moves` what an event carries of the resource moves its transaction made, and
 `audit_text` masks the action's values in what a destination or an admin wrote: the audit
 references the stored snapshot by id and digest and never holds a payload (spec §12).
 `audit_replay` streams the audit in append order through `protocols.trace`.
@@ -13,6 +14,7 @@ references the stored snapshot by id and digest and never holds a payload (spec 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -21,8 +23,9 @@ from django.conf import settings
 from dispatch.models import AuditEvent, Proposal, Tenant
 from dispatch.services.statements import run, value
 from protocols.denials import Denial, DenialCode
+from protocols.lifecycle import ResourceEvent
 from protocols.redaction import mask_values, redact, string_values
-from protocols.trace import TraceChecker, TraceEvent, TraceReport
+from protocols.trace import RESOURCE_MOVES, TraceChecker, TraceEvent, TraceReport
 
 #: The audit table's columns, in the order `audit_values` gives them.
 AUDIT_COLUMNS = ('"tenant_id", "at", "kind", "actor", "operation_id", "proposal_id", '
@@ -67,6 +70,15 @@ def audit_binding(proposal: Proposal) -> dict[str, Any]:
             "execution_id": proposal.execution_id,
             "resources": [{"id": ref["id"], "revision": ref["revision"]}
                           for ref in proposal.resource_refs]}
+
+
+def audit_moves(refs: Iterable[Mapping[str, Any]], event: ResourceEvent) -> dict[str, Any]:
+    """What an event carries of the resource moves its transaction made, each of `refs` by
+    `event` (the revision its compare-and-swap named): `protocols.trace` replays them through
+    each resource's table. Nothing when there are none."""
+    moves = [{"id": ref["id"], "revision": ref["revision"], "event": event.value}
+             for ref in refs]
+    return {RESOURCE_MOVES: moves} if moves else {}
 
 
 def audit_text(proposal: Proposal, text: str) -> str:

@@ -21,6 +21,7 @@ from dispatch.services.audit import (
     AUDIT_INSERT,
     AUDIT_PLACEHOLDERS,
     audit_binding,
+    audit_moves,
     audit_values,
 )
 from dispatch.services.budgets import Limits, budget_take
@@ -67,7 +68,9 @@ def operation_claim(
                          at=now, operation_id=operation_id, proposal_id=proposal.id,
                          digest=proposal.digest,
                          details={"permit_id": permit.id if permit else None,
-                                  **audit_binding(proposal)})
+                                  **audit_binding(proposal),
+                                  **audit_moves(moved_refs(proposal.resource_refs),
+                                                ResourceEvent.CLAIM)})
     try:
         if is_postgres() and not moved_refs(proposal.resource_refs):
             # One round trip: the lock, the intent and its audit row, each only if the one

@@ -38,7 +38,7 @@ from dispatch.models import (
     Resource,
 )
 from dispatch.runtime import get_runtime
-from dispatch.services.audit import audit_record
+from dispatch.services.audit import audit_moves, audit_record
 from dispatch.services.resources import resource_move
 from protocols.canonical import digest_bytes
 from protocols.contracts import EvidenceRole, OperationContract
@@ -46,7 +46,7 @@ from protocols.denials import Denial, DenialCode
 from protocols.evidence import Citation, Judgement, ReceiptView, ReportView
 from protocols.lifecycle import OperationState, ResourceEvent
 from protocols.sources import source_allowed, source_problem
-from protocols.trace import ATTESTATION_ISSUED, RECEIPT_ISSUED
+from protocols.trace import ATTESTATION_ISSUED, QUESTION_ANSWERED, RECEIPT_ISSUED
 
 #: The operation states whose recording issues the contract's evidence record: a publication
 #: that reconciliation establishes answers its question as one that completed does.
@@ -246,7 +246,7 @@ def evidence_plan(
         return None
     arguments = dict(json.loads(operation.proposal.canonical)["arguments"])
     if role is EvidenceRole.PUBLICATION:
-        return Issuance(result, lambda: _answer_question(arguments["report"], now))
+        return Issuance(result, lambda: _answer_question(operation, arguments["report"], now))
     if result is None:  # established by reconciliation: no bytes, no judgement to issue from
         return None
     if role is EvidenceRole.RECEIPT:
@@ -291,6 +291,11 @@ def _attestation_plan(operation: Operation, arguments: dict[str, Any],
 
     def write() -> None:
         attestation.save(force_insert=True)
+        # Only the exact revision judged, and only from draft: a report edited since, or
+        # already attested, stays as it is; the attestation stands bound to what it judged.
+        judged = {"id": report["id"], "revision": report["revision"]}
+        attested = attestation.result == Attestation.Result.PASS and _move_if_allowed(
+            judged, ResourceEvent.ATTEST, now)
         audit_record(tenant_id=operation.tenant_id, kind=ATTESTATION_ISSUED,
                      actor="dispatcher", at=now, operation_id=operation.id,
                      proposal_id=operation.proposal_id, digest=attestation.report_digest,
@@ -300,30 +305,33 @@ def _attestation_plan(operation: Operation, arguments: dict[str, Any],
                               "report_revision": attestation.report_revision,
                               "report_digest": attestation.report_digest,
                               "evidence": attestation.evidence, "result": attestation.result,
-                              "findings": len(attestation.findings)})
-        if attestation.result == Attestation.Result.PASS:
-            # Only the exact revision judged, and only from draft: a report edited since, or
-            # already attested, stays as it is; the attestation stands bound to what it judged.
-            _move_if_allowed({"id": report["id"], "revision": report["revision"]},
-                             ResourceEvent.ATTEST, now)
+                              "findings": len(attestation.findings),
+                              **audit_moves([judged] if attested else [],
+                                            ResourceEvent.ATTEST)})
 
     return Issuance({"attestation": attestation_json(attestation)}, write)
 
 
-def _answer_question(report: dict[str, Any], now: datetime) -> None:
+def _answer_question(operation: Operation, report: dict[str, Any], now: datetime) -> None:
     question = report.get("links", {}).get("question")
     if question is None:
         return
     # The question's current revision: an edit of its wording since does not unanswer it.
     current = Resource.objects.filter(id=question["id"]).values_list(
         "current_revision", flat=True).first()
-    if current is not None:
-        _move_if_allowed({"id": question["id"], "revision": current}, ResourceEvent.ANSWER, now)
+    ref = {"id": question["id"], "revision": current}
+    if current is not None and _move_if_allowed(ref, ResourceEvent.ANSWER, now):
+        audit_record(tenant_id=operation.tenant_id, kind=QUESTION_ANSWERED, actor="dispatcher",
+                     at=now, operation_id=operation.id, proposal_id=operation.proposal_id,
+                     details={"question_id": question["id"],
+                              **audit_moves([ref], ResourceEvent.ANSWER)})
 
 
-def _move_if_allowed(ref: dict[str, Any], event: ResourceEvent, now: datetime) -> None:
+def _move_if_allowed(ref: dict[str, Any], event: ResourceEvent, now: datetime) -> bool:
+    """Whether the move was made (the caller's audit event lists it)."""
     try:
         with transaction.atomic():  # a savepoint: a refused move leaves the outcome standing
             resource_move(ref=ref, event=event, now=now)
     except Denial:
-        pass  # edited or moved on since: the record stands, the resource stays
+        return False  # edited or moved on since: the record stands, the resource stays
+    return True

@@ -23,6 +23,7 @@ from dispatch.services.audit import (
     AUDIT_INSERT,
     AUDIT_PLACEHOLDERS,
     audit_binding,
+    audit_moves,
     audit_record,
     audit_text,
     audit_values,
@@ -171,6 +172,10 @@ def operation_move(
             updated_at is None, value(Operation, "updated_at", updated_at)]
     end = [value(Attempt, "ended_at", now), end_attempt, error, operation.id, attempt]
     proposal = operation.proposal  # loaded with the operation by every caller
+    refs = moved_refs(proposal.resource_refs)
+    if refs:  # what the contract declares this outcome does to them (`protocol_outcomes`)
+        resource_event = get_runtime().resource_event(operation.contract_fingerprint, target,
+                                                      event)
     audit = audit_values(
         tenant_id=operation.tenant_id, kind=OPERATION_EVENT_KINDS[event], actor=actor, at=now,
         operation_id=operation.id, proposal_id=operation.proposal_id, digest=proposal.digest,
@@ -181,11 +186,8 @@ def operation_move(
                  **({"sticky": "an earlier attempt may have had its effect"} if sticky
                     else {}),
                  **({"absence_proven": True} if absence_proven else {}),
-                 **audit_binding(proposal), **(details or {})})
-    refs = moved_refs(proposal.resource_refs)
-    if refs:  # what the contract declares this outcome does to them (`protocol_outcomes`)
-        resource_event = get_runtime().resource_event(operation.contract_fingerprint, target,
-                                                      event)
+                 **audit_binding(proposal), **(details or {}),
+                 **(audit_moves(refs, resource_event) if refs else {})})
     try:
         with transaction.atomic():
             if is_postgres() and not refs and issuance is None:

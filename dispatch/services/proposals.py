@@ -18,7 +18,7 @@ from dispatch.models import ApprovalRequest, Principal, Proposal, ProposalResour
 from dispatch.runtime import get_runtime
 from dispatch.services.admission import Admission, Stage, admit, validate_arguments
 from dispatch.services.approvals import approval_open
-from dispatch.services.audit import audit_binding, audit_record
+from dispatch.services.audit import audit_binding, audit_moves, audit_record
 from dispatch.services.resources import moved_refs, resource_move
 from protocols.canonical import (
     CanonicalizationError,
@@ -193,7 +193,8 @@ def _proposal_insert(
                      # The snapshot is referenced by the proposal's id and digest: the
                      # audit holds no argument value (spec §12).
                      details={"operation": contract.qualified_name,
-                              **audit_binding(proposal)})
+                              **audit_binding(proposal),
+                              **audit_moves(moved_refs(resolved.refs), ResourceEvent.PROPOSE)})
         approval = None
         if expires_in is not None:
             assert contract.approval_requirement is not None

@@ -172,13 +172,17 @@ def _refusal(ref: dict[str, Any], event: ResourceEvent) -> Denial:
                   resource_id=ref["id"], state=state)
 
 
-def resources_release(*, proposal: Proposal, event: ResourceEvent, now: datetime) -> None:
+def resources_release(
+    *, proposal: Proposal, event: ResourceEvent, now: datetime
+) -> list[dict[str, Any]]:
     """Move each resource of a proposal that will not run by `event` (deny or expire), best
-    effort, inside the caller's transaction.
+    effort, inside the caller's transaction; the refs it moved, for the caller's audit event
+    (`audit_moves`).
 
     A revision edited since, or one that still carries another live proposal, is left as it
     is: the first has moved on, and moving the second would strand its siblings.
     """
+    moved = []
     for ref in moved_refs(proposal.resource_refs):
         if revision_has_other_live_approvals(ref=ref, proposal_id=proposal.id, now=now):
             continue
@@ -187,6 +191,8 @@ def resources_release(*, proposal: Proposal, event: ResourceEvent, now: datetime
                 resource_move(ref=ref, event=event, now=now)
         except Denial:
             continue  # edited or moved on since: nothing to move back
+        moved.append(ref)
+    return moved
 
 
 def revision_has_other_live_approvals(

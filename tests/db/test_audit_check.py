@@ -160,3 +160,133 @@ def test_a_move_out_of_its_table_is_reported(world: World) -> None:
     assert error is not None
     assert "transition_invalid" in out
     assert "'completed'" in out
+
+
+# --- resources and approvals: each move in its own table --------------------------------------
+
+
+def test_resources_and_approvals_of_a_normal_flow_replay_with_no_violation(
+    live: World, destinations: Destinations,
+) -> None:
+    """Proposed, granted, claimed, sent; denied; lapsed; revised and proposed again;
+    cancelled; revoked with its grant: every resource and approval move replays clean."""
+    from dispatch.services.approvals import approval_decide, approvals_expire_stale
+    from dispatch.services.authority import grant_revoke
+    from dispatch.services.resources import revision_create
+
+    executed(live, live.approved_email()[0])
+    denied = live.propose_email(live.draft())
+    approval_decide(approver=live.approver, approval_id=denied.approval.id, decision="deny",
+                    digest=denied.digest, reason="no", now=live.now)
+    live.propose_email(live.draft(subject="lapses"))
+    assert approvals_expire_stale(now=live.now + timedelta(hours=2)) == 1
+    draft = live.draft(subject="first wording")
+    live.propose_email(draft)
+    revised, _ = revision_create(principal=live.owner, resource_id=draft.id, base_revision=1,
+                                 payload={"from": "support@acme.example", "to": ["a@example.com"],
+                                          "subject": "second wording", "body": "b"},
+                                 now=live.now)
+    live.grant(live.propose_email(revised))
+    cancelled, _ = live.approved_email(subject="cancelled")
+    proposal_cancel(actor=live.owner, proposal_id=cancelled.id, now=live.now)
+    live.approved_email(subject="revoked")
+    grant_revoke(actor=live.admin, grant_id=live.owner.grants.get(
+        operations=["email.send"]).id, now=live.now)
+    found = report()
+    assert found["violations"] == []
+    assert (found["resources"], found["approvals"]) == (6, 7)
+    kinds = set(AuditEvent.objects.filter(details__has_key="resource_moves")
+                .values_list("kind", flat=True))
+    assert kinds == {"proposal.created", "approval.granted", "approval.denied",
+                     "approval.expired", "permit.claimed", "operation.completed",
+                     "proposal.cancelled", "permit.revoked"}
+
+
+def _plant(world: World, kind: str, *, proposal_id: str = "", operation_id: str = "",
+           **details: Any) -> AuditEvent:
+    """A row the runtime never wrote, appended as if it had been (the corruption)."""
+    event: AuditEvent = AuditEvent.objects.create(
+        tenant_id=world.owner.tenant_id, at=world.now, kind=kind, actor="forger",
+        operation_id=operation_id, proposal_id=proposal_id, details=details)
+    return event
+
+
+def _violations() -> list[tuple[str, str]]:
+    out, error = audit_check()
+    assert error is not None, out
+    return [(v["kind"], v["code"]) for v in report()["violations"]]
+
+
+@pytest.mark.audit_corrupted
+def test_a_resource_move_out_of_its_table_is_reported(
+    live: World, destinations: Destinations,
+) -> None:
+    proposal, _ = live.approved_email()
+    executed(live, proposal)  # the draft is `sent`
+    [ref] = proposal.resource_refs
+    planted = _plant(live, "proposal.created", proposal_id="prp_forged",
+                     resource_moves=[{"id": ref["id"], "revision": 1, "event": "propose"}])
+    assert _violations() == [("proposal.created", "transition_invalid")]
+    [violation] = report()["violations"]
+    assert violation["event_id"] == planted.id
+    assert violation["message"] == (f"resource {ref['id']} (email_draft): 'propose' is not "
+                                    "allowed in state 'sent'")
+
+
+@pytest.mark.audit_corrupted
+def test_an_edit_of_a_sent_draft_is_reported(live: World, destinations: Destinations) -> None:
+    proposal, _ = live.approved_email()
+    executed(live, proposal)
+    [ref] = proposal.resource_refs
+    _plant(live, "resource.revised", resource_id=ref["id"], revision=2)
+    assert _violations() == [("resource.revised", "transition_invalid")]
+
+
+@pytest.mark.audit_corrupted
+def test_a_resource_moved_at_a_revision_not_its_current_is_reported(world: World) -> None:
+    from dispatch.services.resources import revision_create
+
+    draft = world.draft()
+    revision_create(principal=world.owner, resource_id=draft.id, base_revision=1,
+                    payload={"from": "support@acme.example", "to": ["a@example.com"],
+                             "subject": "s", "body": "b"}, now=world.now)
+    _plant(world, "proposal.created", proposal_id="prp_forged",
+           resource_moves=[{"id": draft.id, "revision": 1, "event": "propose"}])
+    assert _violations() == [("proposal.created", "resource_stale")]
+    assert "of revision 1; its current revision is 2" in report()["violations"][0]["message"]
+
+
+@pytest.mark.audit_corrupted
+def test_an_approval_move_out_of_its_table_is_reported(world: World) -> None:
+    from dispatch.services.approvals import approval_decide
+
+    proposal = world.propose_email(world.draft())
+    approval_decide(approver=world.approver, approval_id=proposal.approval.id,
+                    decision="deny", digest=proposal.digest, now=world.now)
+    _plant(world, "approval.granted", proposal_id=proposal.id,
+           approval_id=proposal.approval.id, permit_id="prm_forged")
+    assert _violations() == [("approval.granted", "transition_invalid")]
+    assert f"approval {proposal.approval.id}: 'grant' is not allowed in state 'denied'" in \
+        report()["violations"][0]["message"]
+
+
+@pytest.mark.audit_corrupted
+def test_a_claim_without_a_permit_of_an_action_that_needs_approval_is_reported(
+    world: World,
+) -> None:
+    proposal = world.propose_email(world.draft())  # its contract asks an operator
+    planted = _plant(world, "permit.claimed", proposal_id=proposal.id, operation_id="op_forged",
+                     permit_id=None)
+    assert _violations() == [("permit.claimed", "permit_missing")]
+    [violation] = report()["violations"]
+    assert (violation["event_id"], violation["operation_id"]) == (planted.id, "op_forged")
+    assert proposal.approval.id in violation["message"]
+
+
+def test_a_claim_without_a_permit_of_an_action_that_needs_none_is_no_violation(
+    world: World,
+) -> None:
+    lookup = proposal_create(principal=world.owner, operation="crm.lookup",
+                             arguments={"customer_id": "cus-001"}, now=world.now)
+    assert dispatched(world, lookup).state == "claimed"
+    assert report()["violations"] == []

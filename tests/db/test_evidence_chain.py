@@ -436,3 +436,24 @@ def test_the_attestation_is_checked_again_at_the_decision(
     assert denial.code is code
     assert denial.details.get("field") == field
     assert publications(destinations) == []
+
+
+def test_the_chain_lists_its_resource_moves_for_the_audit_replay(
+    researcher: Researcher, destinations: Destinations,
+) -> None:
+    from dispatch.services.audit import audit_replay
+
+    question = researcher.question()
+    report, attestation_id = researcher.attested_report(question)
+    proposal = researcher.propose_publication(report, attestation_id)
+    researcher.world.grant(proposal)
+    operation = researcher.run(proposal)
+    attested = AuditEvent.objects.get(kind="attestation.issued")
+    assert attested.details["resource_moves"] == [
+        {"id": report.id, "revision": 1, "event": "attest"}]
+    answered = AuditEvent.objects.get(kind="question.answered")
+    assert (answered.operation_id, answered.details["resource_moves"]) == (
+        operation.id, [{"id": question.id, "revision": 1, "event": "answer"}])
+    replayed = audit_replay()
+    assert replayed.violations == []
+    assert replayed.resources == 2

@@ -18,8 +18,9 @@ from protocols.trace import TraceReport
 
 
 class Command(BaseCommand):
-    help = ("Replay each operation's audit events through the transition tables: every "
-            "attempt needs a permit.claimed before it, every move must be in its table. "
+    help = ("Replay the audit through the transition tables: every attempt needs a "
+            "permit.claimed before it (with a permit where approval was asked), every move of "
+            "an operation, permit, approval or resource must be in its table. "
             "Prints a summary and every violation; exits 1 on any violation.")
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -42,7 +43,8 @@ def _text(report: TraceReport) -> str:
     states = ", ".join(f"{state} {n}" for state, n in sorted(report.states.items()))
     count = len(report.violations)
     lines = [f"audit_check: {report.events} events, {report.operations} operations"
-             f"{f' ({states})' if states else ''}, {report.permits} permits: "
+             f"{f' ({states})' if states else ''}, {report.permits} permits, "
+             f"{report.approvals} approvals, {report.resources} resources: "
              f"{count or 'no'} violation{'s' if count != 1 else ''}"]
     lines += [f"event {v.event_id} {v.operation_id or '-'} {v.kind}: {v.code.value}: "
               f"{v.message}" for v in report.violations]
@@ -52,6 +54,7 @@ def _text(report: TraceReport) -> str:
 def _json(report: TraceReport) -> str:
     return json.dumps({
         "events": report.events, "operations": report.operations, "permits": report.permits,
+        "approvals": report.approvals, "resources": report.resources,
         "states": dict(sorted(report.states.items())),
         "violations": [{"event_id": v.event_id, "operation_id": v.operation_id,
                         "kind": v.kind, "code": v.code.value, "message": v.message}

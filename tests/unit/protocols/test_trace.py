@@ -275,3 +275,106 @@ def test_a_second_evidence_record_of_one_operation_is_a_violation() -> None:
 ], ids=["after a reconciliation", "not right after the completion"])
 def test_evidence_is_issued_only_right_after_a_completion(events: list[TraceEvent]) -> None:
     assert codes(*events) == [TraceCode.EVIDENCE_UNSETTLED]
+
+
+# --- resources and approvals: each move in its own table ------------------------------------
+
+def created(resource: str = "res_1", kind: str = "email_draft") -> TraceEvent:
+    return TraceEvent(id=next(_ids), kind="resource.created", operation_id="", proposal_id="",
+                      details={"resource_id": resource, "revision": 1, "kind": kind})
+
+
+def moves(*events: str, resource: str = "res_1", revision: int = 1) -> list[dict[str, Any]]:
+    return [{"id": resource, "revision": revision, "event": e} for e in events]
+
+
+def requested(approval: str = "apr_1", proposal: str = "prp_1") -> TraceEvent:
+    return ev("approval.requested", op="", proposal=proposal, approval_id=approval)
+
+
+SENT_EMAIL = [
+    created(), ev("proposal.created", op="", resource_moves=moves("propose")), requested(),
+    ev("approval.granted", op="", approval_id="apr_1", permit_id="prm_1",
+       resource_moves=moves("grant")),
+    ev("permit.claimed", permit_id="prm_1", resource_moves=moves("claim")), started(1),
+    ev("operation.completed", attempt=1, outcome="completed", resource_moves=moves("complete"))]
+
+
+def test_a_sent_email_replays_its_draft_and_its_approval() -> None:
+    report = check_trace(SENT_EMAIL)
+    assert report.violations == []
+    assert (report.resources, report.approvals, report.permits) == (1, 1, 1)
+
+
+@pytest.mark.parametrize(("events", "code", "message"), [
+    ([*SENT_EMAIL, ev("proposal.created", op="", proposal="prp_2",
+                      resource_moves=moves("propose"))],
+     TraceCode.TRANSITION_INVALID,
+     "resource res_1 (email_draft): 'propose' is not allowed in state 'sent'"),
+    ([created(), ev("resource.revised", op="", resource_id="res_1", revision=2),
+      ev("proposal.created", op="", resource_moves=moves("propose"))],
+     TraceCode.RESOURCE_STALE,
+     "resource res_1 (email_draft): 'propose' of revision 1; its current revision is 2"),
+    ([created(), ev("proposal.created", op="", resource_moves=moves("teleport"))],
+     TraceCode.TRANSITION_INVALID,
+     "resource res_1 (email_draft): 'teleport' is not allowed in state 'draft'"),
+    ([*SENT_EMAIL, ev("resource.revised", op="", resource_id="res_1", revision=2)],
+     TraceCode.TRANSITION_INVALID,
+     "resource res_1 (email_draft): 'edit' is not allowed in state 'sent'"),
+    ([created("res_q", "question"), ev("question.answered", resource_moves=moves(
+        "answer", resource="res_q"))],
+     TraceCode.EVENT_UNCLAIMED, "'question.answered' before the operation's permit.claimed"),
+], ids=["proposed once sent", "a stale revision", "an undeclared event", "edited once sent",
+        "answered by no claimed operation"])
+def test_a_resource_move_out_of_its_table_is_a_violation(
+    events: list[TraceEvent], code: TraceCode, message: str,
+) -> None:
+    [violation] = check_trace(events).violations
+    assert (violation.code, violation.message) == (code, message)
+
+
+def test_a_move_of_a_resource_the_trace_never_saw_created_is_not_checked() -> None:
+    assert codes(ev("proposal.created", op="", resource_moves=moves("complete"))) == []
+
+
+def test_an_event_already_reported_moves_no_resource() -> None:
+    """A lost claim is reported at the events it breaks, not again at the draft."""
+    without_claim = [e for e in SENT_EMAIL if e.kind != "permit.claimed"]
+    assert codes(*without_claim) == [TraceCode.ATTEMPT_UNCLAIMED, TraceCode.EVENT_UNCLAIMED]
+
+
+@pytest.mark.parametrize(("events", "message"), [
+    ([requested(), ev("approval.denied", op="", approval_id="apr_1"),
+      ev("approval.granted", op="", approval_id="apr_1", permit_id="prm_1")],
+     "approval apr_1: 'grant' is not allowed in state 'denied'"),
+    ([requested(), ev("approval.expired", op="", approval_id="apr_1"),
+      ev("approval.expired", op="", approval_id="apr_1")],
+     "approval apr_1: 'expire' is not allowed in state 'expired'"),
+    ([ev("renewal.requested", renewal_id="rnw_1", attempt=2), claimed(),
+      ev("renewal.denied", renewal_id="rnw_1", attempt=2),
+      ev("renewal.granted", renewal_id="rnw_1", attempt=2)],
+     "renewal rnw_1: 'grant' is not allowed in state 'denied'"),
+], ids=["granted once denied", "expired twice", "renewal granted once denied"])
+def test_an_approval_move_out_of_its_table_is_a_violation(
+    events: list[TraceEvent], message: str,
+) -> None:
+    violations = check_trace(events).violations
+    assert [(v.code, v.message) for v in violations][-1:] == [
+        (TraceCode.TRANSITION_INVALID, message)]
+
+
+def test_a_cancellation_revokes_a_pending_approval_and_leaves_a_denied_one() -> None:
+    assert codes(requested(), ev("proposal.cancelled", op="", before_claim=True),
+                 ev("approval.granted", op="", approval_id="apr_1", permit_id="prm_1")) == [
+        TraceCode.TRANSITION_INVALID]
+    assert codes(requested(), ev("approval.denied", op="", approval_id="apr_1"),
+                 ev("proposal.cancelled", op="", before_claim=True)) == []
+
+
+def test_a_claim_without_a_permit_of_a_proposal_that_asked_for_approval_is_a_violation(
+) -> None:
+    [violation] = check_trace([requested(), claimed(permit=None)]).violations
+    assert violation.code is TraceCode.PERMIT_MISSING
+    assert violation.message == "proposal prp_1 asked for approval apr_1; it was claimed " \
+                                "without a permit"
+    assert codes(requested(proposal="prp_2"), claimed(permit=None)) == []  # another proposal
