@@ -367,7 +367,7 @@ AUDIT_KINDS = frozenset({
     "renewal.requested", "renewal.granted", "renewal.denied", "renewal.expired",
     "grant.issued", "grant.revoked", "grant.delegated", "dispatch.denied",
     "resource.created", "resource.revised", "receipt.issued", "attestation.issued",
-    "question.answered",
+    "question.answered", "resource.released",
 })
 
 

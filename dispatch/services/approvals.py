@@ -99,15 +99,15 @@ def approval_decide(
             Decision.objects.create(approval_id=approval.id, approver=approver,
                                     outcome=decision, digest=digest, reason=reason,
                                     decided_at=now)
-            permit = None
+            permit, granted = None, []
             if grant is not None:
-                moving, moved = ResourceEvent.GRANT, moved_refs(proposal.resource_refs)
-                for ref in moved:
-                    resource_move(ref=ref, event=moving, now=now)
+                granted = moved_refs(proposal.resource_refs)
+                for ref in granted:
+                    resource_move(ref=ref, event=ResourceEvent.GRANT, now=now)
                 permit = _permit_mint(approval, proposal, approver, grant, now)
             else:
-                moving = ResourceEvent.DENY
-                moved = resources_release(proposal=proposal, event=moving, now=now)
+                resources_release(proposal=proposal, event=ResourceEvent.DENY,
+                                  actor=approver.name, now=now)
             audit_record(
                 tenant_id=proposal.tenant_id,
                 kind="approval.granted" if permit else "approval.denied",
@@ -116,7 +116,7 @@ def approval_decide(
                 # of the action it quotes, as it does a handler's error.
                 details={"approval_id": approval.id, "reason": audit_text(proposal, reason),
                          "permit_id": permit.id if permit else None,
-                         **audit_moves(moved, moving)},
+                         **audit_moves(granted, ResourceEvent.GRANT)},
             )
             if permit is not None and proposal.dispatch_on_approval:
                 _dispatch_on_approval(proposal, now)
@@ -233,9 +233,8 @@ def approval_expire(*, approval_id: str, now: datetime) -> bool:
         if approval_move(event=ApprovalEvent.EXPIRE, source=state, id=approval_id) != 1:
             return False
         proposal = approval.proposal
-        released = resources_release(proposal=proposal, event=ResourceEvent.EXPIRE, now=now)
+        resources_release(proposal=proposal, event=ResourceEvent.EXPIRE, actor="system",
+                          now=now)
         audit_record(tenant_id=approval.tenant_id, kind="approval.expired", actor="system",
-                     at=now, proposal_id=proposal.id,
-                     details={"approval_id": approval_id,
-                              **audit_moves(released, ResourceEvent.EXPIRE)})
+                     at=now, proposal_id=proposal.id, details={"approval_id": approval_id})
     return True

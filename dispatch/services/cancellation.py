@@ -26,7 +26,7 @@ from dispatch.failpoints import failpoint
 from dispatch.models import Attempt, Operation, Principal, Proposal
 from dispatch.services.access import access_operation_by_id, access_proposal_by_id
 from dispatch.services.approvals import approval_move
-from dispatch.services.audit import audit_binding, audit_moves, audit_record, audit_text
+from dispatch.services.audit import audit_binding, audit_record, audit_text
 from dispatch.services.authority import require_role
 from dispatch.services.operations import operation_move
 from dispatch.services.permits import permit_move
@@ -110,11 +110,11 @@ def _cancel_before_claim(
         if Operation.objects.filter(proposal_id=proposal.id).exists():
             transaction.set_rollback(True)  # a claim won the race: cancel after the claim
             return False
-        released = resources_release(proposal=proposal, event=ResourceEvent.EXPIRE, now=now)
+        resources_release(proposal=proposal, event=ResourceEvent.EXPIRE, actor=actor.name,
+                          now=now)
         audit_record(tenant_id=proposal.tenant_id, kind="proposal.cancelled", actor=actor.name,
                      at=now, proposal_id=proposal.id, digest=proposal.digest,
-                     details={"before_claim": True, **_reason_details(proposal, reason),
-                              **audit_moves(released, ResourceEvent.EXPIRE)})
+                     details={"before_claim": True, **_reason_details(proposal, reason)})
     return True
 
 

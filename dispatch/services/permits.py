@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from dispatch.models import Permit
-from dispatch.services.audit import audit_moves, audit_record
+from dispatch.services.audit import audit_record
 from dispatch.services.resources import resources_release
 from protocols.lifecycle import (
     PERMIT_LIFECYCLE,
@@ -64,12 +64,11 @@ def permits_revoke_resting_on(
     for permit in issued:
         if permit_move(event=PermitEvent.REVOKE, now=now, id=permit.id) != 1:
             continue  # claimed meanwhile: it ran, and revocation does not undo it
-        released = resources_release(proposal=permit.proposal, event=ResourceEvent.EXPIRE,
-                                     now=now)
+        resources_release(proposal=permit.proposal, event=ResourceEvent.EXPIRE, actor=actor,
+                          now=now)
         audit_record(tenant_id=permit.tenant_id, kind="permit.revoked", actor=actor, at=now,
                      proposal_id=permit.proposal_id, digest=permit.digest,
                      details={"approval_id": permit.approval_id, "permit_id": permit.id,
-                              "reason": f"grant {permit.grant_id} was revoked",
-                              **audit_moves(released, ResourceEvent.EXPIRE)})
+                              "reason": f"grant {permit.grant_id} was revoked"})
         revoked.append(permit.id)
     return revoked

@@ -17,7 +17,7 @@ from dispatch.services.access import (
     resource_kinds_of,
     tool_message,
 )
-from dispatch.services.audit import audit_record
+from dispatch.services.audit import audit_moves, audit_record
 from protocols.canonical import CanonicalizationError, digest, materialize_defaults
 from protocols.contracts import ResourceKind, compile_schema, schema_errors
 from protocols.denials import Denial, DenialCode
@@ -173,11 +173,11 @@ def _refusal(ref: dict[str, Any], event: ResourceEvent) -> Denial:
 
 
 def resources_release(
-    *, proposal: Proposal, event: ResourceEvent, now: datetime
-) -> list[dict[str, Any]]:
+    *, proposal: Proposal, event: ResourceEvent, actor: str, now: datetime
+) -> None:
     """Move each resource of a proposal that will not run by `event` (deny or expire), best
-    effort, inside the caller's transaction; the refs it moved, for the caller's audit event
-    (`audit_moves`).
+    effort, inside the caller's transaction; `resource.released` lists what moved (for the
+    audit's replay, `audit_moves`), if anything did.
 
     A revision edited since, or one that still carries another live proposal, is left as it
     is: the first has moved on, and moving the second would strand its siblings.
@@ -192,7 +192,10 @@ def resources_release(
         except Denial:
             continue  # edited or moved on since: nothing to move back
         moved.append(ref)
-    return moved
+    if moved:
+        audit_record(tenant_id=proposal.tenant_id, kind="resource.released", actor=actor,
+                     at=now, proposal_id=proposal.id, digest=proposal.digest,
+                     details=audit_moves(moved, event))
 
 
 def revision_has_other_live_approvals(

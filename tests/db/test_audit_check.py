@@ -197,9 +197,11 @@ def test_resources_and_approvals_of_a_normal_flow_replay_with_no_violation(
     assert (found["resources"], found["approvals"]) == (6, 7)
     kinds = set(AuditEvent.objects.filter(details__has_key="resource_moves")
                 .values_list("kind", flat=True))
-    assert kinds == {"proposal.created", "approval.granted", "approval.denied",
-                     "approval.expired", "permit.claimed", "operation.completed",
-                     "proposal.cancelled", "permit.revoked"}
+    assert kinds == {"proposal.created", "approval.granted", "resource.released",
+                     "permit.claimed", "operation.completed"}
+    released = AuditEvent.objects.filter(kind="resource.released")
+    assert sorted(e.details["resource_moves"][0]["event"] for e in released) == [
+        "deny", "expire", "expire", "expire", "expire"]  # lapsed, cancelled, two revoked
 
 
 def _plant(world: World, kind: str, *, proposal_id: str = "", operation_id: str = "",
