@@ -1,7 +1,7 @@
 """The lifecycle model's long run, a command rather than a test (docs/reliability.md):
 
     PYTHONPATH=. python -m tests.model.long_run --examples 2000 [--steps 30] [--seed 1]
-                                               [--shrink] [--json figures.json]
+                                    [--shrink [--kinds KIND,...]] [--json figures.json]
 
 It creates a test database (SQLite by default, PostgreSQL with `DATABASE_URL`, as the test
 suite does), runs the state machine of tests/model/machine.py for N examples with a progress
@@ -31,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="Hypothesis's seed")
     parser.add_argument("--shrink", action="store_true",
                         help="then find and shrink a minimal example of each kind found")
+    parser.add_argument("--kinds", default=None,
+                        help="with --shrink: these kinds (comma-separated), not those found")
     parser.add_argument("--json", default=None, help="also write the figures to this file")
     args = parser.parse_args(argv)
 
@@ -99,7 +101,8 @@ def _run(args: argparse.Namespace) -> int:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump(figures, out, indent=2)
     if args.shrink:
-        for kind in sorted(FIGURES.violations):
+        kinds = args.kinds.split(",") if args.kinds else sorted(FIGURES.violations)
+        for kind in kinds:
             _shrink(kind, args)
     return 1 if FIGURES.violations else 0
 
@@ -110,7 +113,7 @@ def _report(vendor: str, elapsed: float, args: argparse.Namespace) -> dict[str, 
 
     from tests.model.machine import FIGURES
 
-    out = Console()
+    out = Console(width=110)
     out.print(f"lifecycle model, {vendor}: {FIGURES.examples} examples, {FIGURES.steps} steps "
               f"(at most {args.steps} each), {elapsed:.1f} s "
               f"({elapsed / max(FIGURES.examples, 1) * 1000:.0f} ms an example)")
@@ -127,9 +130,9 @@ def _report(vendor: str, elapsed: float, args: argparse.Namespace) -> dict[str, 
             table.add_row("none", "0")
         out.print(table)
     for kind, steps in sorted(FIGURES.first.items()):
-        out.print(f"\nfirst example showing {kind}:")
+        print(f"\nfirst example showing {kind}:")
         for step in steps:
-            out.print(f"  {step}", markup=False, highlight=False)
+            print(f"  {step}")
     return {"database": vendor, "examples": FIGURES.examples, "steps": FIGURES.steps,
             "max_steps": args.steps, "seconds": round(elapsed, 1),
             "tasks_enqueued": FIGURES.tasks, "rules": dict(FIGURES.rules),
@@ -151,6 +154,7 @@ def _shrink(kind: str, args: argparse.Namespace) -> None:
         raise_kinds = frozenset({kind})
 
     lines: list[str] = []
+    started = time.monotonic()
     print(f"\nshrinking {kind} ...", file=sys.stderr)
     with model_runtime(), with_reporter(lines.append):
         try:
@@ -158,8 +162,11 @@ def _shrink(kind: str, args: argparse.Namespace) -> None:
                 max(args.examples, 200), args.steps,
                 phases=[Phase.generate, Phase.shrink]))
         except AssertionError as exc:
-            print(f"\nminimal example of {kind}:")
-            print("\n".join(line for line in lines if not line.startswith("Trying")))
+            print(f"\nminimal example of {kind} ({time.monotonic() - started:.0f} s):")
+            for line in [*lines, *getattr(exc, "__notes__", [])]:
+                if not line.startswith(("Trying", "You can reproduce", "Explanation",
+                                        "    These lines", "        /")):
+                    print(f"  {line}")
             print(f"  -> {exc}")
             return
     print(f"\n{kind}: not found again within {max(args.examples, 200)} examples")
