@@ -46,7 +46,10 @@ TEXT: dict[str, Any] = {"type": "string", "maxLength": 200}
 
 
 class _ModelHandler(Handler):
-    """Checks the cancellation before the effect, as the demo handlers do, then sends."""
+    """A correct handler, as the runtime assumes one: it checks the cancellation before the
+    effect and never sends past the contract deadline (as `within_deadline` does for the demo
+    handlers), then sends. The deadline is on the model's clock (tests/model/machine.py
+    replaces the handlers' monotonic clock), so a worker paused past it sends nothing."""
 
     destination_name: ClassVar[str]
 
@@ -57,7 +60,9 @@ class _ModelHandler(Handler):
         env = environment()
         if ctx.cancelled.is_set():
             raise DefiniteFailure("cancelled before the effect; nothing was sent")
-        env.reached("handler.during_effect")  # checked, now sending
+        env.reached("handler.during_effect")  # checked, about to send
+        if ctx.remaining() <= 0:
+            raise DefiniteFailure("no time left before the contract timeout; nothing was sent")
         return env.destination(self.destination_name).call(
             key=ctx.operation_id, attempt=ctx.attempt, now=env.now(), timeout=ctx.timeout)
 
