@@ -18,6 +18,7 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from typing import Any
@@ -26,7 +27,8 @@ from typing import Any
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.model.long_run",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--examples", type=int, default=1000)
+    parser.add_argument("--examples", type=int, default=1000,
+                        help="0: no long run, only --shrink of --kinds")
     parser.add_argument("--steps", type=int, default=30, help="steps per example, at most")
     parser.add_argument("--seed", type=int, default=None, help="Hypothesis's seed")
     parser.add_argument("--shrink", action="store_true",
@@ -49,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     setup_test_environment()
+    # Stopped with SIGTERM, it still drops its test database (the `finally` below).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     databases = setup_databases(verbosity=0, interactive=False)
     try:
         return _run(args)
@@ -65,6 +69,18 @@ def _settings(examples: int, steps: int, **extra: Any) -> Any:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from tests.model.machine import FIGURES
+
+    if args.examples > 0:
+        _long_run(args)
+    if args.shrink:
+        kinds = args.kinds.split(",") if args.kinds else sorted(FIGURES.violations)
+        for kind in kinds:
+            _shrink(kind, args)
+    return 1 if FIGURES.violations else 0
+
+
+def _long_run(args: argparse.Namespace) -> None:
     from django.db import connection
     from hypothesis import Phase, seed
     from hypothesis.stateful import run_state_machine_as_test
@@ -89,7 +105,7 @@ def _run(args: argparse.Namespace) -> int:
         task = progress.add_task(f"lifecycle model on {connection.vendor}",
                                  total=args.examples)
         FIGURES.on_example = lambda: progress.update(
-            task, completed=FIGURES.examples,
+            task, completed=min(FIGURES.examples, args.examples),
             description=f"lifecycle model on {connection.vendor}, "
                         f"{sum(FIGURES.violations.values())} violations")
         run_state_machine_as_test(factory, settings=_settings(
@@ -100,11 +116,6 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump(figures, out, indent=2)
-    if args.shrink:
-        kinds = args.kinds.split(",") if args.kinds else sorted(FIGURES.violations)
-        for kind in kinds:
-            _shrink(kind, args)
-    return 1 if FIGURES.violations else 0
 
 
 def _report(vendor: str, elapsed: float, args: argparse.Namespace) -> dict[str, Any]:
@@ -114,8 +125,9 @@ def _report(vendor: str, elapsed: float, args: argparse.Namespace) -> dict[str, 
     from tests.model.machine import FIGURES
 
     out = Console(width=110)
-    out.print(f"lifecycle model, {vendor}: {FIGURES.examples} examples, {FIGURES.steps} steps "
-              f"(at most {args.steps} each), {elapsed:.1f} s "
+    out.print(f"lifecycle model, {vendor}: {FIGURES.examples} examples (and "
+              f"{FIGURES.discarded} Hypothesis gave up), {FIGURES.steps} steps (at most "
+              f"{args.steps} each), {elapsed:.1f} s "
               f"({elapsed / max(FIGURES.examples, 1) * 1000:.0f} ms an example)")
     for title, counts in (("steps by rule", FIGURES.rules),
                           ("faults injected", FIGURES.faults),
@@ -133,7 +145,8 @@ def _report(vendor: str, elapsed: float, args: argparse.Namespace) -> dict[str, 
         print(f"\nfirst example showing {kind}:")
         for step in steps:
             print(f"  {step}")
-    return {"database": vendor, "examples": FIGURES.examples, "steps": FIGURES.steps,
+    return {"database": vendor, "examples": FIGURES.examples,
+            "discarded": FIGURES.discarded, "steps": FIGURES.steps,
             "max_steps": args.steps, "seconds": round(elapsed, 1),
             "tasks_enqueued": FIGURES.tasks, "rules": dict(FIGURES.rules),
             "faults": dict(FIGURES.faults),
@@ -159,7 +172,7 @@ def _shrink(kind: str, args: argparse.Namespace) -> None:
     with model_runtime(), with_reporter(lines.append):
         try:
             run_state_machine_as_test(Shrinking, settings=_settings(
-                max(args.examples, 200), args.steps,
+                max(args.examples, 1000), args.steps,
                 phases=[Phase.generate, Phase.shrink]))
         except AssertionError as exc:
             print(f"\nminimal example of {kind} ({time.monotonic() - started:.0f} s):")
@@ -169,7 +182,7 @@ def _shrink(kind: str, args: argparse.Namespace) -> None:
                     print(f"  {line}")
             print(f"  -> {exc}")
             return
-    print(f"\n{kind}: not found again within {max(args.examples, 200)} examples")
+    print(f"\n{kind}: not found again within {max(args.examples, 1000)} examples")
 
 
 if __name__ == "__main__":

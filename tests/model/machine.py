@@ -44,6 +44,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Q
 from django.test import override_settings
 from hypothesis import strategies as st
+from hypothesis.errors import StopTest
 from hypothesis.stateful import (
     Bundle,
     RuleBasedStateMachine,
@@ -139,6 +140,7 @@ class Figures:
     """What runs of the model did, summed over examples (the long run prints them)."""
 
     examples: int = 0
+    discarded: int = 0  # examples Hypothesis gave up (no rule it could draw was enabled)
     steps: int = 0
     rules: Counter[str] = field(default_factory=Counter)  # steps by rule
     tasks: int = 0  # tasks the runtime enqueued (the model delivers them by `run_worker`)
@@ -226,7 +228,6 @@ class LifecycleModel(RuleBasedStateMachine):
         self.log: list[str] = []
         self.steps = 0
         CURRENT.environment = self
-        FIGURES.examples += 1
 
     # The environment the handlers see (tests.model.destinations.Environment).
 
@@ -724,12 +725,17 @@ class LifecycleModel(RuleBasedStateMachine):
     # The end of an example: a final drain.
 
     def teardown(self) -> None:
+        failed = sys.exc_info()[1]
         try:
-            if sys.exc_info()[0] is None:  # not after a failed step
+            if failed is None:  # not after a failed step
                 self._drain()
         finally:
             CURRENT.environment = None
             FIGURES.steps += max(0, self.steps - 1)
+            if isinstance(failed, StopTest):  # Hypothesis gave the example up (no rule left)
+                FIGURES.discarded += 1
+            else:
+                FIGURES.examples += 1
             if FIGURES.on_example is not None:
                 FIGURES.on_example()
 
