@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="Hypothesis's seed")
     parser.add_argument("--shrink", action="store_true",
                         help="then find and shrink a minimal example of each kind found")
+    parser.add_argument("--shrink-examples", type=int, default=1000,
+                        help="with --shrink: examples to look for each kind in, at least")
     parser.add_argument("--kinds", default=None,
                         help="with --shrink: these kinds (comma-separated), not those found")
     parser.add_argument("--json", default=None, help="also write the figures to this file")
@@ -157,7 +159,7 @@ def _report(vendor: str, elapsed: float, args: argparse.Namespace) -> dict[str, 
 def _shrink(kind: str, args: argparse.Namespace) -> None:
     """Have Hypothesis find an example of `kind` alone (every other kind only counted) and
     shrink it; print the minimal rule sequence it reports."""
-    from hypothesis import Phase
+    from hypothesis import Phase, seed
     from hypothesis.reporting import with_reporter
     from hypothesis.stateful import run_state_machine_as_test
 
@@ -166,13 +168,19 @@ def _shrink(kind: str, args: argparse.Namespace) -> None:
     class Shrinking(LifecycleModel):
         raise_kinds = frozenset({kind})
 
+    def factory() -> LifecycleModel:
+        return Shrinking()
+
+    if args.seed is not None:
+        factory = seed(args.seed)(factory)
+    budget = max(args.examples, args.shrink_examples)
     lines: list[str] = []
     started = time.monotonic()
     print(f"\nshrinking {kind} ...", file=sys.stderr)
     with model_runtime(), with_reporter(lines.append):
         try:
-            run_state_machine_as_test(Shrinking, settings=_settings(
-                max(args.examples, 1000), args.steps,
+            run_state_machine_as_test(factory, settings=_settings(
+                budget, args.steps,
                 phases=[Phase.generate, Phase.shrink]))
         except AssertionError as exc:
             print(f"\nminimal example of {kind} ({time.monotonic() - started:.0f} s):")
@@ -182,7 +190,7 @@ def _shrink(kind: str, args: argparse.Namespace) -> None:
                     print(f"  {line}")
             print(f"  -> {exc}")
             return
-    print(f"\n{kind}: not found again within {max(args.examples, 1000)} examples")
+    print(f"\n{kind}: not found again within {budget} examples")
 
 
 if __name__ == "__main__":
