@@ -24,7 +24,6 @@ STEPS = int(os.environ.get("MODEL_STEPS", "30"))
 RANDOM = os.environ.get("MODEL_RANDOM") == "1"
 
 
-@pytest.mark.xfail(strict=False, reason="issue 21 runtime fix pending")
 def test_the_operation_lifecycle_keeps_its_promises() -> None:
     with model_runtime():
         run_state_machine_as_test(LifecycleModel, settings=settings(
