@@ -9,7 +9,6 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from console.csp import csp_protect
 from console.roles import page, role_required
 from console.views import not_found_page
 from dispatch import selectors
@@ -25,7 +24,6 @@ if TYPE_CHECKING:
 
 
 @require_GET
-@csp_protect
 @role_required("operator")
 def question_detail(request: HttpRequest, principal: Principal, question_id: str) -> HttpResponse:
     """The question and its evidence chain, oldest first: to the tenant's operators and

@@ -14,7 +14,6 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from console import paging
-from console.csp import csp_protect
 from console.forms import CancelForm, DecisionForm, ResolveForm
 from console.presenters import (
     cancellation_outcome,
@@ -41,7 +40,6 @@ if TYPE_CHECKING:
 
 
 @require_GET
-@csp_protect
 @role_required("admin")
 def operation_list_unknown(request: HttpRequest, principal: Principal) -> HttpResponse:
     listing = selectors.operation_list_unknown(
@@ -62,7 +60,6 @@ def operation_list_unknown(request: HttpRequest, principal: Principal) -> HttpRe
 
 
 @require_GET
-@csp_protect
 @role_required("operator")
 def operation_detail(
     request: HttpRequest, principal: Principal, operation_id: str,
@@ -75,7 +72,6 @@ def operation_detail(
 
 
 @require_POST
-@csp_protect
 @role_required("admin")
 def operation_resolve(
     request: HttpRequest, principal: Principal, operation_id: str,
@@ -101,7 +97,6 @@ def operation_resolve(
 
 
 @require_POST
-@csp_protect
 @role_required("admin")
 def operation_reauthorize(
     request: HttpRequest, principal: Principal, operation_id: str,
@@ -124,7 +119,6 @@ def operation_reauthorize(
 
 
 @require_POST
-@csp_protect
 @role_required("operator")
 def operation_cancel(
     request: HttpRequest, principal: Principal, operation_id: str,
@@ -152,7 +146,6 @@ def operation_cancel(
 
 
 @require_POST
-@csp_protect
 @role_required("operator")
 def renewal_decide(request: HttpRequest, principal: Principal, renewal_id: str) -> HttpResponse:
     """Grant or deny a renewed approval, confirming the digest the page showed."""

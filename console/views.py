@@ -16,7 +16,6 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
 from console import paging
-from console.csp import csp_protect
 from console.forms import (
     AuditFilterForm,
     CancelForm,
@@ -71,7 +70,6 @@ def not_found_page(request: HttpRequest, principal: Principal, denial: Denial) -
                    principal=principal)
 
 
-@csp_protect
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     """`CSRF_FAILURE_VIEW`: a form posted without its token is refused, in the console's look."""
     return refused(request, status=403, title="Form refused",
@@ -83,7 +81,6 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
 
 
 @require_GET
-@csp_protect
 @role_required("operator")
 def approval_list(request: HttpRequest, principal: Principal) -> HttpResponse:
     """Pending approvals of the viewer's tenant, newest first; htmx polls the fragment."""
@@ -147,7 +144,6 @@ def page_link(request: HttpRequest, key: str | None, cursor: tuple[Any, ...] | N
 
 
 @require_GET
-@csp_protect
 @role_required("operator")
 def approval_detail(
     request: HttpRequest, principal: Principal, approval_id: str,
@@ -161,7 +157,6 @@ def approval_detail(
 
 
 @require_POST
-@csp_protect
 @role_required("operator")
 def approval_decide(
     request: HttpRequest, principal: Principal, approval_id: str,
@@ -195,7 +190,6 @@ def approval_decide(
 
 
 @require_POST
-@csp_protect
 @role_required("operator")
 def approval_cancel(
     request: HttpRequest, principal: Principal, approval_id: str,
@@ -321,14 +315,12 @@ def _grants_page(
 
 
 @require_GET
-@csp_protect
 @role_required("admin")
 def grant_list(request: HttpRequest, principal: Principal) -> HttpResponse:
     return _grants_page(request, principal, _grant_form(principal, now=timezone.now()))
 
 
 @require_POST
-@csp_protect
 @role_required("admin")
 def grant_issue(request: HttpRequest, principal: Principal) -> HttpResponse:
     now = timezone.now()
@@ -345,7 +337,6 @@ def grant_issue(request: HttpRequest, principal: Principal) -> HttpResponse:
 
 
 @require_POST
-@csp_protect
 @role_required("admin")
 def grant_revoke(request: HttpRequest, principal: Principal, grant_id: str) -> HttpResponse:
     try:
@@ -360,7 +351,6 @@ def grant_revoke(request: HttpRequest, principal: Principal, grant_id: str) -> H
 
 
 @require_GET
-@csp_protect
 @role_required("admin")
 def audit_list(request: HttpRequest, principal: Principal) -> HttpResponse:
     form = AuditFilterForm(request.GET or None, kinds=selectors.audit_kinds(viewer=principal))
