@@ -15,6 +15,7 @@ from dispatch import selectors
 from dispatch.services.authority import has_role
 from protocols.approvals import effective_approval_state
 from protocols.denials import Denial
+from protocols.roles import Role
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 
 @require_GET
-@role_required("operator")
+@role_required(Role.OPERATOR)
 def question_detail(request: HttpRequest, principal: Principal, question_id: str) -> HttpResponse:
     """The question and its evidence chain, oldest first: to the tenant's operators and
     admins; any other id is the one not-found page."""

@@ -18,10 +18,15 @@ from django.db.models import Q
 
 from dispatch.ids import new_id
 from protocols.lifecycle import ApprovalState, OperationState, PermitState, ResourceState
+from protocols.roles import Role
 
 
 def _choices(enum: type[StrEnum]) -> list[tuple[str, str]]:
     return [(member.value, member.value) for member in enum]
+
+
+#: A human's role (`protocols.roles.Role`), or "" for none (every agent); labels as migrated.
+_ROLE_CHOICES = [("", "None"), *((role.value, role.name.title()) for role in Role)]
 
 
 def _id_field(prefix: str) -> models.CharField[str, str]:
@@ -43,16 +48,11 @@ class Principal(models.Model):
         AGENT = "agent"
         HUMAN = "human"
 
-    class Role(models.TextChoices):
-        NONE = ""
-        OPERATOR = "operator"
-        ADMIN = "admin"
-
     id = _id_field("prn")
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="principals")
     name = models.CharField(max_length=150, unique=True)
     kind = models.CharField(max_length=10, choices=Kind.choices)
-    role = models.CharField(max_length=10, choices=Role.choices, blank=True, default="")
+    role = models.CharField(max_length=10, choices=_ROLE_CHOICES, blank=True, default="")
     user = models.OneToOneField(settings.AUTH_USER_MODEL, null=True, blank=True,
                                 on_delete=models.PROTECT, related_name="principal")
     # The operations this principal may ever propose (an agent's tool set).
