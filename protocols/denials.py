@@ -48,6 +48,9 @@ class DenialCode(StrEnum):
     ATTESTATION_MISSING = "attestation_missing"
     ATTESTATION_FAILED = "attestation_failed"
     ATTESTATION_UNBOUND = "attestation_unbound"
+    UNSUPPORTED_STEP = "unsupported_step"
+    INPUT_INVALID = "input_invalid"
+    EXECUTION_MISMATCH = "execution_mismatch"
 
     @property
     def status(self) -> int:
@@ -123,6 +126,15 @@ _TABLE: dict[DenialCode, tuple[int, str]] = {
     DenialCode.ATTESTATION_UNBOUND: (
         409, "The attestation is of another revision, digest or policy; attest the exact "
         "revision you publish."),
+    # Refusals of a workflow run before any step (`dispatch.workflows.WorkflowRefused`).
+    DenialCode.UNSUPPORTED_STEP: (
+        422, "The workflow holds a step kind the runtime does not run yet; rewrite that step."),
+    DenialCode.INPUT_INVALID: (
+        422, "A workflow input is missing, undeclared or of the wrong kind or state (or an "
+        "agent step has no model adapter); pass the inputs the workflow declares."),
+    DenialCode.EXECUTION_MISMATCH: (
+        409, "The execution ran another workflow, contracts, inputs or sub-agent adapter; "
+        "start a new execution or resume with what it started with."),
 }
 
 
