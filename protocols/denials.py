@@ -137,6 +137,10 @@ _TABLE: dict[DenialCode, tuple[int, str]] = {
         "start a new execution or resume with what it started with."),
 }
 
+#: The codes only a workflow run's refusal (`dispatch.workflows.WorkflowRefused`) carries: the
+#: REST API never answers them, so its documented error bodies leave them out.
+WORKFLOW_ONLY: frozenset[DenialCode] = frozenset({
+    DenialCode.UNSUPPORTED_STEP, DenialCode.INPUT_INVALID, DenialCode.EXECUTION_MISMATCH})
 
 #: A `schema_invalid` denial lists at most this many errors (DESIGN §6).
 MAX_ERRORS = 50

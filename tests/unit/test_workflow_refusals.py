@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Any
 
 import pytest
+from drf_spectacular.drainage import get_override
 
+from dispatch.api.serializers import error_serializer
 from dispatch.workflows import WorkflowRefused
-from protocols.denials import DenialCode
+from protocols.denials import WORKFLOW_ONLY, DenialCode
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("protocols", "dispatch", "console", "demo", "config")
@@ -75,3 +78,16 @@ def test_the_refusal_carries_the_catalogue_code_with_its_status() -> None:
 def test_a_code_outside_the_catalogue_is_refused() -> None:
     with pytest.raises(ValueError, match="not_a_code"):
         WorkflowRefused("not_a_code", "x")  # type: ignore[arg-type]
+
+
+def test_the_api_documents_no_workflow_only_code() -> None:
+    """The REST API never answers a workflow run's own refusals, so its error bodies' `code`
+    enums (one per status) leave them out; the codes it does answer at 409 and 422 stay."""
+    def enum(status: int) -> list[str]:
+        body: Any = error_serializer(status)().fields["error"]
+        return list(get_override(type(body.fields["code"]), "field")["enum"])
+
+    listed = {status: enum(status) for status in (409, 422)}
+    assert "contract_mismatch" in listed[409]
+    assert "schema_invalid" in listed[422]
+    assert {code.value for code in WORKFLOW_ONLY} & {*listed[409], *listed[422]} == set()
