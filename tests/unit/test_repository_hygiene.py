@@ -71,7 +71,7 @@ def test_the_filesystem_broker_writes_only_under_its_folder(tmp_path: Path) -> N
         "print(json.dumps({'broker': str(settings.BROKER_DIR),"
         " 'options': settings.CELERY_BROKER_TRANSPORT_OPTIONS}))\n"
     )
-    environment = {**os.environ, "CELERY_BROKER_URL": "filesystem://",
+    environment = {**os.environ, "CELERY_BROKER_URL": "filesystem://", "DJANGO_DEBUG": "1",
                    "APP_VAR_DIR": str(tmp_path / "var"), "PYTHONPATH": str(ROOT)}
     completed = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=environment,
                                capture_output=True, text=True, check=False)
