@@ -183,10 +183,9 @@ class RawActions:
         # Django's SQLite format: naive UTC text; PostgreSQL takes the aware datetime.
         return str(moment.astimezone(UTC).replace(tzinfo=None)) if self.sqlite else moment
 
-    def _run(self, statements: list[tuple[str, tuple[Any, ...], int | None]], *,
-             count_rows: bool = False) -> bool:
+    def _run(self, statements: list[tuple[str, tuple[Any, ...], int | None]]) -> bool:
         """One transaction: each statement with the row count it must have (None: any). A
-        product CTE answers its count as its one row (`count_rows`), an upsert its rows."""
+        product CTE (`WITH ...`) answers its count as its one row, a `RETURNING` its rows."""
         cur = self.conn.cursor()
         try:
             if self.sqlite:
@@ -242,7 +241,7 @@ class RawActions:
         else:
             cte, upsert = self.claim_sql
             claim = [(cte, (item.proposal_id, *insert, *claimed), 1), (upsert, budget, 2)]
-        if not self._run(claim, count_rows=not self.sqlite):
+        if not self._run(claim):
             return False
         now = self._when(datetime.now(UTC))
         started = self._audit(item, "attempt.started", "dispatcher", op, now, {"attempt": 1},
@@ -253,7 +252,7 @@ class RawActions:
             start = [(moved, start_op, 1), (inserted, attempt, None), (audit, started, None)]
         else:
             start = [(self.start_sql[0], (*start_op, *attempt, *started), 1)]
-        if not self._run(start, count_rows=not self.sqlite):
+        if not self._run(start):
             raise RuntimeError(f"raw: attempt start of {op} refused")
         now = self._when(datetime.now(UTC))
         move = ("completed", now, True, self.json(noop_handler()), None, False, op, "claimed",
@@ -266,7 +265,7 @@ class RawActions:
             outcome = [(moved, move, 1), (ended, end, 1), (audit, settled, None)]
         else:
             outcome = [(self.outcome_sql[0], (*move, *end, *settled), None)]
-        if not self._run(outcome, count_rows=not self.sqlite):
+        if not self._run(outcome):
             raise RuntimeError(f"raw: outcome of {op} refused")
         return True
 

@@ -291,10 +291,6 @@ def temp_root() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def backend_of(url: str) -> str:
-    return "sqlite" if url.startswith("sqlite") else "postgres"
-
-
 # --- child processes ----------------------------------------------------------------------------
 
 

@@ -201,9 +201,11 @@ BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL: str = env.str("CELERY_BROKER_URL", default="filesystem://")
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {}
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    for sub in ("queue", "processed"):
+    for sub in ("queue", "processed", "control"):
         (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
+        # kombu's exchange table; its default is `control/` under the working directory.
+        "control_folder": str(BROKER_DIR / "control"),
         "data_folder_in": str(BROKER_DIR / "queue"),
         "data_folder_out": str(BROKER_DIR / "queue"),
         "processed_folder": str(BROKER_DIR / "processed"),

@@ -2,15 +2,13 @@
 
 No inline script or style, no eval, no third-party origin: scripts, styles and XHR (htmx
 polling) come from this origin only, forms post only here, and no page may be framed.
-Install `console.csp.ContentSecurityPolicyMiddleware` to cover every response (login and
-logout pages included); console views also carry `csp_protect`, so they keep the policy even
-where the middleware is not installed.
+`console.csp.ContentSecurityPolicyMiddleware`, installed in `config.settings.MIDDLEWARE`,
+covers every response (console views, login and logout pages, errors).
 """
 
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponseBase
-from django.utils.decorators import decorator_from_middleware
 from django.utils.deprecation import MiddlewareMixin
 
 POLICY = "; ".join([
@@ -36,5 +34,3 @@ class ContentSecurityPolicyMiddleware(MiddlewareMixin):
             response.headers["Content-Security-Policy"] = POLICY
         return response
 
-
-csp_protect = decorator_from_middleware(ContentSecurityPolicyMiddleware)

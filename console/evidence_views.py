@@ -9,13 +9,13 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from console.csp import csp_protect
 from console.roles import page, role_required
 from console.views import not_found_page
 from dispatch import selectors
 from dispatch.services.authority import has_role
 from protocols.approvals import effective_approval_state
 from protocols.denials import Denial
+from protocols.roles import Role
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -25,8 +25,7 @@ if TYPE_CHECKING:
 
 
 @require_GET
-@csp_protect
-@role_required("operator")
+@role_required(Role.OPERATOR)
 def question_detail(request: HttpRequest, principal: Principal, question_id: str) -> HttpResponse:
     """The question and its evidence chain, oldest first: to the tenant's operators and
     admins; any other id is the one not-found page."""

@@ -14,7 +14,6 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from console import paging
-from console.csp import csp_protect
 from console.forms import CancelForm, DecisionForm, ResolveForm
 from console.presenters import (
     cancellation_outcome,
@@ -32,6 +31,7 @@ from dispatch.services.renewals import operation_reauthorize as operation_reauth
 from dispatch.services.renewals import renewal_decide as renewal_decide_service
 from dispatch.services.renewals import renewal_refusal
 from protocols.denials import Denial, DenialCode
+from protocols.roles import Role
 
 if TYPE_CHECKING:
     from dispatch.models import Operation, Principal
@@ -41,8 +41,7 @@ if TYPE_CHECKING:
 
 
 @require_GET
-@csp_protect
-@role_required("admin")
+@role_required(Role.ADMIN)
 def operation_list_unknown(request: HttpRequest, principal: Principal) -> HttpResponse:
     listing = selectors.operation_list_unknown(
         viewer=principal, after=paging.decode_time_id(request.GET.get("after")),
@@ -62,8 +61,7 @@ def operation_list_unknown(request: HttpRequest, principal: Principal) -> HttpRe
 
 
 @require_GET
-@csp_protect
-@role_required("operator")
+@role_required(Role.OPERATOR)
 def operation_detail(
     request: HttpRequest, principal: Principal, operation_id: str,
 ) -> HttpResponse:
@@ -75,8 +73,7 @@ def operation_detail(
 
 
 @require_POST
-@csp_protect
-@role_required("admin")
+@role_required(Role.ADMIN)
 def operation_resolve(
     request: HttpRequest, principal: Principal, operation_id: str,
 ) -> HttpResponse:
@@ -101,8 +98,7 @@ def operation_resolve(
 
 
 @require_POST
-@csp_protect
-@role_required("admin")
+@role_required(Role.ADMIN)
 def operation_reauthorize(
     request: HttpRequest, principal: Principal, operation_id: str,
 ) -> HttpResponse:
@@ -124,8 +120,7 @@ def operation_reauthorize(
 
 
 @require_POST
-@csp_protect
-@role_required("operator")
+@role_required(Role.OPERATOR)
 def operation_cancel(
     request: HttpRequest, principal: Principal, operation_id: str,
 ) -> HttpResponse:
@@ -152,8 +147,7 @@ def operation_cancel(
 
 
 @require_POST
-@csp_protect
-@role_required("operator")
+@role_required(Role.OPERATOR)
 def renewal_decide(request: HttpRequest, principal: Principal, renewal_id: str) -> HttpResponse:
     """Grant or deny a renewed approval, confirming the digest the page showed."""
     form = DecisionForm(request.POST)
@@ -186,7 +180,7 @@ def _operation_page(
 ) -> HttpResponse:
     # The timeline is the audit's, and the audit is the admins' (operators see the rest).
     events = (selectors.operation_timeline(viewer=principal, operation=operation)
-              if has_role(principal, "admin") else [])
+              if has_role(principal, Role.ADMIN) else [])
     snapshot = parse_snapshot(operation.proposal.canonical)
     pending = selectors.renewal_pending(viewer=principal, operation=operation)
     now = timezone.now()

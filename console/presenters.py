@@ -11,7 +11,7 @@ import json
 import re
 import unicodedata
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from protocols.addresses import AddressError, parse_mailbox
@@ -201,7 +201,3 @@ def duration(delta: timedelta) -> str:
     if minutes:
         return f"{minutes} min {secs:02d} s"
     return f"{secs} s"
-
-
-def age(created_at: datetime, now: datetime) -> str:
-    return duration(now - created_at)

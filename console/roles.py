@@ -20,11 +20,12 @@ from django.shortcuts import render
 from dispatch.models import Principal
 from dispatch.services.authority import has_role
 from dispatch.services.principals import principal_for_user
+from protocols.roles import Role
 
 P = ParamSpec("P")
 View = Callable[Concatenate[HttpRequest, Principal, P], HttpResponse]
 
-ROLE_LABELS = {"operator": "an operator", "admin": "an admin"}
+ROLE_LABELS = {Role.OPERATOR: "an operator", Role.ADMIN: "an admin"}
 
 
 def is_htmx(request: HttpRequest) -> bool:
@@ -38,7 +39,7 @@ def page(
     """Render a console page with the viewer's identity for the header and navigation."""
     context = {
         "principal": principal,
-        "is_admin": principal is not None and has_role(principal, "admin"),
+        "is_admin": principal is not None and has_role(principal, Role.ADMIN),
         **context,
     }
     return render(request, template, context, status=status)
@@ -53,7 +54,7 @@ def refused(
                 principal=principal, status=status)
 
 
-def role_required(role: str) -> Callable[[View[P]], Callable[..., HttpResponse]]:
+def role_required(role: Role) -> Callable[[View[P]], Callable[..., HttpResponse]]:
     """Let the view run only for a logged-in human of `role` (or an admin); it receives the
     principal as its second argument."""
 
@@ -66,13 +67,13 @@ def role_required(role: str) -> Callable[[View[P]], Callable[..., HttpResponse]]
                 return redirect_to_login(request.get_full_path())
             principal = principal_for_user(request.user)
             if principal is None or not has_role(principal, role):
-                needed = ROLE_LABELS.get(role, role)
+                needed = ROLE_LABELS[role]
                 return refused(
                     request, status=403, title="Not allowed",
                     message=f"This page is for {needed} of the tenant. Your account does not "
                             "hold that role; ask an admin if you need it.",
                     # The header's navigation only for someone who can use some of it.
-                    principal=principal if principal and has_role(principal, "operator")
+                    principal=principal if principal and has_role(principal, Role.OPERATOR)
                     else None)
             return view(request, principal, *args, **kwargs)
 

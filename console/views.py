@@ -16,7 +16,6 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
 from console import paging
-from console.csp import csp_protect
 from console.forms import (
     AuditFilterForm,
     CancelForm,
@@ -46,6 +45,7 @@ from dispatch.services.cancellation import proposal_cancel as proposal_cancel_se
 from protocols.approvals import effective_approval_state
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import ApprovalState
+from protocols.roles import Role
 from protocols.usage import Usage
 
 if TYPE_CHECKING:
@@ -71,7 +71,6 @@ def not_found_page(request: HttpRequest, principal: Principal, denial: Denial) -
                    principal=principal)
 
 
-@csp_protect
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     """`CSRF_FAILURE_VIEW`: a form posted without its token is refused, in the console's look."""
     return refused(request, status=403, title="Form refused",
@@ -83,8 +82,7 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
 
 
 @require_GET
-@csp_protect
-@role_required("operator")
+@role_required(Role.OPERATOR)
 def approval_list(request: HttpRequest, principal: Principal) -> HttpResponse:
     """Pending approvals of the viewer's tenant, newest first; htmx polls the fragment."""
     now = timezone.now()
@@ -147,8 +145,7 @@ def page_link(request: HttpRequest, key: str | None, cursor: tuple[Any, ...] | N
 
 
 @require_GET
-@csp_protect
-@role_required("operator")
+@role_required(Role.OPERATOR)
 def approval_detail(
     request: HttpRequest, principal: Principal, approval_id: str,
 ) -> HttpResponse:
@@ -161,8 +158,7 @@ def approval_detail(
 
 
 @require_POST
-@csp_protect
-@role_required("operator")
+@role_required(Role.OPERATOR)
 def approval_decide(
     request: HttpRequest, principal: Principal, approval_id: str,
 ) -> HttpResponse:
@@ -195,8 +191,7 @@ def approval_decide(
 
 
 @require_POST
-@csp_protect
-@role_required("operator")
+@role_required(Role.OPERATOR)
 def approval_cancel(
     request: HttpRequest, principal: Principal, approval_id: str,
 ) -> HttpResponse:
@@ -321,15 +316,13 @@ def _grants_page(
 
 
 @require_GET
-@csp_protect
-@role_required("admin")
+@role_required(Role.ADMIN)
 def grant_list(request: HttpRequest, principal: Principal) -> HttpResponse:
     return _grants_page(request, principal, _grant_form(principal, now=timezone.now()))
 
 
 @require_POST
-@csp_protect
-@role_required("admin")
+@role_required(Role.ADMIN)
 def grant_issue(request: HttpRequest, principal: Principal) -> HttpResponse:
     now = timezone.now()
     form = _grant_form(principal, request.POST, now=now)
@@ -345,8 +338,7 @@ def grant_issue(request: HttpRequest, principal: Principal) -> HttpResponse:
 
 
 @require_POST
-@csp_protect
-@role_required("admin")
+@role_required(Role.ADMIN)
 def grant_revoke(request: HttpRequest, principal: Principal, grant_id: str) -> HttpResponse:
     try:
         grant = grant_revoke_service(actor=principal, grant_id=grant_id, now=timezone.now())
@@ -360,8 +352,7 @@ def grant_revoke(request: HttpRequest, principal: Principal, grant_id: str) -> H
 
 
 @require_GET
-@csp_protect
-@role_required("admin")
+@role_required(Role.ADMIN)
 def audit_list(request: HttpRequest, principal: Principal) -> HttpResponse:
     form = AuditFilterForm(request.GET or None, kinds=selectors.audit_kinds(viewer=principal))
     listing = selectors.audit_list(

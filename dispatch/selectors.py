@@ -41,6 +41,7 @@ from dispatch.services.authority import has_role
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import ApprovalState, OperationState
+from protocols.roles import Role
 from protocols.usage import Usage
 
 T = TypeVar("T")
@@ -165,7 +166,7 @@ def _pending_approvals(viewer: Principal, filters: QueueFilter) -> QuerySet[Appr
     """
     queryset = ApprovalRequest.objects.filter(
         tenant_id=viewer.tenant_id, state=ApprovalState.PENDING)
-    if not has_role(viewer, "admin"):
+    if not has_role(viewer, Role.ADMIN):
         # An admin holds every role; anyone else sees only requests for their own role.
         queryset = queryset.filter(role=viewer.role)
     if filters.operation:

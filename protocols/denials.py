@@ -48,6 +48,9 @@ class DenialCode(StrEnum):
     ATTESTATION_MISSING = "attestation_missing"
     ATTESTATION_FAILED = "attestation_failed"
     ATTESTATION_UNBOUND = "attestation_unbound"
+    UNSUPPORTED_STEP = "unsupported_step"
+    INPUT_INVALID = "input_invalid"
+    EXECUTION_MISMATCH = "execution_mismatch"
 
     @property
     def status(self) -> int:
@@ -123,8 +126,21 @@ _TABLE: dict[DenialCode, tuple[int, str]] = {
     DenialCode.ATTESTATION_UNBOUND: (
         409, "The attestation is of another revision, digest or policy; attest the exact "
         "revision you publish."),
+    # Refusals of a workflow run before any step (`dispatch.workflows.WorkflowRefused`).
+    DenialCode.UNSUPPORTED_STEP: (
+        422, "The workflow holds a step kind the runtime does not run yet; rewrite that step."),
+    DenialCode.INPUT_INVALID: (
+        422, "A workflow input is missing, undeclared or of the wrong kind or state (or an "
+        "agent step has no model adapter); pass the inputs the workflow declares."),
+    DenialCode.EXECUTION_MISMATCH: (
+        409, "The execution ran another workflow, contracts, inputs or sub-agent adapter; "
+        "start a new execution or resume with what it started with."),
 }
 
+#: The codes only a workflow run's refusal (`dispatch.workflows.WorkflowRefused`) carries: the
+#: REST API never answers them, so its documented error bodies leave them out.
+WORKFLOW_ONLY: frozenset[DenialCode] = frozenset({
+    DenialCode.UNSUPPORTED_STEP, DenialCode.INPUT_INVALID, DenialCode.EXECUTION_MISMATCH})
 
 #: A `schema_invalid` denial lists at most this many errors (DESIGN §6).
 MAX_ERRORS = 50

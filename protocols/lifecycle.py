@@ -101,23 +101,6 @@ class PermitEvent(StrEnum):
     REVOKE = "revoke"
 
 
-class EvidenceState(StrEnum):
-    """The evidence protocol of spec §11, declared only: no operation uses it yet."""
-
-    UNRESEARCHED = "unresearched"
-    COLLECTED = "collected"
-    CHECKED_AGAINST_POLICY = "checked_against_policy"
-    REVIEWED = "reviewed"
-    PUBLISHED = "published"
-
-
-class EvidenceEvent(StrEnum):
-    COLLECT = "collect"
-    CHECK = "check"
-    REVIEW = "review"
-    PUBLISH = "publish"
-
-
 S = TypeVar("S", bound=StrEnum)
 E = TypeVar("E", bound=StrEnum)
 
@@ -375,18 +358,6 @@ PERMIT_LIFECYCLE: Final = Protocol[PermitState, PermitEvent](
         (P.ISSUED, PE.CLAIM): P.CLAIMED,
         (P.ISSUED, PE.EXPIRE): P.EXPIRED,
         (P.ISSUED, PE.REVOKE): P.REVOKED,
-    },
-)
-
-V, VE = EvidenceState, EvidenceEvent
-EVIDENCE: Final = Protocol[EvidenceState, EvidenceEvent](
-    name="evidence",
-    initial=V.UNRESEARCHED,
-    transitions={
-        (V.UNRESEARCHED, VE.COLLECT): V.COLLECTED,
-        (V.COLLECTED, VE.CHECK): V.CHECKED_AGAINST_POLICY,
-        (V.CHECKED_AGAINST_POLICY, VE.REVIEW): V.REVIEWED,
-        (V.REVIEWED, VE.PUBLISH): V.PUBLISHED,
     },
 )
 

@@ -35,6 +35,7 @@ from dispatch.api.serializers import (
 )
 from dispatch.services.authority import grant_delegate, has_role
 from protocols.denials import Denial
+from protocols.roles import Role
 
 # --- grants ---------------------------------------------------------------------------------------
 
@@ -118,8 +119,8 @@ class AuditListApi(ApiView):
                               **error_responses(C.ROLE_REQUIRED, C.MALFORMED_REQUEST)})
     def get(self, request: Request) -> Response:
         principal = principal_of(request)
-        if not has_role(principal, "admin"):
-            raise Denial(C.ROLE_REQUIRED, role="admin")
+        if not has_role(principal, Role.ADMIN):
+            raise Denial(C.ROLE_REQUIRED, role=Role.ADMIN)
         filters = self.FilterSerializer(data={
             name: request.query_params[name] for name in ("operation", "proposal", "kind")
             if name in request.query_params})

@@ -13,7 +13,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from protocols.denials import MAX_ERRORS, DenialCode
+from protocols.denials import MAX_ERRORS, WORKFLOW_ONLY, DenialCode
 from protocols.lifecycle import ApprovalState, OperationState, ResourceState
 
 
@@ -118,7 +118,8 @@ def error_serializer(status: int) -> type[serializers.Serializer[dict[str, Any]]
     if status == METHOD_NOT_ALLOWED:
         codes = [DenialCode.MALFORMED_REQUEST.value]
     else:
-        codes = [code.value for code in DenialCode if code.status == status]
+        codes = [code.value for code in DenialCode
+                 if code.status == status and code not in WORKFLOW_ONLY]
     details_schema: dict[str, Any] = {"type": "object", "additionalProperties": {}}
     if DenialCode.SCHEMA_INVALID.value in codes:
         details_schema["properties"] = {

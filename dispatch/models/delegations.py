@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from dispatch.models import Execution, Grant, Principal, Tenant, _id_field
+from dispatch.models.base import Execution, Grant, Principal, Tenant, _id_field
 
 
 class Delegation(models.Model):

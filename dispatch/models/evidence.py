@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from dispatch.models import Operation, Resource, Tenant, _id_field
+from dispatch.models.base import Operation, Resource, Tenant, _id_field
 
 
 class Receipt(models.Model):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hmac
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from dispatch.models import Principal, Proposal, Resource, Revision
@@ -30,25 +29,6 @@ from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
 from protocols.grants import Grant as CoreGrant
 from protocols.lifecycle import RESOURCE_PROTOCOLS, ResourceEvent, ResourceState, transition
-
-
-class Stage(StrEnum):
-    """Where admission runs; it decides which resource event the state must allow."""
-
-    PROPOSE = "propose"
-    DECIDE = "decide"
-    DISPATCH = "dispatch"
-    RETRY = "retry"
-
-
-#: The event a resource's state must allow at each stage (None: the stage's own
-#: compare-and-swap decides it, so that every loser of a race hears the same answer).
-_STAGE_EVENTS: dict[Stage, ResourceEvent | None] = {
-    Stage.PROPOSE: ResourceEvent.PROPOSE,
-    Stage.DECIDE: None,
-    Stage.DISPATCH: None,
-    Stage.RETRY: None,
-}
 
 
 @dataclass(frozen=True)
@@ -214,10 +194,14 @@ class Admission:
 
 def admit(
     contract: OperationContract, principal: Principal, arguments: dict[str, Any], *,
-    now: datetime, stage: Stage, expect_digest: str | None = None, lock: bool = False,
+    now: datetime, resource_event: ResourceEvent | None = None,
+    expect_digest: str | None = None, lock: bool = False,
 ) -> Admission:
     """Run the admission pipeline over `arguments` (already `validate_arguments`-ed).
 
+    `resource_event`: the event the state of each resource acted on must allow (a proposal's
+    `propose`); None where the caller's own compare-and-swap decides it, so that every loser
+    of a race hears the same answer.
     `lock=True` inside the transaction that acts on the admission (a claim): the grants are
     share-locked where they are read, so a revocation that committed first is seen and a later
     one waits. Raises the denial of the first check that fails: stale or missing resources, a
@@ -233,7 +217,7 @@ def admit(
         evidence_refusal(contract, arguments)
     if refusal is not None:
         raise refusal
-    check_states(contract, resolved, _STAGE_EVENTS[stage])
+    check_states(contract, resolved, resource_event)
     grant = check_authority(runtime, contract, principal, resolved.arguments, now, lock=lock)
     try:
         canonical = canonicalize(snapshot_of(runtime, contract, resolved.arguments))

@@ -22,7 +22,6 @@ from dispatch.runtime import get_runtime
 from dispatch.services.access import access_approval_for_decision
 from dispatch.services.admission import (
     Admission,
-    Stage,
     admit,
     links_moved,
     validate_arguments,
@@ -136,8 +135,7 @@ def _admit_for_grant(proposal: Proposal, now: datetime) -> Admission:
     if contract.fingerprint != proposal.contract_fingerprint:
         raise Denial(DenialCode.CONTRACT_MISMATCH, operation=proposal.operation)
     admission = admit(contract, proposal.principal,
-                      validate_arguments(contract, proposal.arguments), now=now,
-                      stage=Stage.DECIDE, lock=True)
+                      validate_arguments(contract, proposal.arguments), now=now, lock=True)
     if any(isinstance(v, dict) and "links" in v for v in admission.resolved.arguments.values()):
         moved = links_moved(admission.resolved.arguments,
                             json.loads(proposal.canonical)["arguments"])

@@ -25,7 +25,7 @@ from django.db import transaction
 
 from dispatch.models import ApprovalRequest, Attempt, Operation, Proposal, Renewal
 from dispatch.runtime import get_runtime
-from dispatch.services.admission import Stage, admit, deployment_refusal, validate_arguments
+from dispatch.services.admission import admit, deployment_refusal, validate_arguments
 from dispatch.services.budgets import attempt_budget, budget_take
 from dispatch.services.claims import LOCK_UNCANCELLED
 from dispatch.services.operations import (
@@ -100,7 +100,7 @@ def attempt_checks(
                      uncertain=operation.uncertain if uncertain is None else uncertain)
     admission = admit(contract, operation.principal,
                       validate_arguments(contract, proposal.arguments), now=now,
-                      stage=Stage.RETRY, expect_digest=proposal.digest, lock=reserve)
+                      expect_digest=proposal.digest, lock=reserve)
     if reserve:
         budget_take(limits=attempt_budget(
             principal_id=operation.principal_id, execution_id=operation.execution_id,

@@ -19,7 +19,7 @@ from dispatch.models import Operation, Permit, Principal, Proposal
 from dispatch.queue import execute_on_commit
 from dispatch.runtime import get_runtime
 from dispatch.services.access import access_proposal_for_dispatch
-from dispatch.services.admission import Stage, admit, deployment_refusal, validate_arguments
+from dispatch.services.admission import admit, deployment_refusal, validate_arguments
 from dispatch.services.audit import audit_record
 from dispatch.services.budgets import attempt_budget
 from dispatch.services.claims import operation_claim
@@ -136,7 +136,7 @@ def _check_and_claim(
     # (4, the protocol state, is decided by the claim's compare-and-swap in step 7, after the
     # permit: so every loser of a race for one permit hears `permit_claimed`.)
     admission = admit(contract, principal, validate_arguments(contract, proposal.arguments),
-                      now=now, stage=Stage.DISPATCH, expect_digest=proposal.digest, lock=True)
+                      now=now, expect_digest=proposal.digest, lock=True)
 
     # 5. The approval, against the exact canonical proposal.
     permit = _permit_for(contract, proposal, own, principal, permit_id, now)

@@ -14,6 +14,7 @@ from django.db import transaction
 
 from dispatch.models import ApiToken, Principal, Tenant
 from dispatch.runtime import get_runtime
+from protocols.roles import Role
 
 TOKEN_PREFIX = "eac"  # noqa: S105 - a public prefix, not a secret
 
@@ -82,8 +83,8 @@ def subagent_create(*, tenant_id: str, name: str, tools: Iterable[str]) -> Princ
 def human_create(
     *, name: str, tenant: str, role: str, password: str, tools: Iterable[str] = ()
 ) -> tuple[Principal, str]:
-    if role not in ("operator", "admin", "", "none"):
-        raise ValueError("role must be operator, admin or none")
+    if role not in (*Role, "", "none"):
+        raise ValueError(f"role must be {', '.join(Role)} or none")
     tools = get_runtime().require_operations(tools)
     with transaction.atomic():
         user = get_user_model().objects.create_user(username=name, password=password)

@@ -16,7 +16,7 @@ from django.db import IntegrityError, transaction
 from dispatch.ids import new_id
 from dispatch.models import ApprovalRequest, Principal, Proposal, ProposalResource
 from dispatch.runtime import get_runtime
-from dispatch.services.admission import Admission, Stage, admit, validate_arguments
+from dispatch.services.admission import Admission, admit, validate_arguments
 from dispatch.services.approvals import approval_open
 from dispatch.services.audit import audit_binding, audit_moves, audit_record
 from dispatch.services.resources import moved_refs, resource_move
@@ -110,7 +110,8 @@ def proposal_intake(
         existing = _first_proposal_of_call(principal, call_scope, call, contract, full)
         if existing is not None:
             return Intake(existing, created=False)
-    admission = admit(contract, principal, full, now=now, stage=Stage.PROPOSE)
+    admission = admit(contract, principal, full, now=now,
+                      resource_event=ResourceEvent.PROPOSE)
     try:
         proposal, approval = _proposal_insert(
             admission, execution_id=execution_id, dispatch_on_approval=dispatch_on_approval,

@@ -27,7 +27,7 @@ from dispatch.models import Operation, Principal, Renewal
 from dispatch.queue import execute_on_commit
 from dispatch.runtime import get_runtime
 from dispatch.services.access import access_operation_for_page
-from dispatch.services.admission import Stage, admit, deployment_refusal, validate_arguments
+from dispatch.services.admission import admit, deployment_refusal, validate_arguments
 from dispatch.services.attempts import delivery_fence, delivery_fenced
 from dispatch.services.audit import audit_record
 from dispatch.services.authority import require_role
@@ -149,7 +149,7 @@ def renewal_decide(
         # first refuses the grant; one that comes later waits for this commit.
         admit(contract, operation.principal,
               validate_arguments(contract, operation.proposal.arguments), now=now,
-              stage=Stage.RETRY, expect_digest=operation.proposal.digest, lock=True)
+              expect_digest=operation.proposal.digest, lock=True)
         if not _move(renewal, ApprovalEvent.GRANT, now=now, approver=approver, reason=reason):
             raise Denial(DenialCode.APPROVAL_DECIDED)
         # The operation must still be where the request found it: unknown, attempt N done.

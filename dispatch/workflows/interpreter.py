@@ -115,8 +115,9 @@ class Interpreter:
         elif isinstance(step, Try):
             self.try_(step, env, key, loops)
         else:  # refused before the run started; kept as a guard
-            raise WorkflowRefused("unsupported_step", f"step kind {type(step).__name__} is not "
-                                  "supported by the runtime yet", path=step.span.path)
+            raise WorkflowRefused(DenialCode.UNSUPPORTED_STEP,
+                                  f"step kind {type(step).__name__} is not supported by the "
+                                  "runtime yet", path=step.span.path)
 
     def if_(self, step: If, env: dict[str, Any], key: str, loops: tuple[int, ...]) -> None:
         condition = self.ctx.guard(key, "if", lambda: value(env, step.condition))

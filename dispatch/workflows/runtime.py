@@ -89,17 +89,18 @@ def run_workflow(
     else:
         execution = Execution.objects.filter(id=execution_id, principal=principal).first()
         if execution is None:
-            raise WorkflowRefused("not_found", f"no execution {execution_id} of this principal")
+            raise WorkflowRefused(DenialCode.NOT_FOUND,
+                                  f"no execution {execution_id} of this principal")
         journal = Journal(execution.id)
         recorded = journal.calls.get(HEADER)
         if recorded is None or {k: recorded.get(k) for k in header} != header:
             raise WorkflowRefused(
-                "execution_mismatch", f"execution {execution_id} did not run this workflow "
-                "against these contracts; start a new execution (a changed contract needs a "
-                "new proposal and approval)")
+                DenialCode.EXECUTION_MISMATCH,
+                f"execution {execution_id} did not run this workflow against these contracts; "
+                "start a new execution (a changed contract needs a new proposal and approval)")
         pinned = recorded["inputs"]
         if inputs is not None and _raw_inputs(inputs) != {k: v["raw"] for k, v in pinned.items()}:
-            raise WorkflowRefused("execution_mismatch",
+            raise WorkflowRefused(DenialCode.EXECUTION_MISMATCH,
                                   f"execution {execution_id} was started with other inputs")
         final = journal.finals.get(HEADER)
         if final is not None:
@@ -119,7 +120,7 @@ def _refuse_moved_contracts(checked: CheckedWorkflow, registry: ContractRegistry
     moved = sorted(name for name, fp in checked.contracts.items()
                    if registry.by_fingerprint(fp) is None or _resolves_to(registry, name) != fp)
     raise WorkflowRefused(
-        DenialCode.CONTRACT_MISMATCH.value,
+        DenialCode.CONTRACT_MISMATCH,
         f"the registered contract(s) {', '.join(moved)} changed since the workflow was "
         "checked; check it again against the current contracts")
 
@@ -153,7 +154,7 @@ def _refuse_outside_policy(checked: CheckedWorkflow, runtime: Runtime) -> None:
         if name in runtime.policy.denied_operations or forbidden:
             what = (f"the effects {', '.join(forbidden)} of {name}" if forbidden
                     else f"the operation {name}")
-            raise WorkflowRefused(DenialCode.EFFECT_NOT_PERMITTED.value,
+            raise WorkflowRefused(DenialCode.EFFECT_NOT_PERMITTED,
                                   f"deployment policy does not allow {what} here")
 
 
@@ -166,7 +167,7 @@ def _refuse_unsupported(block: Block) -> None:
             kind, note = "agent", (" without `delegate` (a sub-agent runs only under a "
                                    "delegated grant)")
         if kind is not None:
-            raise WorkflowRefused("unsupported_step",
+            raise WorkflowRefused(DenialCode.UNSUPPORTED_STEP,
                                   f"step kind {kind} is not supported by the runtime yet{note} "
                                   f"(at {step.span.where()})", path=step.span.path)
 
@@ -175,7 +176,7 @@ def _refuse_missing_agents(block: Block, agents: Mapping[str, ModelAdapter]) -> 
     for step in walk(block):
         if isinstance(step, AgentCall) and step.agent not in agents:
             raise WorkflowRefused(
-                "input_invalid", f"no model adapter for agent `{step.agent}` (at "
+                DenialCode.INPUT_INVALID, f"no model adapter for agent `{step.agent}` (at "
                 f"{step.span.where()}): pass it in `agents`", path=step.span.path)
 
 
@@ -187,7 +188,7 @@ def _refuse_other_adapters(execution_id: str, agents: Mapping[str, ModelAdapter]
         started = delegation.agent_execution.adapter_fingerprint
         if adapter is not None and adapter_fingerprint(adapter) != started:
             raise WorkflowRefused(
-                "execution_mismatch", f"the sub-agent `{delegation.agent}` of step "
+                DenialCode.EXECUTION_MISMATCH, f"the sub-agent `{delegation.agent}` of step "
                 f"{delegation.step} was started with another {delegation.agent_execution.adapter}"
                 " configuration; resume it with the one it started with", path=delegation.step)
 
@@ -197,7 +198,7 @@ def _shape_of(workflow: Workflow) -> str:
         return shape_digest(workflow)
     except CanonicalizationError as exc:
         raise WorkflowRefused(
-            DenialCode.MALFORMED_REQUEST.value,
+            DenialCode.MALFORMED_REQUEST,
             f"the workflow holds a value canon/1 cannot encode (at {exc.pointer or '/'} of its "
             f"shape: {exc.reason}); write it as JSON") from None
 
@@ -217,21 +218,23 @@ def _pin_inputs(workflow: Workflow, principal: Principal,
     declared = {i.name: i for i in workflow.inputs}
     undeclared = sorted(set(raw) - set(declared))
     if undeclared:
-        raise WorkflowRefused("input_invalid", "undeclared inputs: " + ", ".join(undeclared))
+        raise WorkflowRefused(DenialCode.INPUT_INVALID,
+                              "undeclared inputs: " + ", ".join(undeclared))
     pinned: dict[str, dict[str, Any]] = {}
     for name, spec in declared.items():
         if name not in raw:
-            raise WorkflowRefused("input_invalid", f"input `{name}` is required")
+            raise WorkflowRefused(DenialCode.INPUT_INVALID, f"input `{name}` is required")
         value = raw[name]
         if spec.kind == "handle":
             pinned[name] = _pin_handle(name, spec.resource or "", spec.state, principal, value)
             continue
         if spec.kind == "bool" and not isinstance(value, bool):
-            raise WorkflowRefused("input_invalid", f"input `{name}` must be a bool")
+            raise WorkflowRefused(DenialCode.INPUT_INVALID, f"input `{name}` must be a bool")
         try:
             json.dumps(value, allow_nan=False)
         except (TypeError, ValueError):
-            raise WorkflowRefused("input_invalid", f"input `{name}` must be JSON") from None
+            raise WorkflowRefused(DenialCode.INPUT_INVALID,
+                                  f"input `{name}` must be JSON") from None
         pinned[name] = {"raw": value, "data": value}
     return pinned
 
@@ -242,15 +245,16 @@ def _pin_handle(name: str, kind: str, state: str | None, principal: Principal,
     try:
         resource = access_resource_by_id(principal, value)
     except Denial:
-        raise WorkflowRefused("input_invalid",
+        raise WorkflowRefused(DenialCode.INPUT_INVALID,
                               f"input `{name}`: no resource {value!r} is visible") from None
     if resource.kind != kind:
-        raise WorkflowRefused("input_invalid", f"input `{name}` must be a {kind}, "
+        raise WorkflowRefused(DenialCode.INPUT_INVALID, f"input `{name}` must be a {kind}, "
                               f"{resource.id} is a {resource.kind}")
     expected = state or RESOURCE_PROTOCOLS[kind].initial.value
     if resource.state != expected:
         # The certificate was issued for a handle in the declared state.
-        raise WorkflowRefused("input_invalid", f"input `{name}` must be in state {expected!r} "
-                              f"as declared; {resource.id} is {resource.state!r}")
+        raise WorkflowRefused(DenialCode.INPUT_INVALID,
+                              f"input `{name}` must be in state {expected!r} as declared; "
+                              f"{resource.id} is {resource.state!r}")
     return {"raw": resource.id, "handle": {"id": resource.id,
                                            "revision": resource.current_revision, "kind": kind}}

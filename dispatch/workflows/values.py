@@ -58,14 +58,15 @@ class WorkflowRun:
 class WorkflowRefused(Exception):
     """The runtime refused to start (or resume) the run: nothing ran, nothing was recorded.
 
-    `code`: `contract_mismatch` (the registered contracts moved since checking),
-    `effect_not_permitted`, `unsupported_step`, `malformed_request` (a value of the workflow
-    that `canon/1` cannot encode), `input_invalid`, `not_found` (no such execution of this
-    principal) or `execution_mismatch` (the execution ran another workflow, contracts or inputs).
+    `code`, a `DenialCode` of the catalogue (`protocols.denials`): `contract_mismatch` (the
+    registered contracts moved since checking), `effect_not_permitted`, `unsupported_step`,
+    `malformed_request` (a value of the workflow that `canon/1` cannot encode),
+    `input_invalid`, `not_found` (no such execution of this principal) or `execution_mismatch`
+    (the execution ran another workflow, contracts or inputs).
     """
 
-    def __init__(self, code: str, message: str, *, path: str | None = None) -> None:
-        self.code = code
+    def __init__(self, code: DenialCode, message: str, *, path: str | None = None) -> None:
+        self.code = DenialCode(code)  # a catalogue code, or ValueError
         self.message = message
         self.path = path
         super().__init__(f"{code}: {message}")

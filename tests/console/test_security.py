@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from config import settings as project
 from console import paging
 from console.csp import POLICY
 
@@ -20,6 +21,13 @@ def test_middleware_covers_the_login_page(client: Any, settings: Any) -> None:
     response = client.get("/accounts/login/")
     assert response.status_code == 200
     assert response["Content-Security-Policy"] == POLICY
+
+
+def test_the_project_installs_the_middleware_before_the_views_answer() -> None:
+    """Console views carry no per-view decorator: the middleware is the one place."""
+    assert MIDDLEWARE in project.MIDDLEWARE
+    assert project.MIDDLEWARE.index(MIDDLEWARE) < project.MIDDLEWARE.index(
+        "django.middleware.csrf.CsrfViewMiddleware")
 
 
 def test_policy_allows_nothing_inline_or_foreign() -> None:

@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from dispatch.services.principals import human_create
+from protocols.roles import Role
 
 
 class Command(BaseCommand):
@@ -23,7 +24,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name", help="login name, also the principal name")
         parser.add_argument("--tenant", required=True)
-        parser.add_argument("--role", required=True, choices=["operator", "admin", "none"])
+        parser.add_argument("--role", required=True, choices=[*Role, "none"])
         parser.add_argument("--password", required=True)
 
     def handle(self, *args: Any, **opts: Any) -> None:

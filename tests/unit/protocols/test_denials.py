@@ -52,6 +52,10 @@ DESIGN_STATUSES: dict[str, int] = {
     "attestation_missing": 403,
     "attestation_failed": 403,
     "attestation_unbound": 409,
+    # A workflow run's refusals before any step (`dispatch.workflows.WorkflowRefused`).
+    "unsupported_step": 422,
+    "input_invalid": 422,
+    "execution_mismatch": 409,
 }
 
 # Spec §12 reserves E001-E007; the checker added E008-E017, the evidence chain (DESIGN §11)

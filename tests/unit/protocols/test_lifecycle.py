@@ -12,7 +12,6 @@ from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import (
     APPROVAL_LIFECYCLE,
     EMAIL_DRAFT,
-    EVIDENCE,
     OPERATION_LIFECYCLE,
     PERMIT_LIFECYCLE,
     QUESTION,
@@ -20,8 +19,6 @@ from protocols.lifecycle import (
     RESOURCE_PROTOCOLS,
     ApprovalEvent,
     ApprovalState,
-    EvidenceEvent,
-    EvidenceState,
     OperationEvent,
     OperationState,
     PermitEvent,
@@ -115,12 +112,6 @@ EXPECTED: dict[str, set[tuple[str, str, str]]] = {
         ("unknown", "reconcile_completed", "published"),
         ("unknown", "reconcile_no_effect", "failed_no_effect"),
     },
-    "evidence": {
-        ("unresearched", "collect", "collected"),
-        ("collected", "check", "checked_against_policy"),
-        ("checked_against_policy", "review", "reviewed"),
-        ("reviewed", "publish", "published"),
-    },
 }
 
 # protocol, its state enum, its event enum, its expected initial state
@@ -131,7 +122,6 @@ PROTOCOLS: list[tuple[Protocol[Any, Any], type[StrEnum], type[StrEnum], str]] = 
     (OPERATION_LIFECYCLE, OperationState, OperationEvent, "pending"),
     (APPROVAL_LIFECYCLE, ApprovalState, ApprovalEvent, "pending"),
     (PERMIT_LIFECYCLE, PermitState, PermitEvent, "issued"),
-    (EVIDENCE, EvidenceState, EvidenceEvent, "unresearched"),
 ]
 BY_NAME = {protocol.name: (protocol, states, events) for protocol, states, events, _ in PROTOCOLS}
 
@@ -149,7 +139,6 @@ TERMINAL: list[tuple[str, str]] = [
     ("permit", "claimed"),
     ("permit", "expired"),
     ("permit", "revoked"),
-    ("evidence", "published"),
 ]
 
 
