@@ -151,7 +151,7 @@ def _cancel_after_claim(
         # (A cancellation recorded during an attempt that then ended without settling the
         # operation finds no attempt open when repeated: it ends the operation now.)
         ended = not in_flight and operation_move(
-            operation=current, event=OperationEvent.FAIL_NO_EFFECT, attempt=attempt, now=now,
+            current, OperationEvent.FAIL_NO_EFFECT, attempt=attempt, now=now,
             actor=actor.name, error=("cancelled before any attempt" if attempt == 0 else
                                      f"cancelled after attempt {attempt}, before another"),
             details={"cancelled": True})
