@@ -181,6 +181,8 @@ def approval_move(
     target = transition(APPROVAL_LIFECYCLE, source, event)
     if event is ApprovalEvent.REVOKE and within is None:
         raise ValueError("a revocation is recorded by the event it is part of")
+    if event is ApprovalEvent.GRANT and (grant is None or approver is None):
+        raise ValueError("a grant names its approver and the grant it rests on")
     if source is ApprovalState.GRANTED and event is not ApprovalEvent.GRANT:
         permit = Permit.objects.filter(approval_id=approval.id).first()
         moved = permit is not None and permit_move(
@@ -199,9 +201,7 @@ def approval_move(
         return True
     proposal = approval.proposal
     permit, granted = None, []
-    if event is ApprovalEvent.GRANT:
-        if grant is None or approver is None:
-            raise ValueError("a grant names its approver and the grant it rests on")
+    if event is ApprovalEvent.GRANT and grant is not None and approver is not None:
         granted = moved_refs(proposal.resource_refs)
         for ref in granted:
             resource_move(ref, ResourceEvent.GRANT, now=now)
