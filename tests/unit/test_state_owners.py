@@ -407,3 +407,36 @@ def test_the_execution_model_stores_its_tables_states() -> None:
     assert {value for value, _label in Execution.State.choices} == {
         state.value for state in ExecutionState} == {
         state.value for state in EXECUTION_LIFECYCLE.states}
+
+
+#: An attempt has no state of its own to move by a table: it is opened (`attempt_open`), held
+#: uncertain (`attempt_hold`) or ended with its operation's move (`operation_move`), each a
+#: verb of the operation's owner, in one module.
+ATTEMPT_WRITES = re.compile(r"\b(?:UPDATE|INSERT\s+INTO|DELETE\s+FROM)\s+\"?dispatch_attempt\b",
+                            re.IGNORECASE)
+
+
+def attempt_writes(source: str, relative: str) -> list[str]:
+    """SQL that writes an attempt row, and ORM writes of `Attempt`, outside the operation's
+    owner module."""
+    if relative == f"{S}operations.py":
+        return []
+    methods = ("create", "update", "bulk_create", "bulk_update", "get_or_create",
+               "update_or_create", "delete")
+    found = []
+    for node in ast.walk(ast.parse(source, relative)):
+        text = _string(node)
+        sql = text is not None and ATTEMPT_WRITES.search(text) is not None
+        orm = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            node.func.attr in methods and _root_name(node) == "Attempt"
+        if sql or orm:
+            found.append(f"{relative}:{getattr(node, 'lineno', 0)}")
+    return found
+
+
+def test_only_the_operations_owner_writes_an_attempt(tmp_path: Path) -> None:
+    assert [w for source, relative in _our_modules()
+            for w in attempt_writes(source, relative)] == []
+    planted = ("def f(run, i):\n    run('update dispatch_attempt set ended_at = 1')\n"
+               "    Attempt.objects.filter(id=i).update(outcome='completed')\n")
+    assert len(attempt_writes(planted, "demo/planted.py")) == 2
