@@ -30,6 +30,7 @@ from protocols.lifecycle import (
     APPROVAL_LIFECYCLE,
     OPERATION_LIFECYCLE,
     PERMIT_LIFECYCLE,
+    RENEWAL_LIFECYCLE,
     RESOURCE_PROTOCOLS,
     ApprovalEvent,
     ApprovalState,
@@ -98,6 +99,10 @@ _APPROVAL_MOVES: Final[Mapping[str, tuple[str, str, ApprovalEvent]]] = {
     "renewal.denied": ("renewal", "renewal_id", ApprovalEvent.DENY),
     "renewal.expired": ("renewal", "renewal_id", ApprovalEvent.EXPIRE),
 }
+
+#: The table each of them is decided by.
+_APPROVAL_TABLES: Final[Mapping[str, Protocol[ApprovalState, ApprovalEvent]]] = {
+    "approval": APPROVAL_LIFECYCLE, "renewal": RENEWAL_LIFECYCLE}
 
 _EVENTS_OF_KIND: Final[Mapping[str, tuple[OperationEvent, ...]]] = {
     kind: tuple(e for e, k in OPERATION_EVENT_KINDS.items() if k == kind)
@@ -417,7 +422,7 @@ class TraceChecker:
         if kind in _APPROVAL_OPENED:
             label, key = _APPROVAL_OPENED[kind]
             if isinstance(details.get(key), str):
-                self._approvals[(label, details[key])] = APPROVAL_LIFECYCLE.initial
+                self._approvals[(label, details[key])] = _APPROVAL_TABLES[label].initial
                 if label == "approval":
                     self._approval_of_proposal[event.proposal_id] = details[key]
         elif kind in _APPROVAL_MOVES:
@@ -436,12 +441,13 @@ class TraceChecker:
         state = self._approvals.get((label, record))
         if state is None:
             return  # one this trace never saw requested: not checked
-        if not APPROVAL_LIFECYCLE.allows(state, move):
+        table = _APPROVAL_TABLES[label]
+        if not table.allows(state, move):
             self._violate(event, TraceCode.TRANSITION_INVALID,
                           f"{label} {record}: '{move.value}' is not allowed in state "
                           f"'{state.value}'")
             return
-        self._approvals[(label, record)] = APPROVAL_LIFECYCLE.transitions[(state, move)]
+        self._approvals[(label, record)] = table.transitions[(state, move)]
 
     # --- resources: each kind's own table, at its current revision ---------------------------
 

@@ -27,7 +27,7 @@ from dispatch.services.executions import (
     JournalEntry,
     Settled,
     execution_create,
-    execution_set_state,
+    execution_move,
     journal_append,
     journal_read,
     proposal_drive,
@@ -35,7 +35,13 @@ from dispatch.services.executions import (
 from dispatch.services.proposals import proposal_create
 from dispatch.services.resources import resource_create
 from protocols.denials import Denial, DenialCode
-from protocols.lifecycle import RESOURCE_PROTOCOLS, Outcome, ResourceEvent, ResourceState
+from protocols.lifecycle import (
+    RESOURCE_PROTOCOLS,
+    ExecutionEvent,
+    Outcome,
+    ResourceEvent,
+    ResourceState,
+)
 from protocols.usage import Usage
 
 RESOURCE_TOOL = "resources.create"
@@ -153,8 +159,8 @@ def execution_run(
         if pending is not None:
             outcome = _advance(execution, principal, pending, mode, clock())
             if outcome is None:
-                execution_set_state(execution_id=execution.id, state=Execution.State.WAITING,
-                                    now=clock())
+                execution_move(execution, ExecutionEvent.WAIT, now=clock(),
+                               actor=principal.name)
                 return _result(execution, "waiting", entries)
             journal_append(execution_id=execution.id, kind=TranscriptEntry.Kind.TOOL_RESULT,
                            call_id=pending["call_id"], payload=asdict(outcome), now=clock())
@@ -189,8 +195,8 @@ def _finish(execution: Execution, text: str, now: datetime, *, usage: Usage | No
         payload["stopped"] = stopped
     journal_append(execution_id=execution.id, kind=TranscriptEntry.Kind.FINAL, call_id="",
                    payload=payload, now=now)
-    execution_set_state(execution_id=execution.id, state=Execution.State.FINISHED, now=now,
-                        final=text)
+    execution_move(execution, ExecutionEvent.FINISH, now=now, actor=execution.principal.name,
+                   final=text)
 
 
 def _usage_json(usage: Usage | None) -> dict[str, Any] | None:

@@ -10,7 +10,6 @@ import hmac
 import json
 import logging
 from datetime import datetime
-from typing import Any
 
 from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import Q
@@ -92,37 +91,18 @@ def approval_decide(
             grant = _admit_for_grant(proposal, now).grant if event is ApprovalEvent.GRANT \
                 else None
             # Only the first decision moves the request out of `pending` before expiry.
-            if approval_move(event=event, source=ApprovalState.PENDING, id=approval.id,
-                             expires_at__gt=now) != 1:
+            if not approval_move(approval, event, now=now, actor=approver.name,
+                                 approver=approver, grant=grant, reason=reason):
                 raise Denial(DenialCode.APPROVAL_DECIDED)
             Decision.objects.create(approval_id=approval.id, approver=approver,
                                     outcome=decision, digest=digest, reason=reason,
                                     decided_at=now)
-            permit, granted = None, []
-            if grant is not None:
-                granted = moved_refs(proposal.resource_refs)
-                for ref in granted:
-                    resource_move(ref=ref, event=ResourceEvent.GRANT, now=now)
-                permit = _permit_mint(approval, proposal, approver, grant, now)
-            else:
-                resources_release(proposal=proposal, event=ResourceEvent.DENY,
-                                  actor=approver.name, now=now)
-            audit_record(
-                tenant_id=proposal.tenant_id,
-                kind="approval.granted" if permit else "approval.denied",
-                actor=approver.name, at=now, proposal_id=proposal.id, digest=proposal.digest,
-                # What the operator wrote stays in the decision; the audit masks any value
-                # of the action it quotes, as it does a handler's error.
-                details={"approval_id": approval.id, "reason": audit_text(proposal, reason),
-                         "permit_id": permit.id if permit else None,
-                         **audit_moves(granted, ResourceEvent.GRANT)},
-            )
+            permit = approval.permit if grant is not None else None
             if permit is not None and proposal.dispatch_on_approval:
                 _dispatch_on_approval(proposal, now)
     except IntegrityError:
         # The unique decision per approval: a concurrent second decision lost.
         raise Denial(DenialCode.APPROVAL_DECIDED) from None
-    approval.state = transition(APPROVAL_LIFECYCLE, ApprovalState.PENDING, event)
     return approval, permit
 
 
@@ -177,12 +157,72 @@ def approval_open(
     return approval
 
 
-def approval_move(*, event: ApprovalEvent, source: ApprovalState, **match: Any) -> int:
-    """THE one owner of an approval request's state: move the requests `match` selects from
-    `source` by `event` (the table must allow it); returns how many moved, for the caller to
-    read. A conditional update: of two deciders, exactly one finds the request pending."""
+def approval_move(
+    approval: ApprovalRequest, event: ApprovalEvent, *, now: datetime, actor: str,
+    approver: Principal | None = None, grant: CoreGrant | None = None, reason: str = "",
+    within: str | None = None,
+) -> bool:
+    """THE one owner of an approval request's state: move `approval` by `event`, from the
+    state it was loaded in (the table must allow `event` from it), with what the move does
+    and its audit event, inside the caller's transaction. Returns whether it moved; the
+    caller's `approval` is updated when it did (and, on a grant, holds its new `permit`).
+
+    One conditional UPDATE: of two deciders, exactly one finds the request pending, before its
+    expiry. A grant (by `approver`, resting on `grant`) moves the proposal's resources and
+    mints the one-shot permit; a denial releases the resources; an expiry expires a granted
+    request's permit first (a permit claimed meanwhile has run: the request stays granted,
+    False) and releases the resources; each writes `approval.<granted|denied|expired>`. A
+    revocation revokes the issued permit too; `within` names the event that records it (a
+    cancelled proposal's `proposal.cancelled`, which releases the resources itself).
+    """
+    source = ApprovalState(approval.state)
     target = transition(APPROVAL_LIFECYCLE, source, event)
-    return ApprovalRequest.objects.filter(state=source, **match).update(state=target)
+    if event is ApprovalEvent.REVOKE and within is None:
+        raise ValueError("a revocation is recorded by the event it is part of")
+    if event is ApprovalEvent.GRANT and (grant is None or approver is None):
+        raise ValueError("a grant names its approver and the grant it rests on")
+    if source is ApprovalState.GRANTED and event is not ApprovalEvent.GRANT:
+        permit = Permit.objects.filter(approval_id=approval.id).first()
+        moved = permit is not None and permit_move(
+            permit, PermitEvent.EXPIRE if event is ApprovalEvent.EXPIRE else PermitEvent.REVOKE,
+            now=now, actor=actor, within=within or "approval.expired")
+        if event is ApprovalEvent.EXPIRE and not moved:
+            return False  # claimed (it ran) or revoked with its grant: it stays granted
+    # Decisions before expiry only; an expiry only past it.
+    timely = ({"expires_at__lte": now} if event is ApprovalEvent.EXPIRE else
+              {} if event is ApprovalEvent.REVOKE else {"expires_at__gt": now})
+    if ApprovalRequest.objects.filter(id=approval.id, state=source, **timely).update(
+            state=target) != 1:
+        return False
+    approval.state = target
+    if within is not None:
+        return True
+    proposal = approval.proposal
+    permit, granted = None, []
+    if event is ApprovalEvent.GRANT and grant is not None and approver is not None:
+        granted = moved_refs(proposal.resource_refs)
+        for ref in granted:
+            resource_move(ref, ResourceEvent.GRANT, now=now)
+        permit = _permit_mint(approval, proposal, approver, grant, now)
+        approval.permit = permit
+    else:
+        resources_release(proposal=proposal, actor=actor, now=now, event=(
+            ResourceEvent.DENY if event is ApprovalEvent.DENY else ResourceEvent.EXPIRE))
+    if event is ApprovalEvent.EXPIRE:
+        audit_record(tenant_id=approval.tenant_id, kind="approval.expired", actor=actor,
+                     at=now, proposal_id=proposal.id, details={"approval_id": approval.id})
+        return True
+    audit_record(
+        tenant_id=proposal.tenant_id,
+        kind="approval.granted" if permit else "approval.denied",
+        actor=actor, at=now, proposal_id=proposal.id, digest=proposal.digest,
+        # What the operator wrote stays in the decision; the audit masks any value of the
+        # action it quotes, as it does a handler's error.
+        details={"approval_id": approval.id, "reason": audit_text(proposal, reason),
+                 "permit_id": permit.id if permit else None,
+                 **audit_moves(granted, ResourceEvent.GRANT)},
+    )
+    return True
 
 
 def _dispatch_on_approval(proposal: Proposal, now: datetime) -> None:
@@ -221,18 +261,7 @@ def approval_expire(*, approval_id: str, now: datetime) -> bool:
             id=approval_id, expires_at__lte=now).first()
         if approval is None:
             return False
-        state = ApprovalState(approval.state)
-        if state not in sources(APPROVAL_LIFECYCLE, ApprovalEvent.EXPIRE):
+        if ApprovalState(approval.state) not in sources(APPROVAL_LIFECYCLE,
+                                                        ApprovalEvent.EXPIRE):
             return False
-        # A granted approval whose permit was claimed stays granted: it ran.
-        if state is ApprovalState.GRANTED and permit_move(
-                event=PermitEvent.EXPIRE, now=now, approval_id=approval_id) != 1:
-            return False
-        if approval_move(event=ApprovalEvent.EXPIRE, source=state, id=approval_id) != 1:
-            return False
-        proposal = approval.proposal
-        resources_release(proposal=proposal, event=ResourceEvent.EXPIRE, actor="system",
-                          now=now)
-        audit_record(tenant_id=approval.tenant_id, kind="approval.expired", actor="system",
-                     at=now, proposal_id=proposal.id, details={"approval_id": approval_id})
-    return True
+        return approval_move(approval, ApprovalEvent.EXPIRE, now=now, actor="system")

@@ -172,7 +172,7 @@ def _settle_refused(operation: Operation, number: int, refusal: Denial, now: dat
     """Attempt `number` may not run: nothing is sent, and the operation ends by its history
     (`operation_move` keeps an earlier uncertainty: `unknown`)."""
     reason = f"attempt {number} refused: {_reason(refusal)}"
-    operation_move(operation=operation, event=OperationEvent.FAIL_NO_EFFECT,
+    operation_move(operation, OperationEvent.FAIL_NO_EFFECT,
                    attempt=number - 1, now=now, actor="dispatcher", error=reason,
                    evidence=reason if operation.uncertain else None,
                    details={"code": refusal.code.value, "refused_attempt": number,

@@ -23,21 +23,20 @@ from django.conf import settings
 from django.db import transaction
 
 from dispatch.failpoints import failpoint
-from dispatch.models import Attempt, Operation, Principal, Proposal
+from dispatch.models import ApprovalRequest, Attempt, Operation, Principal, Proposal
 from dispatch.services.access import access_operation_by_id, access_proposal_by_id
 from dispatch.services.approvals import approval_move
 from dispatch.services.audit import audit_binding, audit_record, audit_text
 from dispatch.services.authority import require_role
 from dispatch.services.operations import operation_move
-from dispatch.services.permits import permit_move
 from dispatch.services.resources import resources_release
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import (
     APPROVAL_LIFECYCLE,
     ApprovalEvent,
+    ApprovalState,
     OperationEvent,
     OperationState,
-    PermitEvent,
     ResourceEvent,
     sources,
 )
@@ -103,10 +102,15 @@ def _cancel_before_claim(
         if withdrawn != 1:
             transaction.set_rollback(True)  # another cancellation got there first
             return False
-        for state in sources(APPROVAL_LIFECYCLE, ApprovalEvent.REVOKE):
-            approval_move(event=ApprovalEvent.REVOKE, source=state, proposal_id=proposal.id)
-        # The claim's conditional update on this permit row serializes with this one.
-        permit_move(event=PermitEvent.REVOKE, now=now, proposal_id=proposal.id)
+        # The request's row lock, so that a grant that committed first is seen (its permit
+        # is revoked with it) and one that comes later finds it revoked. The claim's
+        # conditional update on the permit row serializes with the revocation's.
+        approval = ApprovalRequest.objects.select_for_update().filter(
+            proposal_id=proposal.id).first()
+        if approval is not None and ApprovalState(approval.state) in sources(
+                APPROVAL_LIFECYCLE, ApprovalEvent.REVOKE):
+            approval_move(approval, ApprovalEvent.REVOKE, now=now, actor=actor.name,
+                          within="proposal.cancelled")
         if Operation.objects.filter(proposal_id=proposal.id).exists():
             transaction.set_rollback(True)  # a claim won the race: cancel after the claim
             return False
@@ -151,7 +155,7 @@ def _cancel_after_claim(
         # (A cancellation recorded during an attempt that then ended without settling the
         # operation finds no attempt open when repeated: it ends the operation now.)
         ended = not in_flight and operation_move(
-            operation=current, event=OperationEvent.FAIL_NO_EFFECT, attempt=attempt, now=now,
+            current, OperationEvent.FAIL_NO_EFFECT, attempt=attempt, now=now,
             actor=actor.name, error=("cancelled before any attempt" if attempt == 0 else
                                      f"cancelled after attempt {attempt}, before another"),
             details={"cancelled": True})

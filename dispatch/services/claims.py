@@ -87,7 +87,7 @@ def operation_claim(
             for ref in moved_refs(proposal.resource_refs):
                 # Compare-and-swap on revision and state: two permits naming one revision
                 # cannot both move it to dispatching.
-                resource_move(ref=ref, event=ResourceEvent.CLAIM, now=now)
+                resource_move(ref, ResourceEvent.CLAIM, now=now)
             run(OPERATION_INSERT, insert)
             run(AUDIT_INSERT, audit)
     except IntegrityError:

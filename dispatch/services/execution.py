@@ -161,13 +161,13 @@ def _refuse_to_run(operation: Operation, reason: str, now: datetime, *, timeout:
     number = operation.attempts_made
     running = open_attempt(operation)
     if running is None:
-        operation_move(operation=operation, event=OperationEvent.FAIL_NO_EFFECT, attempt=number,
+        operation_move(operation, OperationEvent.FAIL_NO_EFFECT, attempt=number,
                        now=now, actor="dispatcher", error=reason,
                        evidence=f"retry refused: {reason}" if operation.uncertain else None,
                        details=details)
     elif (now - running.started_at).total_seconds() >= timeout:
         # Its worker is presumed lost (the contract timeout passed) and it may have sent.
-        operation_move(operation=operation, event=OperationEvent.UNCERTAIN, attempt=number,
+        operation_move(operation, OperationEvent.UNCERTAIN, attempt=number,
                        now=now, actor="dispatcher", end_attempt=Attempt.Outcome.UNCERTAIN,
                        error=f"the worker was lost mid-attempt; no retry: {reason}",
                        evidence=f"retry refused: {reason}", details=details)
@@ -290,7 +290,7 @@ def _settle_attempt(
     error: str, now: datetime,
 ) -> None:
     moved = operation_move(
-        operation=operation, event=OUTCOME_EVENTS[Attempt.Outcome(outcome)], attempt=number,
+        operation, OUTCOME_EVENTS[Attempt.Outcome(outcome)], attempt=number,
         now=now, actor="dispatcher", end_attempt=outcome, error=error, result=result)
     if not moved:
         attempt_answer_ignored(operation=operation, attempt=number, outcome=outcome,

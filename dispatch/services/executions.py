@@ -2,9 +2,10 @@
 
 An `Execution` is a run of an embedded runtime (the agent loop, a workflow) and the parent of its
 tool operations; its `TranscriptEntry` rows are the run's journal. Every write of either is made
-here: `execution_create`, `journal_append` and `execution_set_state` (the only writer of
-`Execution.state`). `proposal_drive` takes one proposal one step towards its outcome, for the
-agent loop, a nested call from inside a handler and a workflow's dispatch step alike.
+here: `execution_create`, `journal_append` and `execution_move` (the only writer of
+`Execution.state`, by `protocols.lifecycle.EXECUTION_LIFECYCLE`). `proposal_drive` takes one
+proposal one step towards its outcome, for the agent loop, a nested call from inside a handler
+and a workflow's dispatch step alike.
 """
 
 from __future__ import annotations
@@ -21,7 +22,15 @@ from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.execution import operation_execute
 from protocols.approvals import effective_approval_state
 from protocols.denials import Denial
-from protocols.lifecycle import ApprovalState, OperationState, Outcome, settled_outcome
+from protocols.lifecycle import (
+    EXECUTION_LIFECYCLE,
+    ApprovalState,
+    ExecutionEvent,
+    OperationState,
+    Outcome,
+    settled_outcome,
+    sources,
+)
 
 #: Rounds of "read the next seq, insert" before giving up; each lost round means another
 #: writer's entry landed, so this bounds how many writers of one execution may race at once.
@@ -37,26 +46,40 @@ def execution_create(
     return Execution.objects.create(
         tenant_id=principal.tenant_id, principal=principal, adapter=adapter,
         adapter_config=adapter_config or {}, adapter_fingerprint=adapter_fingerprint,
-        state=Execution.State.RUNNING, created_at=now, updated_at=now)
+        state=EXECUTION_LIFECYCLE.initial.value, created_at=now, updated_at=now)
 
 
-def execution_set_state(
-    *, execution_id: str, state: str, now: datetime, final: str | None = None
+def execution_move(
+    execution: Execution, event: ExecutionEvent, *, now: datetime, actor: str,
+    final: str | None = None,
 ) -> bool:
-    """Record that the execution now waits (for a human or a worker) or has finished.
+    """THE one owner of `Execution.state`: move `execution` by `event` (`wait`: it now waits
+    for a human or a worker; `finish`: it has finished), by `EXECUTION_LIFECYCLE`.
 
-    `final` is the finished run's answer (kept as it was when None or empty). A finished
-    execution stays finished: a run that raced the finishing one and still thinks it waits
-    does not reopen it (the journal's final entry is the record). Returns whether it moved.
+    One conditional UPDATE from every state the table allows `event` from: a finished
+    execution stays finished, so a run that raced the finishing one and still thinks it waits
+    does not reopen it (the journal's final entry is the record). `final` is the finished
+    run's answer (kept as it was when None or empty). Returns whether it moved; the caller's
+    `execution` is updated when it did. No audit row: a run's record is its journal, and
+    `actor` (who moved it) is not stored; it is asked for so that every owner has one shape.
     """
-    target = Execution.State(state)
-    if target == Execution.State.RUNNING:
-        raise ValueError("an execution is running only from its creation")
-    fields: dict[str, Any] = {"state": target, "updated_at": now}
+    try:
+        event = ExecutionEvent(event)
+    except ValueError:
+        raise ValueError(f"{event!r} is no move of an execution (wait, finish): an execution "
+                         "is running only from its creation") from None
+    allowed = sources(EXECUTION_LIFECYCLE, event)
+    targets = {EXECUTION_LIFECYCLE.transitions[(source, event)] for source in allowed}
+    (target,) = targets  # every source of one event leads to one state
+    fields: dict[str, Any] = {"state": target.value, "updated_at": now}
     if final:
         fields["final"] = final
-    moved = Execution.objects.filter(id=execution_id).exclude(
-        state=Execution.State.FINISHED).update(**fields)
+    moved = Execution.objects.filter(
+        id=execution.id, state__in=[source.value for source in allowed]).update(**fields)
+    if moved == 1:
+        execution.state, execution.updated_at = target.value, now
+        if final:
+            execution.final = final
     return moved == 1
 
 

@@ -125,9 +125,9 @@ OPERATION_INSERT_IF = OPERATION_INSERT.replace(
 
 
 def operation_move(
-    *,
     operation: Operation,
     event: OperationEvent,
+    *,
     attempt: int,
     now: datetime,
     actor: str,

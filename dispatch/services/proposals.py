@@ -187,7 +187,7 @@ def _proposal_insert(
             ProposalResource.objects.create(proposal=proposal, resource_id=ref["id"],
                                             revision=ref["revision"])
         for ref in moved_refs(resolved.refs):
-            resource_move(ref=ref, event=ResourceEvent.PROPOSE, now=now)
+            resource_move(ref, ResourceEvent.PROPOSE, now=now)
         audit_record(tenant_id=principal.tenant_id, kind="proposal.created",
                      actor=principal.name, at=now, proposal_id=proposal.id,
                      digest=proposal_digest,

@@ -107,7 +107,7 @@ def _reconcile_claimed(operation: Operation, now: datetime, *, enqueue: bool) ->
             execute_now(operation.id)
         return "requeued"
     moved = operation_move(
-        operation=operation, event=OperationEvent.UNCERTAIN, attempt=operation.attempts_made,
+        operation, OperationEvent.UNCERTAIN, attempt=operation.attempts_made,
         now=now, actor="reconciler", updated_at=operation.updated_at,
         end_attempt=Attempt.Outcome.UNCERTAIN,
         error=f"no outcome within the contract timeout of {timeout:g}s",
@@ -134,7 +134,7 @@ def _reconcile_unknown(operation: Operation, now: datetime, *, enqueue: bool) ->
         _note(operation, what, now)
         return "inconclusive"
     if found.found == "present":
-        if not operation_move(operation=operation, event=OperationEvent.RECONCILE_COMPLETED,
+        if not operation_move(operation, OperationEvent.RECONCILE_COMPLETED,
                               attempt=operation.attempts_made, now=now, actor="reconciler",
                               evidence=found.evidence):
             return "inconclusive"  # moved meanwhile (an admin, a renewal): this pass goes on
@@ -146,7 +146,7 @@ def _reconcile_unknown(operation: Operation, now: datetime, *, enqueue: bool) ->
     refusal = retry_refusal(operation, contract, operation.attempts_made, now,
                             absence_proven=proven)
     if refusal is None:
-        if operation_move(operation=operation, event=OperationEvent.RETRY,
+        if operation_move(operation, OperationEvent.RETRY,
                           attempt=operation.attempts_made, now=now, actor="reconciler",
                           evidence=found.evidence, absence_proven=proven):
             if enqueue:
@@ -197,7 +197,7 @@ def lookup_bounded(handler: Handler, operation_id: str, snapshot: dict[str, Any]
 def _settle_unknown(
     operation: Operation, event: OperationEvent, evidence: str, *, actor: str, now: datetime
 ) -> Operation:
-    if not operation_move(operation=operation, event=event, attempt=operation.attempts_made,
+    if not operation_move(operation, event, attempt=operation.attempts_made,
                           now=now, actor=actor, evidence=evidence):
         raise Denial(DenialCode.PROTOCOL_STATE_INVALID,
                      "The operation is no longer unknown; reload it.")

@@ -1,4 +1,5 @@
-"""Renewed approval for the same operation (spec §6.3, §8): the one owner of `Renewal.state`.
+"""Renewed approval for the same operation (spec §6.3, §8): `renewal_move` is the one owner of
+`Renewal.state`, by `protocols.lifecycle.RENEWAL_LIFECYCLE`.
 
 An operation that stopped short of an outcome (`unknown`: its permit or authority lapsed
 before a further attempt, or its retries ran out, or a lookup found the effect authoritatively
@@ -36,11 +37,12 @@ from dispatch.services.reconciliation import lookup_bounded
 from protocols.contracts import OperationContract, Reconciliation
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import (
-    APPROVAL_LIFECYCLE,
+    RENEWAL_LIFECYCLE,
     ApprovalEvent,
     ApprovalState,
     OperationEvent,
     OperationState,
+    sources,
     transition,
 )
 from protocols.roles import Role
@@ -73,7 +75,7 @@ def operation_reauthorize(
             renewal = Renewal.objects.create(
                 tenant_id=operation.tenant_id, operation=operation,
                 attempt=operation.attempts_made + 1, digest=operation.proposal.digest,
-                requested_by=actor, reason=reason, state=APPROVAL_LIFECYCLE.initial,
+                requested_by=actor, reason=reason, state=RENEWAL_LIFECYCLE.initial,
                 created_at=now, expires_at=now + timedelta(seconds=window))
             audit_record(tenant_id=operation.tenant_id, kind="renewal.requested",
                          actor=actor.name, at=now, operation_id=operation.id,
@@ -86,8 +88,7 @@ def operation_reauthorize(
 
 def _expire(renewal: Renewal, now: datetime) -> None:
     with transaction.atomic():
-        if _move(renewal, ApprovalEvent.EXPIRE, now=now):
-            _audit(renewal, "renewal.expired", None, now)
+        renewal_move(renewal, ApprovalEvent.EXPIRE, now=now, actor="system")
 
 
 def _pending(operation: Operation) -> Renewal | None:
@@ -137,10 +138,9 @@ def renewal_decide(
         raise Denial(DenialCode.APPROVAL_EXPIRED)
     if decision == "deny":
         with transaction.atomic():
-            if not _move(renewal, ApprovalEvent.DENY, now=now, approver=approver,
-                         reason=reason):
+            if not renewal_move(renewal, ApprovalEvent.DENY, now=now, actor=approver.name,
+                                approver=approver, reason=reason):
                 raise Denial(DenialCode.APPROVAL_DECIDED)
-            _audit(renewal, "renewal.denied", approver, now)
         return renewal
     contract = _renewable(operation, now)
     failpoint("renewal.before_transaction")
@@ -150,20 +150,12 @@ def renewal_decide(
         admit(contract, operation.principal,
               validate_arguments(contract, operation.proposal.arguments), now=now,
               expect_digest=operation.proposal.digest, lock=True)
-        if not _move(renewal, ApprovalEvent.GRANT, now=now, approver=approver, reason=reason):
+        # Where no dedup made it safe, the destination's authoritative absence past the fence
+        # did (`_renewable`).
+        if not renewal_move(renewal, ApprovalEvent.GRANT, now=now, actor=approver.name,
+                            approver=approver, reason=reason,
+                            absence_proven=not contract.retry_safe):
             raise Denial(DenialCode.APPROVAL_DECIDED)
-        # The operation must still be where the request found it: unknown, attempt N done.
-        if not operation_move(operation=operation, event=OperationEvent.RETRY,
-                              attempt=renewal.attempt - 1, now=now, actor=approver.name,
-                              evidence=f"renewed approval {renewal.id} for attempt "
-                                       f"{renewal.attempt}",
-                              details={"renewal_id": renewal.id},
-                              # Where no dedup made it safe, the destination's authoritative
-                              # absence past the fence did (`_renewable`).
-                              absence_proven=not contract.retry_safe):
-            raise Denial(DenialCode.PROTOCOL_STATE_INVALID, "The operation moved on since "
-                         "the renewal was requested.", state=operation.state)
-        _audit(renewal, "renewal.granted", approver, now)
         execute_on_commit(operation.id)
     return renewal
 
@@ -229,24 +221,43 @@ def _renewable(
     return contract
 
 
-def _move(renewal: Renewal, event: ApprovalEvent, *, now: datetime,
-          approver: Principal | None = None, reason: str = "") -> bool:
-    """The one write of `Renewal.state`: from pending, by the approval table, conditionally."""
-    target = transition(APPROVAL_LIFECYCLE, ApprovalState.PENDING, event)
+def renewal_move(
+    renewal: Renewal, event: ApprovalEvent, *, now: datetime, actor: str,
+    approver: Principal | None = None, reason: str = "", absence_proven: bool = False,
+) -> bool:
+    """THE one owner of `Renewal.state`: move `renewal` by `event`, by `RENEWAL_LIFECYCLE`,
+    and write its audit event, inside the caller's transaction.
+
+    One conditional UPDATE from the states the table allows `event` from (pending): of two
+    deciders exactly one moves it; False for the other (nothing written). A decision records
+    its `approver` and `reason`. A grant also moves the operation back to `claimed` for
+    attempt `renewal.attempt` (`operation_move`, `retry`; `absence_proven` as the grant found
+    it), and raises `protocol_state_invalid` if the operation moved on since the request,
+    which rolls the caller's transaction back whole. The caller's `renewal` is updated."""
+    allowed = sources(RENEWAL_LIFECYCLE, event)
+    (target,) = {transition(RENEWAL_LIFECYCLE, source, event) for source in allowed}
     fields: dict[str, object] = {"state": target, "decided_at": now}
     if approver is not None:
         fields.update(approver=approver, decision_reason=reason)
-    moved = Renewal.objects.filter(id=renewal.id, state=ApprovalState.PENDING).update(**fields)
-    if moved == 1:
-        renewal.state, renewal.decided_at = target, now
-        if approver is not None:
-            renewal.approver, renewal.decision_reason = approver, reason
-    return moved == 1
-
-
-def _audit(renewal: Renewal, kind: str, approver: Principal | None, now: datetime) -> None:
-    audit_record(tenant_id=renewal.tenant_id, kind=kind,
-                 actor=approver.name if approver else "system", at=now,
-                 operation_id=renewal.operation_id, proposal_id=renewal.operation.proposal_id,
+    moved = Renewal.objects.filter(id=renewal.id, state__in=allowed).update(**fields)
+    if moved != 1:
+        return False
+    renewal.state, renewal.decided_at = target, now
+    if approver is not None:
+        renewal.approver, renewal.decision_reason = approver, reason
+    operation = renewal.operation
+    # The operation must still be where the request found it: unknown, attempt N done.
+    if event is ApprovalEvent.GRANT and not operation_move(
+            operation, OperationEvent.RETRY, attempt=renewal.attempt - 1, now=now, actor=actor,
+            evidence=f"renewed approval {renewal.id} for attempt {renewal.attempt}",
+            details={"renewal_id": renewal.id}, absence_proven=absence_proven):
+        raise Denial(DenialCode.PROTOCOL_STATE_INVALID, "The operation moved on since "
+                     "the renewal was requested.", state=operation.state)
+    audit_record(tenant_id=renewal.tenant_id, actor=actor, at=now,
+                 # The kind of each move (`protocols.trace` replays them).
+                 kind={ApprovalEvent.GRANT: "renewal.granted", ApprovalEvent.DENY:
+                       "renewal.denied", ApprovalEvent.EXPIRE: "renewal.expired"}[event],
+                 operation_id=renewal.operation_id, proposal_id=operation.proposal_id,
                  digest=renewal.digest,
                  details={"renewal_id": renewal.id, "attempt": renewal.attempt})
+    return True

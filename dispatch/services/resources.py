@@ -95,8 +95,8 @@ def revision_create(
     with transaction.atomic(durable=True):
         # Compare-and-swap: only the holder of the current revision moves it on, from a
         # state that allows an edit.
-        resource_move(ref={"id": resource.id, "revision": base_revision},
-                      event=ResourceEvent.EDIT, now=now, also={"current_revision": number})
+        resource_move({"id": resource.id, "revision": base_revision}, ResourceEvent.EDIT,
+                      now=now, also={"current_revision": number})
         revision = Revision.objects.create(
             resource_id=resource.id, number=number, payload=full, digest=payload_digest,
             created_by=principal,
@@ -121,7 +121,7 @@ def moved_refs(refs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def resource_move(
-    *, ref: dict[str, Any], event: ResourceEvent, now: datetime,
+    ref: dict[str, Any], event: ResourceEvent, *, now: datetime,
     also: dict[str, Any] | None = None,
 ) -> None:
     """Move a referenced resource by `event`: THE one owner of a resource's state.
@@ -188,7 +188,7 @@ def resources_release(
             continue
         try:
             with transaction.atomic():
-                resource_move(ref=ref, event=event, now=now)
+                resource_move(ref, event, now=now)
         except Denial:
             continue  # edited or moved on since: nothing to move back
         moved.append(ref)

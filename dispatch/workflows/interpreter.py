@@ -14,7 +14,7 @@ from dataclasses import asdict
 from typing import Any
 
 from dispatch.models import Execution, Permit, TranscriptEntry
-from dispatch.services.executions import execution_set_state
+from dispatch.services.executions import execution_move
 from dispatch.workflows import delegated, steps
 from dispatch.workflows.context import RunContext
 from dispatch.workflows.journal import HEADER, run_from, step_key
@@ -33,7 +33,7 @@ from dispatch.workflows.values import (
     value,
 )
 from protocols.denials import Denial, DenialCode
-from protocols.lifecycle import Outcome
+from protocols.lifecycle import ExecutionEvent, Outcome
 from protocols.workflow.ir import (
     AgentCall,
     Arm,
@@ -82,15 +82,15 @@ class Interpreter:
         run = WorkflowRun(ctx.execution_id, ctx.workflow.name, state, tuple(ctx.outcomes),
                           waiting_on=waiting_on, denial=denial)
         if state == "waiting":
-            execution_set_state(execution_id=ctx.execution_id, state=Execution.State.WAITING,
-                                now=ctx.now)
+            execution_move(Execution.objects.get(id=ctx.execution_id), ExecutionEvent.WAIT,
+                           now=ctx.now, actor=ctx.principal.name)
             return run
         final = {"state": state, "outcomes": [asdict(o) for o in ctx.outcomes],
                  "denial": asdict(denial) if denial else None}
         recorded = ctx.journal.put(HEADER, final, ctx.now, kind=TranscriptEntry.Kind.FINAL)
         text = "finished" if state == "finished" else f"denied: {denial.code if denial else ''}"
-        execution_set_state(execution_id=ctx.execution_id, state=Execution.State.FINISHED,
-                            now=ctx.now, final=text)
+        execution_move(Execution.objects.get(id=ctx.execution_id), ExecutionEvent.FINISH,
+                       now=ctx.now, actor=ctx.principal.name, final=text)
         return run_from(recorded, ctx.execution_id, ctx.workflow.name)
 
     # -- blocks and control flow

@@ -36,10 +36,11 @@ from dispatch.services.delegations import (
     delegation_open,
     reconcile_delegations,
 )
-from dispatch.services.executions import execution_create, execution_set_state
+from dispatch.services.executions import execution_create, execution_move
 from dispatch.workflows import WorkflowRefused, WorkflowRun, run_workflow
 from protocols.denials import Denial
 from protocols.expiry import TOO_LATE
+from protocols.lifecycle import ExecutionEvent
 from protocols.workflow import CheckedWorkflow
 from tests.conftest import MAILBOX, World
 from tests.support.delegation import (
@@ -338,8 +339,8 @@ def test_reconciliation_revokes_the_grant_of_a_step_whose_run_ended(
     result = run(live, checked(delegated_workflow(**EMAIL_STEP)),
                  scripted(*EMAIL_CALLS, final="sent"))
     delegation = only_delegation()
-    execution_set_state(execution_id=result.execution_id, state=Execution.State.FINISHED,
-                        now=timezone.now())
+    execution_move(Execution.objects.get(id=result.execution_id), ExecutionEvent.FINISH,
+                   now=timezone.now(), actor="test")
     assert reconcile_delegations(now=timezone.now()) == 1
     delegation.refresh_from_db()
     assert delegation.end_reason == "run_ended"

@@ -17,14 +17,14 @@ from dispatch.services.executions import (
     Running,
     Settled,
     execution_create,
-    execution_set_state,
+    execution_move,
     journal_append,
     journal_read,
     proposal_drive,
 )
 from dispatch.services.proposals import proposal_create
 from protocols.denials import Denial
-from protocols.lifecycle import Outcome
+from protocols.lifecycle import ExecutionEvent, Outcome
 from tests.conftest import World
 from tests.support.destinations import Destinations
 
@@ -97,15 +97,15 @@ def test_a_seq_taken_by_a_concurrent_writer_is_retried_with_the_next(
 def test_a_finished_execution_stays_finished(world: World) -> None:
     execution = execution_create(principal=world.owner, adapter="test", now=world.now)
     assert execution.state == Execution.State.RUNNING
-    assert execution_set_state(execution_id=execution.id, state="waiting", now=world.now)
-    assert execution_set_state(execution_id=execution.id, state="finished", now=world.now,
-                               final="done")
+    assert execution_move(execution, ExecutionEvent.WAIT, now=world.now, actor="test")
+    assert execution_move(execution, ExecutionEvent.FINISH, now=world.now, actor="test",
+                          final="done")
     # A run that raced the finishing one and still thinks it waits does not reopen it.
-    assert not execution_set_state(execution_id=execution.id, state="waiting", now=world.now)
+    assert not execution_move(execution, ExecutionEvent.WAIT, now=world.now, actor="test")
     stored = Execution.objects.get(id=execution.id)
     assert (stored.state, stored.final) == ("finished", "done")
     with pytest.raises(ValueError, match="running only"):
-        execution_set_state(execution_id=execution.id, state="running", now=world.now)
+        execution_move(execution, "running", now=world.now, actor="test")  # type: ignore[arg-type]
 
 
 # --- the drive loop -----------------------------------------------------------------------------

@@ -291,12 +291,12 @@ class Store:
 
     def outcome(self, run: Run) -> RunOutcome:
         """The run's outcome from its operations (module doc); the first one finishes its
-        execution (`execution_set_state`)."""
+        execution (`execution_move`)."""
         from django.utils import timezone
 
         from dispatch.models import ApprovalRequest, Execution, Operation, Proposal
-        from dispatch.services.executions import execution_set_state
-        from protocols.lifecycle import ApprovalState, OperationState
+        from dispatch.services.executions import execution_move
+        from protocols.lifecycle import ApprovalState, ExecutionEvent, OperationState
 
         proposals = {p.id: p for p in Proposal.objects.filter(id__in=run.proposals.values())}
         operations = {o.proposal_id: o for o in Operation.objects.filter(
@@ -325,8 +325,8 @@ class Store:
             for action_id, proposal_id in run.proposals.items())
         if Execution.objects.filter(id=run.execution_id).exclude(
                 state=Execution.State.FINISHED).exists():
-            execution_set_state(execution_id=run.execution_id, state=Execution.State.FINISHED,
-                                now=timezone.now(), final=status.value)
+            execution_move(Execution.objects.get(id=run.execution_id), ExecutionEvent.FINISH,
+                           now=timezone.now(), actor="agentbarrier", final=status.value)
         return RunOutcome(status, detail)
 
     # --- reconciliation -------------------------------------------------------------------
