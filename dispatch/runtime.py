@@ -27,7 +27,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from dispatch.handlers import Handler
 from protocols.canonical import digest
-from protocols.contracts import ContractRegistry, OperationContract, ResourceKind
+from protocols.contracts import ContractRegistry, OperationContract, ResourceKind, compile_schema
 from protocols.denials import Denial, DenialCode
 from protocols.evidence import Validator, ValidatorRegistry, ValidatorSpec
 from protocols.grants import Policy
@@ -35,8 +35,10 @@ from protocols.lifecycle import (
     RESOURCE_PROTOCOLS,
     OperationEvent,
     OperationState,
+    ProtocolTableError,
     ResourceEvent,
     outcome_events,
+    resource_protocol_register,
 )
 
 #: The extension API this runtime implements: what `register(runtime)` may call and what a
@@ -86,15 +88,25 @@ class Runtime:
         return moves[moved]
 
     def register_resource_kind(self, kind: ResourceKind) -> ResourceKind:
-        """Register a kind of resource that agents may create and operations may act on.
+        """Register a kind of resource that agents may create and operations may act on,
+        declared whole by its extension: name, protocol table, payload schema, links.
 
-        Its protocol must be the one `protocols.lifecycle.RESOURCE_PROTOCOLS` declares under
-        its name: state moves and the workflow checker read that table. A second registration
-        of a name with another kind is refused.
+        Refused (`ValueError`, saying what) unless its table is named for the kind and holds
+        together (`protocols.lifecycle.protocol_problems`: every state reachable, final states
+        final, every transition with a target), its payload schema compiles and each link names
+        a kind registered before it. The table is registered with it
+        (`resource_protocol_register`): the store, admission and the checkers read it there. A
+        second registration of a name with another kind or table is refused.
         """
-        if RESOURCE_PROTOCOLS.get(kind.name) is not kind.protocol:
-            raise ValueError(f"resource kind {kind.name!r}: its protocol is not the one "
-                             "protocols.lifecycle.RESOURCE_PROTOCOLS declares for it")
+        if kind.protocol.name != kind.name:
+            raise ProtocolTableError(f"resource kind {kind.name!r}: its protocol is named "
+                                     f"{kind.protocol.name!r}, not after the kind")
+        for member, linked in sorted(kind.links.items()):
+            if linked not in self.resource_kinds:
+                raise ValueError(f"resource kind {kind.name!r}: link {member!r} names "
+                                 f"{linked!r}, no kind registered before it")
+        compile_schema(kind.payload_schema)  # or registration fails: never at a create
+        resource_protocol_register(kind.protocol)
         existing = self.resource_kinds.setdefault(kind.name, kind)
         if existing != kind:
             raise ValueError(f"resource kind {kind.name!r} is already registered otherwise")

@@ -35,7 +35,7 @@ from dispatch.services.executions import (
 from dispatch.services.proposals import proposal_create
 from dispatch.services.resources import resource_create
 from protocols.denials import Denial, DenialCode
-from protocols.lifecycle import RESOURCE_PROTOCOLS, Outcome, ResourceEvent, ResourceState
+from protocols.lifecycle import RESOURCE_PROTOCOLS, Outcome, ResourceEvent, sources
 from protocols.usage import Usage
 
 RESOURCE_TOOL = "resources.create"
@@ -126,7 +126,7 @@ def advertised_tools(principal: Principal) -> list[ToolSpec]:
 
 def _any_resource_allows(principal: Principal, kind: str, event: ResourceEvent) -> bool:
     protocol = RESOURCE_PROTOCOLS[kind]
-    states = [s.value for s in ResourceState if protocol.allows(s, event)]
+    states = sorted(str(state) for state in sources(protocol, event))
     return Resource.objects.filter(tenant_id=principal.tenant_id, kind=kind,
                                    created_by=principal, state__in=states).exists()
 

@@ -29,7 +29,7 @@ from protocols.canonical import (
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
 from protocols.grants import Grant as CoreGrant
-from protocols.lifecycle import RESOURCE_PROTOCOLS, ResourceEvent, ResourceState, transition
+from protocols.lifecycle import RESOURCE_PROTOCOLS, ResourceEvent, transition
 
 
 class Stage(StrEnum):
@@ -109,8 +109,7 @@ def check_states(contract: OperationContract, resolved: Resolved,
         return
     for name, protocol_name in sorted(contract.protocol_preconditions.items()):
         if name not in contract.reads:
-            transition(RESOURCE_PROTOCOLS[protocol_name],
-                       ResourceState(resolved.states[name]), event)
+            transition(RESOURCE_PROTOCOLS[protocol_name], resolved.states[name], event)
 
 
 def _current_revision(principal: Principal, kind: str, resource_id: Any,
