@@ -26,6 +26,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from dispatch.handlers import Handler
+from dispatch.hooks import AdmissionCheck, OutcomeHook
 from protocols.canonical import digest
 from protocols.contracts import ContractRegistry, OperationContract, ResourceKind, compile_schema
 from protocols.denials import Denial, DenialCode
@@ -58,13 +59,31 @@ class Runtime:
     # contract fingerprint -> what each operation move does to its resources, read once from
     # the contract's `protocol_outcomes` at registration (`resource_event`)
     outcome_moves: dict[str, dict[OperationState, ResourceEvent]] = field(default_factory=dict)
+    # keyed like the handlers: what the extension registered with each contract
+    # (`dispatch.hooks`)
+    outcome_hooks: dict[tuple[str, int], OutcomeHook] = field(default_factory=dict)
+    admission_checks: dict[tuple[str, int], tuple[AdmissionCheck, ...]] = field(
+        default_factory=dict)
 
-    def register(self, contract: OperationContract, handler: Handler) -> OperationContract:
-        """Register a trusted contract with its handler (embedding API, spec §10).
+    def register(self, contract: OperationContract, handler: Handler, *,
+                 on_outcome: OutcomeHook | None = None,
+                 admission: tuple[AdmissionCheck, ...] = ()) -> OperationContract:
+        """Register a trusted contract with its handler (embedding API, spec §10), and what
+        its extension adds to it (`dispatch.hooks`): `on_outcome`, run inside each outcome's
+        transaction, and `admission`, the checks every stage runs before it acts.
 
         The handler's implementation fingerprint must be the contract's; a second
-        registration of a name and version with another fingerprint is refused.
+        registration of a name and version with another fingerprint is refused. A contract
+        that declares an evidence role needs its outcome hook, and one that declares an
+        attestation requirement an admission check: never a declaration nothing enforces.
         """
+        name = contract.qualified_name
+        if contract.evidence is not None and on_outcome is None:
+            raise ValueError(f"{name}: it declares evidence {contract.evidence.value!r}, but "
+                             "no outcome hook issues it")
+        if contract.attestation is not None and not admission:
+            raise ValueError(f"{name}: it declares an attestation requirement, but no "
+                             "admission check enforces it")
         if handler.name != contract.qualified_name:
             raise ValueError(f"handler {handler.name!r} cannot serve {contract.qualified_name!r}")
         if handler.implementation_fingerprint != contract.implementation_fingerprint:
@@ -74,7 +93,12 @@ class Runtime:
         moves = _outcome_moves(contract)  # or registration fails: never at an outcome
         registered = self.registry.register(contract)
         self.outcome_moves[registered.fingerprint] = moves
-        self.handlers[(contract.qualified_name, contract.contract_version)] = handler
+        key = (contract.qualified_name, contract.contract_version)
+        self.handlers[key] = handler
+        if on_outcome is not None:
+            self.outcome_hooks[key] = on_outcome
+        if admission:
+            self.admission_checks[key] = admission
         return registered
 
     def resource_event(self, fingerprint: str, moved: OperationState,
