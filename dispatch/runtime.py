@@ -117,10 +117,11 @@ class Runtime:
 
         Refused (`ValueError`, saying what) unless its table is named for the kind and holds
         together (`protocols.lifecycle.protocol_problems`: every state reachable, final states
-        final, every transition with a target), its payload schema compiles and each link names
-        a kind registered before it. The table is registered with it
-        (`resource_protocol_register`): the store, admission and the checkers read it there. A
-        second registration of a name with another kind or table is refused.
+        final, every transition with a target), each state fits the store's column, its payload
+        schema compiles (else `SchemaError`) and each link names a kind registered before it.
+        The table is registered with it (`resource_protocol_register`): the store, admission
+        and the checkers read it there. A second registration of a name with another kind or
+        table is refused.
         """
         if kind.protocol.name != kind.name:
             raise ProtocolTableError(f"resource kind {kind.name!r}: its protocol is named "
@@ -130,6 +131,15 @@ class Runtime:
                 raise ValueError(f"resource kind {kind.name!r}: link {member!r} names "
                                  f"{linked!r}, no kind registered before it")
         compile_schema(kind.payload_schema)  # or registration fails: never at a create
+        from dispatch.models import Resource  # the runtime is built once the apps are ready
+
+        limit = Resource._meta.get_field("state").max_length or 0
+        # str(): a table with a state that is no string is refused, saying so, just below
+        too_long = sorted(str(state) for state in kind.protocol.states
+                          if len(str(state)) > limit)
+        if too_long:
+            raise ProtocolTableError(f"resource protocol {kind.name!r}: states longer than the "
+                                     f"store's {limit} characters: {too_long}")
         resource_protocol_register(kind.protocol)
         existing = self.resource_kinds.setdefault(kind.name, kind)
         if existing != kind:

@@ -107,5 +107,10 @@ def test_a_kind_is_refused_for_a_table_named_otherwise_a_bad_schema_or_an_unknow
     with pytest.raises(SchemaError, match="is not valid"):
         runtime.register_resource_kind(ResourceKind(
             name="ticket", protocol=table(GOOD), payload_schema={"type": "nothing"}))
+    long = {**GOOD, ("resolving", "complete"): "resolved-and-closed-for-good"}
+    with pytest.raises(ValueError, match=r"longer than the store's 20 characters: "
+                                         r"\['resolved-and-closed-for-good'\]"):
+        runtime.register_resource_kind(ResourceKind(
+            name="ticket", protocol=table(long, final=frozenset()), payload_schema={}))
     assert runtime.resource_kinds == {}
     assert "ticket" not in RESOURCE_PROTOCOLS
