@@ -90,6 +90,12 @@ class Runtime:
             raise ValueError(f"{contract.qualified_name}: the handler's implementation "
                              "fingerprint differs from the contract's")
         contract.compile_schemas()  # or registration fails: never after an effect
+        # Its fingerprint pins each resource argument's table: never one not registered yet.
+        unregistered = sorted(set(contract.protocol_preconditions.values())
+                              - set(RESOURCE_PROTOCOLS))
+        if unregistered:
+            raise ValueError(f"{name}: no resource kind is registered as {unregistered}; "
+                             "register its kinds before it")
         moves = _outcome_moves(contract)  # or registration fails: never at an outcome
         registered = self.registry.register(contract)
         self.outcome_moves[registered.fingerprint] = moves

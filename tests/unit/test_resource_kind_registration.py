@@ -114,3 +114,12 @@ def test_a_kind_is_refused_for_a_table_named_otherwise_a_bad_schema_or_an_unknow
             name="ticket", protocol=table(long, final=frozenset()), payload_schema={}))
     assert runtime.resource_kinds == {}
     assert "ticket" not in RESOURCE_PROTOCOLS
+
+
+def test_a_contract_on_a_kind_not_registered_yet_is_refused() -> None:
+    from tests.db.test_new_resource_kind import TicketResolveHandler, ticket_resolve
+
+    handler = TicketResolveHandler()
+    contract = ticket_resolve(handler.implementation_fingerprint)
+    with pytest.raises(ValueError, match=r"no resource kind is registered as \['ticket'\]"):
+        fresh_runtime().register(contract, handler)
