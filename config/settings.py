@@ -242,20 +242,12 @@ CELERY_BEAT_SCHEDULE = {
     "approvals-expire-stale": {"task": "dispatch.tasks.approvals_expire_stale", "schedule": 10.0},
 }
 
-# --- The demo's destinations (DESIGN §8): loopback services outside the dispatcher's database ---
-DESTINATIONS = {
-    "dir": str(Path(env.str("DESTINATIONS_DIR", default=str(VAR_DIR / "destinations")))),
-    "smtp_host": "127.0.0.1",
-    "smtp_port": env.int("SMTP_SINK_PORT", default=8025),
-    "bank_url": env.str("BANK_URL", default="http://127.0.0.1:8026"),
-}
-# The publisher and the source server (DESIGN §11) share the bank's HTTP server; a source's URL
-# is {sources_url}/{name}.
-DESTINATIONS["publisher_url"] = DESTINATIONS["bank_url"]
-DESTINATIONS["sources_url"] = f"{str(DESTINATIONS['bank_url']).rstrip('/')}/sources"
-# The URL prefixes a `research.fetch` may read (DESIGN §11); empty: the demo source server only
-# (`dispatch.services.evidence.source_allowlist`). Part of the fetch's destination fingerprint.
-EVIDENCE_SOURCE_ALLOWLIST: list[str] = env.list("EVIDENCE_SOURCE_ALLOWLIST", default=[])
+# --- The demo's own settings (its destinations, the fetch allow-list): demo/settings.py ---
+if "demo.extension" in DISPATCH_EXTENSIONS:
+    from demo.settings import demo_destinations, demo_source_allowlist
+
+    DESTINATIONS: dict[str, Any] = demo_destinations(env, VAR_DIR)
+    EVIDENCE_SOURCE_ALLOWLIST: list[str] = demo_source_allowlist(env)
 
 # --- Policy ---------------------------------------------------------------------------------------
 # Deployment policy: effects this deployment allows at all (DESIGN §5 step 3/4).

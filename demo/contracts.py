@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from demo.tables import EMAIL_DRAFT, QUESTION, REPORT
 from protocols.contracts import (
     ApprovalRequirement,
     AttestationRequirement,
@@ -23,7 +24,6 @@ from protocols.contracts import (
     ResourceKind,
     SchedulingContract,
 )
-from protocols.lifecycle import EMAIL_DRAFT, QUESTION, REPORT
 
 # One plain address per field (protocols.addresses): no display name, no line break, no
 # invisible character; an internationalized domain is shown to the operator in both forms.

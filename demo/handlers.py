@@ -17,6 +17,7 @@ from demo.destinations.publisher_client import publication_lookup, publish
 from demo.destinations.smtp_client import send_email
 from demo.destinations.smtp_sink import lookup_message
 from demo.destinations.source_client import fetch_source
+from demo.hooks import source_allowlist
 from dispatch.handlers import (
     DefiniteFailure,
     FromCode,
@@ -26,7 +27,7 @@ from dispatch.handlers import (
     LookupResult,
     within_deadline,
 )
-from dispatch.services.evidence import attestation_judge, source_allowlist
+from dispatch.services.evidence import attestation_judge
 from protocols.sources import source_allowed
 
 __all__ = ["CUSTOMERS", "HANDLERS", "CrmLookupHandler", "EmailSendHandler",

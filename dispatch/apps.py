@@ -20,7 +20,6 @@ class DispatchConfig(AppConfig):
 
     def ready(self) -> None:
         checks.register(check_sqlite_version)
-        checks.register(check_source_allowlist)
         checks.register(check_delegation_lease)
         # Register the tasks in every process (web included), so that `dispatch.queue` finds
         # them by name: services hand work to a worker without importing the tasks module.
@@ -36,19 +35,6 @@ def check_sqlite_version(**_: Any) -> list[checks.CheckMessage]:
             hint="Use a Python built against a newer SQLite, or PostgreSQL.",
             id="dispatch.E001")]
     return []
-
-
-def check_source_allowlist(**_: Any) -> list[checks.CheckMessage]:
-    """Every `EVIDENCE_SOURCE_ALLOWLIST` entry is one `protocols.sources` can match: an entry
-    it must ignore would silently shrink the list."""
-    from protocols.sources import allowlist_entry_problem
-
-    return [checks.Error(f"EVIDENCE_SOURCE_ALLOWLIST entry {entry!r} cannot be used: {problem}.",
-                         hint="Name a scheme, a host, an optional port and a path prefix, "
-                              "e.g. https://docs.example.org/public/",
-                         id="dispatch.E002")
-            for entry in settings.EVIDENCE_SOURCE_ALLOWLIST
-            if (problem := allowlist_entry_problem(entry)) is not None]
 
 
 def check_delegation_lease(**_: Any) -> list[checks.CheckMessage]:

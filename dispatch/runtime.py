@@ -26,8 +26,9 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from dispatch.handlers import Handler
+from dispatch.hooks import AdmissionCheck, OutcomeHook
 from protocols.canonical import digest
-from protocols.contracts import ContractRegistry, OperationContract, ResourceKind
+from protocols.contracts import ContractRegistry, OperationContract, ResourceKind, compile_schema
 from protocols.denials import Denial, DenialCode
 from protocols.evidence import Validator, ValidatorRegistry, ValidatorSpec
 from protocols.grants import Policy
@@ -35,8 +36,10 @@ from protocols.lifecycle import (
     RESOURCE_PROTOCOLS,
     OperationEvent,
     OperationState,
+    ProtocolTableError,
     ResourceEvent,
     outcome_events,
+    resource_protocol_register,
 )
 
 #: The extension API this runtime implements: what `register(runtime)` may call and what a
@@ -56,23 +59,52 @@ class Runtime:
     # contract fingerprint -> what each operation move does to its resources, read once from
     # the contract's `protocol_outcomes` at registration (`resource_event`)
     outcome_moves: dict[str, dict[OperationState, ResourceEvent]] = field(default_factory=dict)
+    # keyed like the handlers: what the extension registered with each contract
+    # (`dispatch.hooks`)
+    outcome_hooks: dict[tuple[str, int], OutcomeHook] = field(default_factory=dict)
+    admission_checks: dict[tuple[str, int], tuple[AdmissionCheck, ...]] = field(
+        default_factory=dict)
 
-    def register(self, contract: OperationContract, handler: Handler) -> OperationContract:
-        """Register a trusted contract with its handler (embedding API, spec §10).
+    def register(self, contract: OperationContract, handler: Handler, *,
+                 on_outcome: OutcomeHook | None = None,
+                 admission: tuple[AdmissionCheck, ...] = ()) -> OperationContract:
+        """Register a trusted contract with its handler (embedding API, spec §10), and what
+        its extension adds to it (`dispatch.hooks`): `on_outcome`, run inside each outcome's
+        transaction, and `admission`, the checks every stage runs before it acts.
 
         The handler's implementation fingerprint must be the contract's; a second
-        registration of a name and version with another fingerprint is refused.
+        registration of a name and version with another fingerprint is refused. A contract
+        that declares an evidence role needs its outcome hook, and one that declares an
+        attestation requirement an admission check: never a declaration nothing enforces.
         """
+        name = contract.qualified_name
+        if contract.evidence is not None and on_outcome is None:
+            raise ValueError(f"{name}: it declares evidence {contract.evidence.value!r}, but "
+                             "no outcome hook issues it")
+        if contract.attestation is not None and not admission:
+            raise ValueError(f"{name}: it declares an attestation requirement, but no "
+                             "admission check enforces it")
         if handler.name != contract.qualified_name:
             raise ValueError(f"handler {handler.name!r} cannot serve {contract.qualified_name!r}")
         if handler.implementation_fingerprint != contract.implementation_fingerprint:
             raise ValueError(f"{contract.qualified_name}: the handler's implementation "
                              "fingerprint differs from the contract's")
         contract.compile_schemas()  # or registration fails: never after an effect
+        # Its fingerprint pins each resource argument's table: never one not registered yet.
+        unregistered = sorted(set(contract.protocol_preconditions.values())
+                              - set(RESOURCE_PROTOCOLS))
+        if unregistered:
+            raise ValueError(f"{name}: no resource kind is registered as {unregistered}; "
+                             "register its kinds before it")
         moves = _outcome_moves(contract)  # or registration fails: never at an outcome
         registered = self.registry.register(contract)
         self.outcome_moves[registered.fingerprint] = moves
-        self.handlers[(contract.qualified_name, contract.contract_version)] = handler
+        key = (contract.qualified_name, contract.contract_version)
+        self.handlers[key] = handler
+        if on_outcome is not None:
+            self.outcome_hooks[key] = on_outcome
+        if admission:
+            self.admission_checks[key] = admission
         return registered
 
     def resource_event(self, fingerprint: str, moved: OperationState,
@@ -86,15 +118,35 @@ class Runtime:
         return moves[moved]
 
     def register_resource_kind(self, kind: ResourceKind) -> ResourceKind:
-        """Register a kind of resource that agents may create and operations may act on.
+        """Register a kind of resource that agents may create and operations may act on,
+        declared whole by its extension: name, protocol table, payload schema, links.
 
-        Its protocol must be the one `protocols.lifecycle.RESOURCE_PROTOCOLS` declares under
-        its name: state moves and the workflow checker read that table. A second registration
-        of a name with another kind is refused.
+        Refused (`ValueError`, saying what) unless its table is named for the kind and holds
+        together (`protocols.lifecycle.protocol_problems`: every state reachable, final states
+        final, every transition with a target), each state fits the store's column, its payload
+        schema compiles (else `SchemaError`) and each link names a kind registered before it.
+        The table is registered with it (`resource_protocol_register`): the store, admission
+        and the checkers read it there. A second registration of a name with another kind or
+        table is refused.
         """
-        if RESOURCE_PROTOCOLS.get(kind.name) is not kind.protocol:
-            raise ValueError(f"resource kind {kind.name!r}: its protocol is not the one "
-                             "protocols.lifecycle.RESOURCE_PROTOCOLS declares for it")
+        if kind.protocol.name != kind.name:
+            raise ProtocolTableError(f"resource kind {kind.name!r}: its protocol is named "
+                                     f"{kind.protocol.name!r}, not after the kind")
+        for member, linked in sorted(kind.links.items()):
+            if linked not in self.resource_kinds:
+                raise ValueError(f"resource kind {kind.name!r}: link {member!r} names "
+                                 f"{linked!r}, no kind registered before it")
+        compile_schema(kind.payload_schema)  # or registration fails: never at a create
+        from dispatch.models import Resource  # the runtime is built once the apps are ready
+
+        limit = Resource._meta.get_field("state").max_length or 0
+        # str(): a table with a state that is no string is refused, saying so, just below
+        too_long = sorted(str(state) for state in kind.protocol.states
+                          if len(str(state)) > limit)
+        if too_long:
+            raise ProtocolTableError(f"resource protocol {kind.name!r}: states longer than the "
+                                     f"store's {limit} characters: {too_long}")
+        resource_protocol_register(kind.protocol)
         existing = self.resource_kinds.setdefault(kind.name, kind)
         if existing != kind:
             raise ValueError(f"resource kind {kind.name!r} is already registered otherwise")

@@ -22,7 +22,7 @@ from jsonschema.exceptions import FormatError, SchemaError, ValidationError
 from protocols.addresses import AddressError, is_mailbox
 from protocols.canonical import digest
 from protocols.denials import ELLIPSIS, Denial, DenialCode
-from protocols.lifecycle import Protocol, ResourceEvent, ResourceState, protocol_tables
+from protocols.lifecycle import ResourceProtocol, protocol_tables
 from protocols.normalizers import NORMALIZERS
 from protocols.patterns import PatternError, compile_pattern
 
@@ -124,16 +124,17 @@ class AttestationRequirement:
 
 @dataclass(frozen=True)
 class ResourceKind:
-    """A kind of resource operations act on (DESIGN §4): its name, the finite protocol its
-    revisions move through (declared in `protocols.lifecycle.RESOURCE_PROTOCOLS` under the same
-    name) and the JSON schema of a revision's payload.
+    """A kind of resource operations act on (DESIGN §4), declared whole by the extension that
+    registers it: its name, the finite protocol its revisions move through (a table of the same
+    name, registered with it: `protocols.lifecycle.resource_protocol_register`) and the JSON
+    schema of a revision's payload.
 
     `links` maps a payload member holding another resource's id to that resource's kind (a
     report's `question`): admission resolves it through the store too, so an authority key can
     live one resource away (`/report/links/question/payload/topic`)."""
 
     name: str
-    protocol: Protocol[ResourceState, ResourceEvent]
+    protocol: ResourceProtocol
     payload_schema: Mapping[str, Any]
     links: Mapping[str, str] = field(default_factory=dict)
 

@@ -1,7 +1,10 @@
 """Finite protocols as declared transition tables (spec §5.1, §8, §11).
 
-Each record kind that changes state has exactly one table here. `transition` is the one function
-that moves a state: any (state, event) pair missing from the table is refused with
+Each record kind of the product that changes state (operation, approval, permit) has exactly one
+table here. A resource kind's table is its extension's: the extension declares it with the kind
+and registers it (`resource_protocol_register`, which refuses a table that does not hold
+together); `RESOURCE_PROTOCOLS` holds the registered ones by kind. `transition` is the one
+function that moves a state: any (state, event) pair missing from the table is refused with
 `protocol_state_invalid`. Models store the state; services call `transition` and then write the
 result with a conditional update so the database enforces the same rule under concurrency.
 """
@@ -11,14 +14,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from protocols.denials import Denial, DenialCode
 
 
 class ResourceState(StrEnum):
-    """States of the resource protocols (spec §5.1, §11): `email_draft`, `question`, `report`;
-    lowercase as on the wire (DESIGN §7). Each protocol's table says which it uses."""
+    """Common names for the states of resource protocols, lowercase as on the wire (DESIGN §7).
+    A registered kind's table may use these or its own names (any non-empty string)."""
 
     DRAFT = "draft"
     PROPOSED = "proposed"
@@ -35,6 +38,10 @@ class ResourceState(StrEnum):
 
 
 class ResourceEvent(StrEnum):
+    """The events the store moves a resource by: an edit, and each step of an action on it
+    (propose, grant, deny, expire, claim, the outcomes, a retry, a reconciliation). A kind's
+    table says from which of its states each is allowed, and where it leads."""
+
     EDIT = "edit"
     PROPOSE = "propose"
     GRANT = "grant"
@@ -115,17 +122,21 @@ class ExecutionEvent(StrEnum):
     FINISH = "finish"
 
 
-S = TypeVar("S", bound=StrEnum)
-E = TypeVar("E", bound=StrEnum)
+S = TypeVar("S", bound=str)
+E = TypeVar("E", bound=str)
 
 
 @dataclass(frozen=True)
 class Protocol(Generic[S, E]):
-    """A named finite protocol: its initial state, terminal states and transition table."""
+    """A named finite protocol: its initial state, transition table and final states.
+
+    `final` names the states nothing leaves (checked by `protocol_problems`); it is a check
+    on the table, not a part of its behaviour, so `canonical` leaves it out."""
 
     name: str
     initial: S
     transitions: Mapping[tuple[S, E], S]
+    final: frozenset[S] = frozenset()
 
     @property
     def states(self) -> frozenset[S]:
@@ -140,93 +151,84 @@ class Protocol(Generic[S, E]):
     def canonical(self) -> dict[str, object]:
         """The table as data, in one order: what a contract fingerprint and a workflow journal
         header pin (spec §8, §10), so a changed table is a changed fingerprint."""
-        return {"name": self.name, "initial": self.initial.value,
-                "transitions": sorted([source.value, event.value, target.value]
+        return {"name": self.name, "initial": str(self.initial),
+                "transitions": sorted([str(source), str(event), str(target)]
                                       for (source, event), target in self.transitions.items())}
 
 
-R, RE = ResourceState, ResourceEvent
-EMAIL_DRAFT: Final = Protocol[ResourceState, ResourceEvent](
-    name="email_draft",
-    initial=R.DRAFT,
-    transitions={
-        # Editing makes a new revision in the initial state; never once the action may have run.
-        (R.DRAFT, RE.EDIT): R.DRAFT,
-        (R.PROPOSED, RE.EDIT): R.DRAFT,
-        (R.AUTHORIZED, RE.EDIT): R.DRAFT,
-        (R.DENIED, RE.EDIT): R.DRAFT,
-        (R.FAILED_NO_EFFECT, RE.EDIT): R.DRAFT,
-        # A revision may carry several proposals; each stays bound to this exact revision.
-        (R.DRAFT, RE.PROPOSE): R.PROPOSED,
-        (R.PROPOSED, RE.PROPOSE): R.PROPOSED,
-        (R.AUTHORIZED, RE.PROPOSE): R.AUTHORIZED,
-        (R.FAILED_NO_EFFECT, RE.PROPOSE): R.PROPOSED,
-        (R.PROPOSED, RE.GRANT): R.AUTHORIZED,
-        (R.AUTHORIZED, RE.GRANT): R.AUTHORIZED,
-        (R.PROPOSED, RE.DENY): R.DENIED,
-        # A denial of a second proposal leaves an already authorized revision authorized.
-        (R.AUTHORIZED, RE.DENY): R.AUTHORIZED,
-        # An approval or permit that lapses unused returns the revision to the draft state.
-        (R.PROPOSED, RE.EXPIRE): R.DRAFT,
-        (R.AUTHORIZED, RE.EXPIRE): R.DRAFT,
-        (R.AUTHORIZED, RE.CLAIM): R.DISPATCHING,
-        (R.DISPATCHING, RE.COMPLETE): R.SENT,
-        (R.DISPATCHING, RE.FAIL_NO_EFFECT): R.FAILED_NO_EFFECT,
-        (R.DISPATCHING, RE.UNCERTAIN): R.UNKNOWN,
-        # A further attempt under the same key (a renewal, a retry after a proven absence):
-        # back to dispatching, so that its outcome can be recorded; never to authorized.
-        (R.UNKNOWN, RE.RETRY): R.DISPATCHING,
-        # Reconciliation may establish the outcome; never back to a reusable authorized state.
-        (R.UNKNOWN, RE.RECONCILE_COMPLETED): R.SENT,
-        (R.UNKNOWN, RE.RECONCILE_NO_EFFECT): R.FAILED_NO_EFFECT,
-    },
-)
+#: A resource kind's table: states and events are strings (a `StrEnum`'s members are too).
+ResourceProtocol = Protocol[str, str]
 
-# Stage 3 (DESIGN §11). A question is researched while open: fetches only read it (a
-# contract's `reads`), so they neither move nor block it; it is answered once, when a report
-# on it is published.
-QUESTION: Final = Protocol[ResourceState, ResourceEvent](
-    name="question",
-    initial=R.OPEN,
-    transitions={
-        (R.OPEN, RE.EDIT): R.OPEN,
-        (R.OPEN, RE.ANSWER): R.ANSWERED,
-    },
-)
 
-# A report is attested, then proposed for publication. Editing makes a new revision in the
-# draft state, so an attestation never covers bytes it did not judge; never once the
-# publication may have run. A lapsed or denied approval leaves the attestation standing.
-REPORT: Final = Protocol[ResourceState, ResourceEvent](
-    name="report",
-    initial=R.DRAFT,
-    transitions={
-        (R.DRAFT, RE.EDIT): R.DRAFT,
-        (R.ATTESTED, RE.EDIT): R.DRAFT,
-        (R.PROPOSED, RE.EDIT): R.DRAFT,
-        (R.AUTHORIZED, RE.EDIT): R.DRAFT,
-        (R.DENIED, RE.EDIT): R.DRAFT,
-        (R.FAILED_NO_EFFECT, RE.EDIT): R.DRAFT,
-        (R.DRAFT, RE.ATTEST): R.ATTESTED,
-        (R.ATTESTED, RE.PROPOSE): R.PROPOSED,
-        (R.PROPOSED, RE.PROPOSE): R.PROPOSED,
-        (R.AUTHORIZED, RE.PROPOSE): R.AUTHORIZED,
-        (R.FAILED_NO_EFFECT, RE.PROPOSE): R.PROPOSED,
-        (R.PROPOSED, RE.GRANT): R.AUTHORIZED,
-        (R.AUTHORIZED, RE.GRANT): R.AUTHORIZED,
-        (R.PROPOSED, RE.DENY): R.DENIED,
-        (R.AUTHORIZED, RE.DENY): R.AUTHORIZED,
-        (R.PROPOSED, RE.EXPIRE): R.ATTESTED,
-        (R.AUTHORIZED, RE.EXPIRE): R.ATTESTED,
-        (R.AUTHORIZED, RE.CLAIM): R.DISPATCHING,
-        (R.DISPATCHING, RE.COMPLETE): R.PUBLISHED,
-        (R.DISPATCHING, RE.FAIL_NO_EFFECT): R.FAILED_NO_EFFECT,
-        (R.DISPATCHING, RE.UNCERTAIN): R.UNKNOWN,
-        (R.UNKNOWN, RE.RETRY): R.DISPATCHING,
-        (R.UNKNOWN, RE.RECONCILE_COMPLETED): R.PUBLISHED,
-        (R.UNKNOWN, RE.RECONCILE_NO_EFFECT): R.FAILED_NO_EFFECT,
-    },
-)
+class ProtocolTableError(ValueError):
+    """A resource protocol table refused at registration: the message says what does not hold."""
+
+
+def protocol_problems(protocol: Protocol[Any, Any]) -> list[str]:
+    """What keeps `protocol` from being a table the store can move resources by, or []:
+
+    - its name, initial state, and every state and event it names are non-empty strings (a
+      transition without a target is one whose target is not);
+    - every state is reachable from the initial state;
+    - each final state is a state of the table, and no transition leaves one.
+    """
+    problems: list[str] = []
+
+    def named(value: object) -> bool:
+        return isinstance(value, str) and value != ""
+
+    if not named(protocol.name):
+        problems.append("its name must be a non-empty string")
+    if not named(protocol.initial):
+        problems.append(f"its initial state {protocol.initial!r} must be a non-empty string")
+    edges: dict[str, set[str]] = {}
+    for key, target in protocol.transitions.items():
+        source, event = key
+        if not (named(source) and named(event) and named(target)):
+            problems.append(f"transition ({source!r}, {event!r}) -> {target!r}: a state or "
+                            "event that is not a non-empty string")
+            continue
+        edges.setdefault(source, set()).add(target)
+    states = {protocol.initial} | set(edges) | {t for ts in edges.values() for t in ts}
+    reached, frontier = {protocol.initial}, [protocol.initial]
+    while frontier:
+        for target in edges.get(frontier.pop(), ()):
+            if target not in reached:
+                reached.add(target)
+                frontier.append(target)
+    unreachable = sorted(str(state) for state in states - reached)
+    if unreachable:
+        problems.append(f"states unreachable from {str(protocol.initial)!r}: {unreachable}")
+    for state in sorted(str(final) for final in protocol.final):
+        if state not in states:
+            problems.append(f"final state {state!r} is not a state of the table")
+        elif state in edges:
+            leaving = sorted(str(event) for (source, event) in protocol.transitions
+                             if source == state)
+            problems.append(f"final state {state!r} has outgoing transitions: {leaving}")
+    return problems
+
+
+#: The registered resource protocols, by kind name: filled by `resource_protocol_register`
+#: only; read by the store, admission, the workflow and audit checkers and a contract's
+#: fingerprint (`protocol_tables`).
+RESOURCE_PROTOCOLS: Final[dict[str, ResourceProtocol]] = {}
+
+
+def resource_protocol_register(protocol: ResourceProtocol) -> ResourceProtocol:
+    """Register a resource kind's table under its name, once; the same table again is a no-op.
+
+    Raises `ProtocolTableError` naming the table and every problem `protocol_problems` finds,
+    or if another table is registered under the name."""
+    problems = protocol_problems(protocol)
+    if problems:
+        raise ProtocolTableError(f"resource protocol {protocol.name!r}: " + "; ".join(problems))
+    existing = RESOURCE_PROTOCOLS.setdefault(protocol.name, protocol)
+    if existing != protocol:
+        raise ProtocolTableError(f"resource protocol {protocol.name!r} is already registered "
+                                 "with another table")
+    return existing
+
 
 Op, OE = OperationState, OperationEvent
 OPERATION_LIFECYCLE: Final = Protocol[OperationState, OperationEvent](
@@ -246,24 +248,25 @@ OPERATION_LIFECYCLE: Final = Protocol[OperationState, OperationEvent](
 
 
 #: The operation states whose move also moves the resources the operation acts on, and the
-#: state those resources are in before it: an attempt's outcome is recorded from
-#: `dispatching`; reconciliation settles, and a retry takes back, what was `unknown`.
-OUTCOME_SOURCES: Final[Mapping[OperationState, ResourceState]] = {
-    Op.COMPLETED: R.DISPATCHING,
-    Op.FAILED_NO_EFFECT: R.DISPATCHING,
-    Op.UNKNOWN: R.DISPATCHING,
-    Op.RECONCILED_COMPLETED: R.UNKNOWN,
-    Op.RECONCILED_NO_EFFECT: R.UNKNOWN,
-    Op.CLAIMED: R.UNKNOWN,
+#: operation state in which the resources took the state they are in before it: an attempt's
+#: outcome is recorded from where the claim left them (the kind's own `dispatching`);
+#: reconciliation settles, and a retry takes back, what an `unknown` outcome left.
+OUTCOME_SOURCES: Final[Mapping[OperationState, OperationState]] = {
+    Op.COMPLETED: Op.CLAIMED,
+    Op.FAILED_NO_EFFECT: Op.CLAIMED,
+    Op.UNKNOWN: Op.CLAIMED,
+    Op.RECONCILED_COMPLETED: Op.UNKNOWN,
+    Op.RECONCILED_NO_EFFECT: Op.UNKNOWN,
+    Op.CLAIMED: Op.UNKNOWN,
 }
 #: The resource event each of those moves takes: its table says where it leads.
 OUTCOME_EVENTS: Final[Mapping[OperationState, ResourceEvent]] = {
-    Op.COMPLETED: RE.COMPLETE,
-    Op.FAILED_NO_EFFECT: RE.FAIL_NO_EFFECT,
-    Op.UNKNOWN: RE.UNCERTAIN,
-    Op.RECONCILED_COMPLETED: RE.RECONCILE_COMPLETED,
-    Op.RECONCILED_NO_EFFECT: RE.RECONCILE_NO_EFFECT,
-    Op.CLAIMED: RE.RETRY,
+    Op.COMPLETED: ResourceEvent.COMPLETE,
+    Op.FAILED_NO_EFFECT: ResourceEvent.FAIL_NO_EFFECT,
+    Op.UNKNOWN: ResourceEvent.UNCERTAIN,
+    Op.RECONCILED_COMPLETED: ResourceEvent.RECONCILE_COMPLETED,
+    Op.RECONCILED_NO_EFFECT: ResourceEvent.RECONCILE_NO_EFFECT,
+    Op.CLAIMED: ResourceEvent.RETRY,
 }
 #: What a contract that moves a resource must declare in its `protocol_outcomes`; the rest
 #: follow from these (`outcome_events`).
@@ -271,12 +274,13 @@ REQUIRED_OUTCOMES: Final = ("completed", "failed_no_effect", "unknown")
 
 
 def outcome_events(
-    protocol: Protocol[ResourceState, ResourceEvent], outcomes: Mapping[str, str],
+    protocol: Protocol[Any, Any], outcomes: Mapping[str, str],
 ) -> dict[OperationState, ResourceEvent]:
     """What each move of an operation does to a resource of `protocol`, read from a contract's
     `protocol_outcomes` (an operation state -> the resource's state after that move): the one
-    outcome's own event (`OUTCOME_EVENTS`) from `OUTCOME_SOURCES`, which must lead there in
-    the resource's table. `reconciled_completed` and
+    outcome's own event (`OUTCOME_EVENTS`), from the state the resource is in before it
+    (`OUTCOME_SOURCES`: where its claim led, or where the `unknown` outcome left it), which
+    must lead there in the resource's table. `reconciled_completed` and
     `reconciled_no_effect` default to the states declared for `completed` and
     `failed_no_effect`, `claimed` (a retry) to the state the protocol's claim leads to. Raises
     ValueError saying what does not hold: an undeclared outcome, a state or a move the
@@ -289,36 +293,32 @@ def outcome_events(
     missing = [name for name in REQUIRED_OUTCOMES if name not in outcomes]
     if missing:
         raise ValueError(f"protocol_outcomes must declare {missing} for {protocol.name!r}")
-    claimed = {target for (_s, event), target in protocol.transitions.items()
-               if event is RE.CLAIM}
+    claimed = {str(target) for (_s, event), target in protocol.transitions.items()
+               if event == ResourceEvent.CLAIM}
     if len(claimed) != 1:
         raise ValueError(f"{protocol.name!r}: a claim must lead to one state, not {claimed}")
     targets = {**{OperationState(name): state for name, state in outcomes.items()}}
     targets.setdefault(Op.RECONCILED_COMPLETED, outcomes["completed"])
     targets.setdefault(Op.RECONCILED_NO_EFFECT, outcomes["failed_no_effect"])
-    targets.setdefault(Op.CLAIMED, next(iter(claimed)).value)
-    states = {state.value for state in protocol.states}
+    targets.setdefault(Op.CLAIMED, next(iter(claimed)))
+    before = {Op.CLAIMED: next(iter(claimed)), Op.UNKNOWN: outcomes["unknown"]}
+    states = {str(state) for state in protocol.states}
     events: dict[OperationState, ResourceEvent] = {}
     for moved, target in targets.items():
         if target not in states:
             raise ValueError(f"protocol_outcomes[{moved.value!r}] names {target!r}, a state "
                              f"{protocol.name!r} lacks")
-        source, event = OUTCOME_SOURCES[moved], OUTCOME_EVENTS[moved]
+        source, event = before[OUTCOME_SOURCES[moved]], OUTCOME_EVENTS[moved]
         # The outcome's own event must lead there: an unknown outcome may never leave a
         # resource where it could be edited and proposed again, whatever else the table allows.
-        if protocol.transitions.get((source, event)) is not ResourceState(target):
+        found = protocol.transitions.get((source, event))
+        if found is None or str(found) != target:
             raise ValueError(f"protocol_outcomes[{moved.value!r}] names {target!r}, but "
                              f"{protocol.name!r} moves by {event.value!r} from "
-                             f"{source.value!r} to "
-                             f"{_target_name(protocol, source, event)}")
+                             f"{source!r} to "
+                             f"{'nowhere' if found is None else repr(str(found))}")
         events[moved] = event
     return events
-
-
-def _target_name(protocol: Protocol[ResourceState, ResourceEvent], source: ResourceState,
-                 event: ResourceEvent) -> str:
-    target = protocol.transitions.get((source, event))
-    return "nowhere" if target is None else repr(target.value)
 
 
 class Outcome(StrEnum):
@@ -402,13 +402,6 @@ PERMIT_LIFECYCLE: Final = Protocol[PermitState, PermitEvent](
     },
 )
 
-RESOURCE_PROTOCOLS: Final[Mapping[str, Protocol[ResourceState, ResourceEvent]]] = {
-    EMAIL_DRAFT.name: EMAIL_DRAFT,
-    QUESTION.name: QUESTION,
-    REPORT.name: REPORT,
-}
-
-
 def transition(protocol: Protocol[S, E], state: S, event: E) -> S:
     """The next state of `state` under `event`, or `protocol_state_invalid` if undeclared."""
     try:
@@ -416,10 +409,10 @@ def transition(protocol: Protocol[S, E], state: S, event: E) -> S:
     except KeyError:
         raise Denial(
             DenialCode.PROTOCOL_STATE_INVALID,
-            f"{protocol.name}: '{event.value}' is not allowed in state '{state.value}'.",
+            f"{protocol.name}: '{event}' is not allowed in state '{state}'.",
             protocol=protocol.name,
-            state=state.value,
-            event=event.value,
+            state=str(state),
+            event=str(event),
         ) from None
 
 

@@ -40,7 +40,7 @@ from protocols.lifecycle import (
     PermitState,
     Protocol,
     ResourceEvent,
-    ResourceState,
+    ResourceProtocol,
 )
 
 #: The audit kind each operation event writes: `operation_move` and the claim write these,
@@ -186,8 +186,8 @@ class _Permit:
 
 @dataclass
 class _Resource:
-    protocol: Protocol[ResourceState, ResourceEvent]
-    state: ResourceState
+    protocol: ResourceProtocol
+    state: str
     revision: int
 
 
@@ -195,8 +195,8 @@ class TraceChecker:
     """The replay, fed one event at a time in append order (a stream: the audit need not fit
     in memory, only one small record per operation and permit)."""
 
-    def __init__(self, resource_protocols: Mapping[
-            str, Protocol[ResourceState, ResourceEvent]] = RESOURCE_PROTOCOLS) -> None:
+    def __init__(self, resource_protocols: Mapping[str, ResourceProtocol] = RESOURCE_PROTOCOLS,
+                 ) -> None:
         self._report = TraceReport()
         self._operations: dict[str, _Operation] = {}
         self._permits: dict[str, _Permit] = {}
@@ -478,12 +478,11 @@ class TraceChecker:
                           f"{name}: '{on}' of revision {move.get('revision')}; its current "
                           f"revision is {resource.revision}")
             return
-        found = next((e for e in ResourceEvent if e.value == on), None)
-        if found is None or not resource.protocol.allows(resource.state, found):
+        if not isinstance(on, str) or not resource.protocol.allows(resource.state, on):
             self._violate(event, TraceCode.TRANSITION_INVALID,
-                          f"{name}: '{on}' is not allowed in state '{resource.state.value}'")
+                          f"{name}: '{on}' is not allowed in state '{resource.state}'")
             return
-        resource.state = resource.protocol.transitions[(resource.state, found)]
+        resource.state = str(resource.protocol.transitions[(resource.state, on)])
         if revised is not None:
             resource.revision = revised
 

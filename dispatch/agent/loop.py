@@ -40,7 +40,7 @@ from protocols.lifecycle import (
     ExecutionEvent,
     Outcome,
     ResourceEvent,
-    ResourceState,
+    sources,
 )
 from protocols.usage import Usage
 
@@ -132,7 +132,7 @@ def advertised_tools(principal: Principal) -> list[ToolSpec]:
 
 def _any_resource_allows(principal: Principal, kind: str, event: ResourceEvent) -> bool:
     protocol = RESOURCE_PROTOCOLS[kind]
-    states = [s.value for s in ResourceState if protocol.allows(s, event)]
+    states = sorted(str(state) for state in sources(protocol, event))
     return Resource.objects.filter(tenant_id=principal.tenant_id, kind=kind,
                                    created_by=principal, state__in=states).exists()
 

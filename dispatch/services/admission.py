@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from dispatch.hooks import AdmissionContext
 from dispatch.models import Principal, Proposal, Resource, Revision
 from dispatch.runtime import Runtime, get_runtime
 from dispatch.services.authority import check_authority
-from dispatch.services.evidence import attestation_refusal, evidence_refusal
 from protocols.canonical import (
     CANON_VERSION,
     CanonicalizationError,
@@ -28,7 +28,7 @@ from protocols.canonical import (
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
 from protocols.grants import Grant as CoreGrant
-from protocols.lifecycle import RESOURCE_PROTOCOLS, ResourceEvent, ResourceState, transition
+from protocols.lifecycle import RESOURCE_PROTOCOLS, ResourceEvent, transition
 
 
 @dataclass(frozen=True)
@@ -89,8 +89,7 @@ def check_states(contract: OperationContract, resolved: Resolved,
         return
     for name, protocol_name in sorted(contract.protocol_preconditions.items()):
         if name not in contract.reads:
-            transition(RESOURCE_PROTOCOLS[protocol_name],
-                       ResourceState(resolved.states[name]), event)
+            transition(RESOURCE_PROTOCOLS[protocol_name], resolved.states[name], event)
 
 
 def _current_revision(principal: Principal, kind: str, resource_id: Any,
@@ -207,16 +206,19 @@ def admit(
     one waits. Raises the denial of the first check that fails: stale or missing resources, a
     state that does not allow the stage, authority (tool set, policy, grants), a snapshot that
     cannot be encoded, or one that no longer matches `expect_digest` (`proposal_mismatch`).
-    Stage 3's checks (`dispatch.services.evidence`) come before the resources' states: the
-    attestation a publication rests on, a fetch's source allow-list, an attest's validator.
+    The admission checks the contract's extension registered (`dispatch.hooks`) run in their
+    order before the resources' states: what an action rests on is named before the state is.
     """
     runtime = get_runtime()
     resolved = resolve_resources(contract, principal, arguments, event=None)
-    # DESIGN §11: what a publication rests on is named before the report's state is.
-    refusal = attestation_refusal(contract, principal, arguments, resolved.arguments) or \
-        evidence_refusal(contract, arguments)
-    if refusal is not None:
-        raise refusal
+    checks = runtime.admission_checks.get((contract.qualified_name, contract.contract_version))
+    if checks:
+        context = AdmissionContext(contract=contract, principal=principal, arguments=arguments,
+                                   resolved=resolved.arguments)
+        for check in checks:
+            refusal = check(context)
+            if refusal is not None:
+                raise refusal
     check_states(contract, resolved, resource_event)
     grant = check_authority(runtime, contract, principal, resolved.arguments, now, lock=lock)
     try:

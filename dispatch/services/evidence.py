@@ -1,56 +1,45 @@
-"""Evidence receipts and attestations (DESIGN §11, spec §11): issued by trusted code only.
+"""Evidence receipts and attestations (DESIGN §11, spec §11): trusted records of the store.
 
-A receipt or an attestation is written by the `evidence_plan` that the one owner of an
-operation's state (`dispatch.services.operations.operation_move`) asks for, inside the
-transaction that records the operation's completion: so no API, model output or
-agent-supplied JSON can create one, and an outcome that is not recorded issues none.
-Admission asks
-`attestation_refusal` whether a publication rests on a passing attestation of the exact report
-revision (before the report's state, so the code names the attestation), and
-`evidence_refusal` whether a fetched source is on the deployment's allow-list and a policy
-has a validator.
+A receipt or an attestation is written only by `receipt_issue` or `attestation_issue`, inside
+the transaction that records its operation's outcome: each takes the `OutcomeContext` that only
+the one owner of an operation's state (`dispatch.services.operations.operation_move`) mints and
+hands to the outcome hook its contract's extension registered (`dispatch.hooks`). So no API,
+model output or agent-supplied JSON can create one, and an outcome that is not recorded issues
+none. `attestation_refusal`, an admission check an extension registers, says whether an action
+rests on a passing attestation of the exact resource revision its contract names.
 
-The validator runs on the worker, inside `evidence.attest`'s handler (`attestation_judge`):
-it sees the report revision the snapshot bound, the receipts of the report's tenant that the
-report cites, and, for each, the bytes its source serves now, read through the handler; so a
-source whose bytes changed since its receipt fails the citation.
+The validator runs on the worker, inside the attesting contract's handler
+(`attestation_judge`): it sees the report revision the snapshot bound, the receipts of the
+report's tenant that the report cites, and, for each, the bytes its source serves now, read
+through the handler; so a source whose bytes changed since its receipt fails the citation.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 
 from dispatch.handlers import DefiniteFailure, HandlerContext, UncertainOutcome, within_deadline
+from dispatch.hooks import Issuance, OutcomeContext
 from dispatch.ids import new_id
 from dispatch.models import (
     Attestation,
-    Operation,
     Principal,
     Receipt,
     ReceiptContent,
-    Resource,
 )
 from dispatch.runtime import get_runtime
 from dispatch.services.audit import audit_moves, audit_record
 from dispatch.services.resources import resource_move
 from protocols.canonical import digest_bytes
-from protocols.contracts import EvidenceRole, OperationContract
+from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
 from protocols.evidence import Citation, Judgement, ReceiptView, ReportView
-from protocols.lifecycle import OperationState, ResourceEvent
-from protocols.sources import source_allowed, source_problem
-from protocols.trace import ATTESTATION_ISSUED, QUESTION_ANSWERED, RECEIPT_ISSUED
-
-#: The operation states whose recording issues the contract's evidence record: a publication
-#: that reconciliation establishes answers its question as one that completed does.
-_ISSUING_STATES = frozenset({OperationState.COMPLETED, OperationState.RECONCILED_COMPLETED})
+from protocols.lifecycle import ResourceEvent
+from protocols.trace import ATTESTATION_ISSUED, RECEIPT_ISSUED
 
 
 def _utc(at: datetime) -> str:
@@ -79,39 +68,6 @@ def attestation_json(attestation: Attestation) -> dict[str, Any]:
 
 
 # --- admission ----------------------------------------------------------------------------
-
-def evidence_refusal(contract: OperationContract, arguments: dict[str, Any]) -> Denial | None:
-    """What an evidence operation is refused before it is proposed or run: a fetch of a
-    source off the deployment's allow-list (`EVIDENCE_SOURCE_ALLOWLIST`, URL prefixes matched
-    by scheme, host, port and whole path segments: `protocols.sources`) is
-    `effect_not_permitted` (the deployment does not permit reading it); an attest under a
-    policy no registered validator serves is `schema_invalid` at `/arguments/policy`."""
-    if contract.evidence is EvidenceRole.RECEIPT:
-        source = str(arguments.get("source"))
-        allowed = source_allowlist()
-        if source_allowed(source, allowed):
-            return None
-        problem = source_problem(source)
-        return Denial(DenialCode.EFFECT_NOT_PERMITTED,
-                      "The source is not on this deployment's source allow-list; fetch one "
-                      "of the allowed sources.",
-                      reason=f"never a source: {problem}" if problem
-                      else "source not on the allow-list", allowed=allowed)
-    if contract.evidence is EvidenceRole.ATTESTATION:
-        validators = get_runtime().validators
-        if validators.for_policy(str(arguments.get("policy"))) is None:
-            served = sorted({spec.policy for spec in validators})
-            return Denial(DenialCode.SCHEMA_INVALID, errors=[{
-                "pointer": "/arguments/policy",
-                "message": f"no validator serves this policy; served: {served}"}])
-    return None
-
-
-def source_allowlist() -> list[str]:
-    """The URL prefixes a `research.fetch` may read: the setting, else the demo's sources."""
-    configured = list(settings.EVIDENCE_SOURCE_ALLOWLIST)
-    return configured or [str(settings.DESTINATIONS["sources_url"]).rstrip("/") + "/"]
-
 
 def attestation_refusal(
     contract: OperationContract, principal: Principal, arguments: dict[str, Any],
@@ -151,7 +107,8 @@ SourceReader = Callable[[str], bytes]
 
 def attestation_judge(ctx: HandlerContext, read_source: SourceReader) -> dict[str, Any]:
     """Run the validator serving the snapshot's `policy` on the snapshot's report revision:
-    the handler's result, which `evidence_plan` turns into the attestation.
+    the handler's result, which the outcome hook turns into the attestation
+    (`attestation_issue`).
 
     `read_source(url)` returns the bytes a receipt's source serves now (raising
     `DefiniteFailure` when it cannot); a source it cannot read counts as holding no bytes, a
@@ -206,62 +163,17 @@ def _report_view(ref: dict[str, Any]) -> ReportView:
 
 # --- issuance, inside the outcome's transaction ---------------------------------------------
 
-@dataclass(frozen=True)
-class Issuance:
-    """The evidence record an outcome issues: `result` is what the operation keeps (the
-    handler's answer with the record in it), `write` writes the record and its audit event,
-    inside the transaction that moves the operation and only once that move has held."""
-
-    result: dict[str, Any] | None
-    write: Callable[[], None]
-
-
-def evidence_plan(
-    *, operation: Operation, target: OperationState, result: dict[str, Any] | None,
-    now: datetime,
-) -> Issuance | None:
-    """The record the operation's contract has the dispatcher issue when it moves to
-    `target` (DESIGN §11), or None:
-
-    - `receipt`: over the exact bytes of the handler's `content` (strict UTF-8, so the text
-      encodes back to the bytes retrieved), for the question revision the snapshot bound;
-    - `attestation`: the handler's judgement, bound to the report revision the snapshot bound
-      (never to anything the handler says of it); a `pass` moves that revision to `attested`
-      when it is still the current draft;
-    - `publication`: the report's question is answered, once.
-
-    Only a completion (or a reconciled one, for a publication) issues. Ids and times are
-    chosen here, so the result the operation keeps already names the record.
-    """
-    if target not in _ISSUING_STATES:
-        return None
-    # The contract the proposal was made under; after an upgrade, the newest of its name (an
-    # admin's resolve of an old publication still answers its question).
-    try:
-        contract = get_runtime().contract_for(operation.operation, operation.contract_fingerprint)
-    except Denial:
-        return None
-    role = contract.evidence
-    if role is None:
-        return None
-    arguments = dict(json.loads(operation.proposal.canonical)["arguments"])
-    if role is EvidenceRole.PUBLICATION:
-        return Issuance(result, lambda: _answer_question(operation, arguments["report"], now))
-    if result is None:  # established by reconciliation: no bytes, no judgement to issue from
-        return None
-    if role is EvidenceRole.RECEIPT:
-        return _receipt_plan(operation, arguments, result, now)
-    return _attestation_plan(operation, arguments, result, now)
-
-
-def _receipt_plan(operation: Operation, arguments: dict[str, Any], result: dict[str, Any],
-                  now: datetime) -> Issuance:
-    content = str(result["content"])
+def receipt_issue(ctx: OutcomeContext, *, question: dict[str, Any], source: str,
+                  content: str) -> Issuance:
+    """A receipt over the exact bytes of `content` (strict UTF-8, so the text encodes back to
+    the bytes retrieved) from `source`, for the `question` revision (`{"id","revision"}`) the
+    snapshot bound. Ids and times are chosen here, so the result the operation keeps already
+    names the record."""
+    operation, now = ctx.operation, ctx.now
     data = content.encode("utf-8")
-    question = arguments["question"]
     receipt = Receipt(
         id=new_id("evr"), tenant_id=operation.tenant_id, question_id=question["id"],
-        question_revision=question["revision"], source=arguments["source"],
+        question_revision=question["revision"], source=source,
         content_digest=digest_bytes(data), retrieved_at=now, operation_id=operation.id)
 
     def write() -> None:
@@ -277,25 +189,28 @@ def _receipt_plan(operation: Operation, arguments: dict[str, Any], result: dict[
     return Issuance({"receipt": receipt_json(receipt), "content": content}, write)
 
 
-def _attestation_plan(operation: Operation, arguments: dict[str, Any],
-                      result: dict[str, Any], now: datetime) -> Issuance:
-    report = arguments["report"]
-    # Bound to what the snapshot names, the report revision and the policy, never to what the
-    # handler's answer says of them.
+def attestation_issue(ctx: OutcomeContext, *, report: dict[str, Any], policy: str,
+                      judgement: dict[str, Any], on_pass: str | None) -> Issuance:
+    """The validator's `judgement` (the handler's answer) as an attestation bound to the
+    `report` revision (`{"id","revision","digest"}`) and `policy` the snapshot bound, never to
+    what the answer says of them; a `pass` moves that exact revision by `on_pass` (an event of
+    its kind's table) when its state allows it."""
+    operation, now = ctx.operation, ctx.now
     attestation = Attestation(
-        id=new_id("att"), tenant_id=operation.tenant_id, validator=result["validator"],
-        policy=arguments["policy"], report_id=report["id"], report_revision=report["revision"],
-        report_digest=report["digest"], evidence=list(result["evidence"]),
-        result=result["result"], findings=list(result["findings"]), issued_at=now,
+        id=new_id("att"), tenant_id=operation.tenant_id, validator=judgement["validator"],
+        policy=policy, report_id=report["id"], report_revision=report["revision"],
+        report_digest=report["digest"], evidence=list(judgement["evidence"]),
+        result=judgement["result"], findings=list(judgement["findings"]), issued_at=now,
         operation_id=operation.id)
 
     def write() -> None:
         attestation.save(force_insert=True)
-        # Only the exact revision judged, and only from draft: a report edited since, or
-        # already attested, stays as it is; the attestation stands bound to what it judged.
+        # Only the exact revision judged, and only from a state that allows it: a report
+        # edited since, or already attested, stays as it is; the attestation stands bound to
+        # what it judged.
         judged = {"id": report["id"], "revision": report["revision"]}
-        attested = attestation.result == Attestation.Result.PASS and _move_if_allowed(
-            judged, ResourceEvent.ATTEST, now)
+        attested = (attestation.result == Attestation.Result.PASS and on_pass is not None
+                    and resource_move_if_allowed(judged, on_pass, now))
         audit_record(tenant_id=operation.tenant_id, kind=ATTESTATION_ISSUED,
                      actor="dispatcher", at=now, operation_id=operation.id,
                      proposal_id=operation.proposal_id, digest=attestation.report_digest,
@@ -306,32 +221,18 @@ def _attestation_plan(operation: Operation, arguments: dict[str, Any],
                               "report_digest": attestation.report_digest,
                               "evidence": attestation.evidence, "result": attestation.result,
                               "findings": len(attestation.findings),
-                              **audit_moves([judged] if attested else [],
-                                            ResourceEvent.ATTEST)})
+                              **(audit_moves([judged], ResourceEvent(on_pass))
+                                 if attested and on_pass else {})})
 
     return Issuance({"attestation": attestation_json(attestation)}, write)
 
 
-def _answer_question(operation: Operation, report: dict[str, Any], now: datetime) -> None:
-    question = report.get("links", {}).get("question")
-    if question is None:
-        return
-    # The question's current revision: an edit of its wording since does not unanswer it.
-    current = Resource.objects.filter(id=question["id"]).values_list(
-        "current_revision", flat=True).first()
-    ref = {"id": question["id"], "revision": current}
-    if current is not None and _move_if_allowed(ref, ResourceEvent.ANSWER, now):
-        audit_record(tenant_id=operation.tenant_id, kind=QUESTION_ANSWERED, actor="dispatcher",
-                     at=now, operation_id=operation.id, proposal_id=operation.proposal_id,
-                     details={"question_id": question["id"],
-                              **audit_moves([ref], ResourceEvent.ANSWER)})
-
-
-def _move_if_allowed(ref: dict[str, Any], event: ResourceEvent, now: datetime) -> bool:
-    """Whether the move was made (the caller's audit event lists it)."""
+def resource_move_if_allowed(ref: dict[str, Any], event: str, now: datetime) -> bool:
+    """Inside an outcome's transaction: move the resource revision `ref` by `event` if its
+    state allows it; whether it moved (the caller's audit event lists it)."""
     try:
         with transaction.atomic():  # a savepoint: a refused move leaves the outcome standing
-            resource_move(ref=ref, event=event, now=now)
+            resource_move(ref=ref, event=ResourceEvent(event), now=now)
     except Denial:
         return False  # edited or moved on since: the record stands, the resource stays
     return True

@@ -10,12 +10,14 @@ operation that a newer attempt (a retry, a reconciliation) is working on.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from django.db import transaction
 
+from dispatch.hooks import Issuance, outcome_context
 from dispatch.models import Attempt, Operation
 from dispatch.runtime import get_runtime
 from dispatch.services.audit import (
@@ -28,9 +30,9 @@ from dispatch.services.audit import (
     audit_text,
     audit_values,
 )
-from dispatch.services.evidence import evidence_plan
 from dispatch.services.resources import moved_refs, resource_move
 from dispatch.services.statements import is_postgres, rows, run, value
+from protocols.denials import Denial
 from protocols.lifecycle import (
     OPERATION_LIFECYCLE,
     OperationEvent,
@@ -145,8 +147,9 @@ def operation_move(
     is `attempt` (0: none was started) and its uncertainty is as loaded; `updated_at`, when
     given, must be unchanged too. `end_attempt` ends that attempt row with this outcome, and
     the row must still be open. The resources move with the operation and the audit event is
-    written in the same transaction, and so is the evidence record a completion issues
-    (`evidence_plan`). Returns whether it moved; the caller's `operation` is updated when it did.
+    written in the same transaction, and so is what the contract's outcome hook issues
+    (`_outcome_issuance`). Returns whether it moved; the caller's `operation` is updated when
+    it did.
 
     Uncertainty is sticky (DESIGN §5): once an attempt was uncertain, `fail_no_effect` (a
     definite failure of a later attempt, a cancellation, a refused retry) moves the operation
@@ -161,9 +164,9 @@ def operation_move(
     uncertain = (bool(operation.uncertain) or target is OperationState.UNKNOWN
                  or end_attempt == Attempt.Outcome.UNCERTAIN) and not absence_proven
     answers = event in _ATTEMPT_EVENTS  # an attempt's answer replaces the result; others keep it
-    # The receipt or attestation a completion issues, written only where this move holds; the
-    # result the operation keeps names it.
-    issuance = evidence_plan(operation=operation, target=target, result=result, now=now)
+    # What the contract's outcome hook issues (a receipt, an attestation), written only where
+    # this move holds; the result the operation keeps names it.
+    issuance = _outcome_issuance(operation, target, result, now)
     if issuance is not None:
         result = issuance.result
     move = [target.value, value(Operation, "updated_at", now),
@@ -214,6 +217,25 @@ def operation_move(
     if evidence is not None:
         operation.evidence = evidence
     return True
+
+
+def _outcome_issuance(operation: Operation, target: OperationState,
+                      result: dict[str, Any] | None, now: datetime) -> Issuance | None:
+    """What the outcome hook registered with the operation's contract issues on its move to
+    `target` (`dispatch.hooks`), or None. The contract the proposal was made under; after an
+    upgrade, the newest of its name (an admin's resolve of an old operation still runs its
+    hook)."""
+    runtime = get_runtime()
+    try:
+        contract = runtime.contract_for(operation.operation, operation.contract_fingerprint)
+    except Denial:
+        return None
+    hook = runtime.outcome_hooks.get((contract.qualified_name, contract.contract_version))
+    if hook is None:
+        return None
+    arguments = dict(json.loads(operation.proposal.canonical)["arguments"])
+    return hook(outcome_context(operation=operation, contract=contract, target=target,
+                                result=result, arguments=arguments, now=now))
 
 
 _MINT = object()

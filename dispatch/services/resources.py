@@ -26,7 +26,6 @@ from protocols.lifecycle import (
     ApprovalState,
     PermitState,
     ResourceEvent,
-    ResourceState,
     transition,
 )
 
@@ -132,7 +131,8 @@ def resource_move(
     `protocol_state_invalid` if the state does not allow `event`) rolls the caller back whole.
     `also`: other columns the same update writes (an edit's new revision number).
     """
-    allowed, target = _moves(event)
+    # The registered kinds are part of the key: a kind registered later moves too.
+    allowed, target = _moves(event, tuple(sorted(RESOURCE_PROTOCOLS)))
     moved = Resource.objects.filter(
         allowed, id=ref["id"], current_revision=ref["revision"],
     ).update(state=target, updated_at=now, **(also or {}))
@@ -141,14 +141,16 @@ def resource_move(
 
 
 @functools.cache
-def _moves(event: ResourceEvent) -> tuple[Q, Case]:
-    """The WHERE and the SET of `resource_move`, derived from the tables (`sources`)."""
+def _moves(event: ResourceEvent, kinds: tuple[str, ...]) -> tuple[Q, Case]:
+    """The WHERE and the SET of `resource_move`, derived from the registered tables of `kinds`
+    (`sources`); a registered table never changes, so its name is its key."""
     sources, whens = [], []
-    for kind, protocol in sorted(RESOURCE_PROTOCOLS.items()):
+    for kind in kinds:
+        protocol = RESOURCE_PROTOCOLS[kind]
         for (source, on), target in sorted(protocol.transitions.items()):
             if on == event:
-                sources.append(Q(kind=kind, state=source))
-                whens.append(When(kind=kind, state=source, then=Value(target.value)))
+                sources.append(Q(kind=kind, state=str(source)))
+                whens.append(When(kind=kind, state=str(source), then=Value(str(target))))
     allowed = functools.reduce(operator.or_, sources, Q(pk__in=[]))
     return allowed, Case(*whens, output_field=models.CharField())
 
@@ -164,7 +166,7 @@ def _refusal(ref: dict[str, Any], event: ResourceEvent) -> Denial:
         return Denial(DenialCode.STALE_REVISION, resource_id=ref["id"],
                       current_revision=revision)
     try:
-        transition(RESOURCE_PROTOCOLS[kind], ResourceState(state), event)
+        transition(RESOURCE_PROTOCOLS[kind], state, event)
     except Denial as denial:
         return Denial(denial.code, denial.message, resource_id=ref["id"], **denial.details)
     # Allowed now, refused a moment ago: it moved meanwhile; the caller may try again.

@@ -250,7 +250,7 @@ def _pin_handle(name: str, kind: str, state: str | None, principal: Principal,
     if resource.kind != kind:
         raise WorkflowRefused(DenialCode.INPUT_INVALID, f"input `{name}` must be a {kind}, "
                               f"{resource.id} is a {resource.kind}")
-    expected = state or RESOURCE_PROTOCOLS[kind].initial.value
+    expected = state or str(RESOURCE_PROTOCOLS[kind].initial)
     if resource.state != expected:
         # The certificate was issued for a handle in the declared state.
         raise WorkflowRefused(DenialCode.INPUT_INVALID,

@@ -95,7 +95,7 @@ def _resource_arg(ctx: Ctx, env: Env, arg: str, expr: Expr, protocol_name: str,
     first, DESIGN §11)."""
     event = ResourceEvent.PROPOSE
     protocol = RESOURCE_PROTOCOLS[protocol_name]
-    allowed = ", ".join(sorted(s.value for s in sources(protocol, event)))
+    allowed = ", ".join(sorted(str(s) for s in sources(protocol, event)))
     value = ctx.expect(env, expr, HandleT, "a resource handle",
                        f"{article(protocol_name)} {protocol_name} handle in state {allowed}")
     if value is None or not isinstance(value.type, HandleT):
@@ -113,13 +113,13 @@ def _resource_arg(ctx: Ctx, env: Env, arg: str, expr: Expr, protocol_name: str,
         found.reads.append(resource.rid)
     elif mode == "assume":
         attested = next((t for (_, e), t in protocol.transitions.items()
-                         if e is ResourceEvent.ATTEST), None)
+                         if e == ResourceEvent.ATTEST), None)
         target = protocol.transitions.get((attested, event)) if attested else None
         if target is not None:
-            env.set_state(resource.rid, target.value, step.span)
+            env.set_state(resource.rid, str(target), step.span)
     elif check_state(ctx, resource, event, expr.span, f"propose with `{expr}`"):
         target = protocol.transitions[(plain_state(resource), event)]
-        env.set_state(resource.rid, target.value, step.span)
+        env.set_state(resource.rid, str(target), step.span)
     if (resource.rid, resource.revision) not in found.resources:
         found.resources.append((resource.rid, resource.revision))
     return UNKNOWN if resource.payload is None else {"payload": resource.payload}
@@ -208,7 +208,7 @@ def _tag(env: Env, rid: str, vid: str, name: str, span: Span,
     resource = env.resources[rid]
     protocol = RESOURCE_PROTOCOLS[resource.protocol]
     state = plain_state(resource)  # callers checked it is a plain state
-    by_tag = tuple((tag, protocol.transitions[(state, event)].value) for tag, event in events)
+    by_tag = tuple((tag, str(protocol.transitions[(state, event)])) for tag, event in events)
     distinct = {target for _, target in by_tag}
     env.set_state(rid, distinct.pop() if len(distinct) == 1 else Tagged(vid, name, by_tag),
                   span)
@@ -256,7 +256,7 @@ def dispatch(ctx: Ctx, env: Env, step: Dispatch) -> None:
             resource = env.resources[rid]
             protocol = RESOURCE_PROTOCOLS[resource.protocol]
             claimed = protocol.transitions[(plain_state(resource), ResourceEvent.CLAIM)]
-            env.set_state(rid, claimed.value, step.span)
+            env.set_state(rid, str(claimed), step.span)
             _tag(env, rid, outcome_vid, step.bind or "the outcome", step.span, OUTCOME_EVENTS)
     plan = proposal.plan if proposal.plan is None else replace(proposal.plan, at=step.span)
     bind(ctx, env, step.bind, OutcomeT(proposal.op, plan), Prov.TRUSTED, step.span, outcome_vid)

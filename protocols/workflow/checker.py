@@ -114,8 +114,8 @@ def _declare(ctx: Ctx, env: Env, item: Input) -> None:
                        f"`{item.resource}`", item.span,
                        f"use one of: {', '.join(sorted(RESOURCE_PROTOCOLS))}",
                        required="a declared resource kind", actual=str(item.resource))
-        elif (state := item.state or protocol.initial.value) not in (
-                states := sorted(s.value for s in protocol.states)):
+        elif (state := item.state or str(protocol.initial)) not in (
+                states := sorted(str(s) for s in protocol.states)):
             ctx.report(D.MALFORMED_WORKFLOW, f"input `{item.name}`: `{state}` is not a state of "
                        f"{protocol.name}", item.span, f"use one of: {', '.join(states)}",
                        required=" | ".join(states), actual=state)

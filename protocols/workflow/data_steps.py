@@ -57,7 +57,7 @@ def create(ctx: Ctx, env: Env, step: Create) -> None:
         return
     rid = f"r:{step.span.path}"
     env.resources[rid] = Resource(rid, step.bind or step.kind, protocol.name,
-                                  protocol.initial.value, 1, step.span, payload)
+                                  str(protocol.initial), 1, step.span, payload)
     handle = HandleT(rid, 1, protocol.name)
     evidence.written(env, handle, step.payload, step.payload.span)
     bind(ctx, env, step.bind, handle, Prov.TRUSTED, step.span)
@@ -90,7 +90,7 @@ def edit(ctx: Ctx, env: Env, step: Edit) -> None:
     state = resource.state
     if check_state(ctx, resource, ResourceEvent.EDIT, step.handle.span, "edit"):
         protocol = RESOURCE_PROTOCOLS[resource.protocol]
-        state = protocol.transitions[(plain_state(resource), ResourceEvent.EDIT)].value
+        state = str(protocol.transitions[(plain_state(resource), ResourceEvent.EDIT)])
     env.set_state(resource.rid, state, step.span, revision=revision, payload=payload,
                   keep_payload=False)
     handle = HandleT(resource.rid, revision, resource.protocol)

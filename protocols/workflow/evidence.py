@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 
 from protocols.contracts import EvidenceRole, OperationContract
 from protocols.denials import DiagnosticCode
-from protocols.lifecycle import RESOURCE_PROTOCOLS, ResourceEvent, ResourceState
+from protocols.lifecycle import RESOURCE_PROTOCOLS, ResourceEvent
 from protocols.workflow.context import Ctx
 from protocols.workflow.diagnostics import Note
 from protocols.workflow.env import (
@@ -136,9 +136,9 @@ def narrow_verdict(env: Env, fact: Attestation, tag: str, explicit: set[str],
             or not isinstance(resource.state, str):
         return
     table = RESOURCE_PROTOCOLS[resource.protocol].transitions
-    target = table.get((ResourceState(resource.state), ResourceEvent.ATTEST))
+    target = table.get((resource.state, ResourceEvent.ATTEST))
     if target is not None:
-        env.set_state(fact.rid, target.value, span)
+        env.set_state(fact.rid, str(target), span)
 
 
 def check_publication(ctx: Ctx, env: Env, contract: OperationContract, step: Propose) -> bool:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from protocols.contracts import OperationContract, compile_schema, schema_errors
 from protocols.denials import DiagnosticCode
-from protocols.lifecycle import RESOURCE_PROTOCOLS, ResourceEvent, ResourceState, sources
+from protocols.lifecycle import RESOURCE_PROTOCOLS, ResourceEvent, sources
 from protocols.workflow.context import Ctx
 from protocols.workflow.diagnostics import Note
 from protocols.workflow.env import Conflicted, Resource, Tagged
@@ -25,7 +25,7 @@ def check_state(ctx: Ctx, resource: Resource, event: ResourceEvent, span: Span,
                 what: str) -> bool:
     """Report unless `resource` is in a plain state from which `event` is declared."""
     protocol = RESOURCE_PROTOCOLS[resource.protocol]
-    allowed = sorted(s.value for s in sources(protocol, event))
+    allowed = sorted(str(s) for s in sources(protocol, event))
     required = f"{resource.protocol} in state {' | '.join(allowed)}"
     if not _settled(ctx, resource, span, what, required, f"is {allowed[0]}"):
         return False
@@ -33,8 +33,8 @@ def check_state(ctx: Ctx, resource: Resource, event: ResourceEvent, span: Span,
     notes = [] if resource.changed_at is None else [Note("state set here", resource.changed_at)]
     if not protocol.allows(state, event):
         ctx.report(D.INVALID_PROTOCOL_STATE,
-                   f"{what}: `{resource.label}` is {state.value}; `{event.value}` is not "
-                   "allowed", span, _state_help(event), required=required, actual=state.value,
+                   f"{what}: `{resource.label}` is {state}; `{event.value}` is not "
+                   "allowed", span, _state_help(event), required=required, actual=state,
                    notes=notes)
         return False
     return True
@@ -67,10 +67,10 @@ def _settled(ctx: Ctx, resource: Resource, span: Span, what: str, required: str,
     return True
 
 
-def plain_state(resource: Resource) -> ResourceState:
+def plain_state(resource: Resource) -> str:
     """The state of a resource `check_state` accepted: always a plain protocol state."""
     assert isinstance(resource.state, str)
-    return ResourceState(resource.state)
+    return resource.state
 
 
 def _state_help(event: ResourceEvent) -> str:

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from demo.contracts import QUESTION_KIND, REPORT_KIND
+from demo.tables import QUESTION, REPORT
 from dispatch.runtime import get_runtime
 from dispatch.services.resources import resource_create
 from protocols.contracts import compile_schema, schema_errors
 from protocols.denials import Denial, DenialCode
-from protocols.lifecycle import QUESTION, REPORT
 from tests.conftest import World
 
 QUESTION_PAYLOAD = {"topic": "bees", "text": "How do bees tell each other where flowers are?"}

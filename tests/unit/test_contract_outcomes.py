@@ -10,13 +10,11 @@ import pytest
 
 from demo.contracts import email_send, report_publish
 from demo.handlers import EmailSendHandler
+from demo.tables import EMAIL_DRAFT, QUESTION, REPORT
 from dispatch.runtime import Runtime
 from protocols.contracts import ContractRegistry
 from protocols.grants import Policy
 from protocols.lifecycle import (
-    EMAIL_DRAFT,
-    QUESTION,
-    REPORT,
     OperationEvent,
     OperationState,
     ResourceEvent,

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from demo.contracts import EMAIL_DRAFT_KIND, QUESTION_KIND, REPORT_KIND
+from demo.tables import EMAIL_DRAFT
 from dispatch.runtime import get_runtime
 from protocols.contracts import ResourceKind
 from protocols.denials import Denial, DenialCode
-from protocols.lifecycle import EMAIL_DRAFT
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME_PACKAGES = ("dispatch", "console")

@@ -82,16 +82,17 @@ def test_the_transition_tables_are_part_of_the_fingerprint(
 ) -> None:
     """Spec §8, §10: recovery checks the fingerprint, so it must change when a table a
     contract's operations move through does: the email_draft protocol, or the operation's."""
+    from demo import tables as tables_of_demo
     from protocols import lifecycle
 
     contract = email_send("fp")
     tables = contract.declaration()["protocols"]
     assert set(tables) == {"operation", "resource:email_draft"}
-    assert tables["resource:email_draft"] == lifecycle.EMAIL_DRAFT.canonical()
+    assert tables["resource:email_draft"] == tables_of_demo.EMAIL_DRAFT.canonical()
     assert ["claimed", "complete", "completed"] in tables["operation"]["transitions"]
     before = contract.fingerprint
 
-    draft = lifecycle.EMAIL_DRAFT
+    draft = tables_of_demo.EMAIL_DRAFT
     widened = replace(draft, transitions={
         **draft.transitions,
         (lifecycle.ResourceState.UNKNOWN, lifecycle.ResourceEvent.CLAIM):

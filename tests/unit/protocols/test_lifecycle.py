@@ -8,14 +8,12 @@ from typing import Any
 
 import pytest
 
+from demo.tables import EMAIL_DRAFT, QUESTION, REPORT
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import (
     APPROVAL_LIFECYCLE,
-    EMAIL_DRAFT,
     OPERATION_LIFECYCLE,
     PERMIT_LIFECYCLE,
-    QUESTION,
-    REPORT,
     RESOURCE_PROTOCOLS,
     ApprovalEvent,
     ApprovalState,
