@@ -118,9 +118,9 @@ OVERRIDES: list[tuple[str, str, str, str]] = [
 ]
 
 #: What the words around a citation (in a comment, a docstring or a document, not in a string
-#: literal) say it means: (document, section, pattern within 150 characters, anchor).
+#: literal) say it means: (document, section, pattern within 100 characters, anchor).
 CONTEXT: list[tuple[str, str, str, str]] = [
-    ("DESIGN", "11", r"delegat|sub-agent|subagent|carve", D + "delegation"),
+    ("DESIGN", "11", r"delegated|delegation|sub-agent|subagent|carve", D + "delegation"),
     ("DESIGN", "5", r"sticky|uncertain", D + "outcomes"),
     ("DESIGN", "5", r"cancel", D + "cancellation"),
     ("DESIGN", "5", r"retry|retries|attempt_next|further attempt", D + "retries"),
@@ -155,6 +155,7 @@ _NUMBER = r"\d+(?:\.\d+)*"
 CITATION = re.compile(
     r"\b(?P<doc>DESIGN|[Ss]pec|SPEC|STYLE)(?:[ \t]*\n[ \t]*(?:#[ \t]*)?|[ \t]*)"
     r"(?P<signs>§§?)[ \t]*(?P<first>" + _NUMBER + r")"
+    r"(?P<step>[ \t]+steps?[ \t]+\d+(?:[ \t]*[-–][ \t]*\d+)?)?"
     r"(?P<rest>(?:(?:[ \t]*(?:,|\band\b|\bor\b|/)[ \t]*(?:\n[ \t]*(?:#[ \t]*)?)?§[ \t]*"
     + _NUMBER + r")|(?:[ \t]*[-–][ \t]*§?[ \t]*" + _NUMBER + r"))*)"
     r"(?:[ \t]+\"(?P<quoted>[^\"\n]{1,40})\")?"
@@ -210,6 +211,10 @@ def replacement(match: re.Match[str], path: str, around: str = "") -> str:
         file, _, name = anchor.partition("#")
         parts.append(f"#{name}" if file == previous_file else anchor)
         previous_file = file
+        if match["step"] and len(parts) == 1:
+            # "step 3" belongs to the first section; what follows names its file again.
+            parts[0] += " " + match["step"].strip()
+            previous_file = None
     text = " and ".join(parts) if joiner == "and" and len(parts) == 2 else ", ".join(parts)
     if quoted:
         text += f' "{quoted}"'
@@ -225,7 +230,7 @@ def rewrite_text(text: str, path: str) -> str:
     def one(match: re.Match[str]) -> str:
         if any(start <= match.start() < end for start, end in literals):
             return replacement(match, "")
-        around = text[max(0, match.start() - 150):match.end() + 150]
+        around = text[max(0, match.start() - 100):match.end() + 100]
         return replacement(match, path, around)
 
     return _merge(CITATION.sub(one, text))
@@ -352,6 +357,11 @@ def rewrap(lines: list[str], changed: set[int], path: str) -> list[str]:
             print(f"{path}:{lineno}: over {LIMIT} characters, not a comment or docstring: "
                   "shorten it by hand", file=sys.stderr)
             continue
+        rule = re.search(r" ([-=])\1{2,}$", line)
+        if rule and len(line) - LIMIT <= len(rule.group(0)) - 4:
+            # A section rule ("# --- name ------"): shorten the rule, keep one line.
+            line = line[:LIMIT]
+            out[index] = line + "\n"
         while len(line) > LIMIT:
             cut = _split_at(line, start)
             if cut is None:

@@ -151,6 +151,8 @@ def test_every_anchor_the_rewrite_can_write_exists() -> None:
     ("spec \u00a76.3, \u00a78): a lapsed", "docs/design.md#permits, #outcomes): a lapsed"),
     ("DESIGN \u00a7\u00a76\u20137 say", "docs/design.md#denials, docs/rest-api.md#calls say"),
     ("DESIGN \u00a74-\u00a75", "docs/design.md#concepts, #dispatcher"),
+    ("(DESIGN \u00a75 step 3, \u00a76)",
+     "(docs/design.md#dispatcher step 3, docs/design.md#denials)"),
     ("spec \u00a77 and \u00a79", "docs/design.md#dispatcher and #budgets"),
     ("(DESIGN\n    \u00a711), issued", "(docs/design.md#evidence), issued"),
     ('DESIGN \u00a74 "Digest"', "docs/design.md#digest"),
@@ -162,3 +164,18 @@ def test_the_rewrite(before: str, after: str) -> None:
     rewrite = _script().rewrite_text  # type: ignore[attr-defined]
     assert rewrite(before, "x.html") == after
     assert rewrite(after, "x.html") == after
+
+
+def test_a_comment_made_too_long_is_wrapped_into_its_paragraph() -> None:
+    script = _script()
+    words = "word " * 17
+    lines = [f"    # {words}(docs/design.md#evidence) end\n", "    # next line.\n", "x = 1\n",
+             'def f() -> None:\n', f'    """{words}(docs/design.md#evidence) and more."""\n']
+    out = script.rewrap(lines, {0, 4}, "x.py")  # type: ignore[attr-defined]
+    assert all(len(line.rstrip("\n")) <= script.LIMIT for line in out)  # type: ignore[attr-defined]
+    assert out[1] == "    # (docs/design.md#evidence) end next line.\n"
+    assert out[-1] == '    (docs/design.md#evidence) and more."""\n'
+    def words_of(text: list[str]) -> list[str]:
+        return [word for word in "".join(text).split() if word != "#"]
+
+    assert words_of(out) == words_of(lines)
