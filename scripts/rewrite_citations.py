@@ -143,9 +143,10 @@ CONTEXT: list[tuple[str, str, str, str]] = [
     ("SPEC", "8", r"renew", D + "renewals"),
     ("SPEC", "6.3", r"renew", D + "renewals"),
     ("SPEC", "8", r"reconcil|lookup", D + "reconciliation"),
-    ("SPEC", "8", r"retry|retries", D + "retries"),
+    ("SPEC", "8", r"retry|retries|repeat", D + "retries"),
     ("SPEC", "9", r"cancel", D + "cancellation"),
     ("SPEC", "12", r"diagnostic|span", W + "diagnostic-codes"),
+    ("SPEC", "13", r"assumption", D + "assumptions"),
 ]
 
 _NUMBER = r"\d+(?:\.\d+)*"
@@ -238,12 +239,14 @@ def rewrite_text(text: str, path: str) -> str:
 
 _ADJACENT = re.compile(r"(docs/([\w/-]+)\.md#[\w-]+(?:, #[\w-]+)*)(,|;| and) docs/\2\.md#")
 _REPEATED = re.compile(r"(#[\w-]+)((?:, #[\w-]+)*), \1\b")
+_STEP_REPEATED = re.compile(r"(docs/[\w/-]+\.md#[\w-]+)( steps? [\d–-]+), \1\b(?!-)")
 
 
 def _merge(text: str) -> str:
     """Citations of one file side by side read as one: `docs/design.md#permits, #outcomes`."""
     while True:
         merged = _REPEATED.sub(r"\1\2", _ADJACENT.sub(r"\1\3 #", text))
+        merged = _STEP_REPEATED.sub(r"\1\2", merged)
         if merged == text:
             return text
         text = merged

@@ -153,6 +153,7 @@ def test_every_anchor_the_rewrite_can_write_exists() -> None:
     ("DESIGN \u00a74-\u00a75", "docs/design.md#concepts, #dispatcher"),
     ("(DESIGN \u00a75 step 3, \u00a76)",
      "(docs/design.md#dispatcher step 3, docs/design.md#denials)"),
+    ("DESIGN \u00a75 steps 1-4, spec \u00a77", "docs/design.md#dispatcher steps 1-4"),
     ("spec \u00a77 and \u00a79", "docs/design.md#dispatcher and #budgets"),
     ("(DESIGN\n    \u00a711), issued", "(docs/design.md#evidence), issued"),
     ('DESIGN \u00a74 "Digest"', "docs/design.md#digest"),
