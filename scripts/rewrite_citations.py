@@ -124,8 +124,8 @@ CONTEXT: list[tuple[str, str, str, str]] = [
     ("DESIGN", "5", r"sticky|uncertain", D + "outcomes"),
     ("DESIGN", "5", r"cancel", D + "cancellation"),
     ("DESIGN", "5", r"retry|retries|attempt_next|further attempt", D + "retries"),
+    ("DESIGN", "5", r"round trip|write transaction|hot.path", D + "write-transactions"),
     ("DESIGN", "5", r"budget|reserv", D + "budgets"),
-    ("DESIGN", "5", r"round trip|write transaction|hot path", D + "write-transactions"),
     ("DESIGN", "5", r"reconcil", D + "reconciliation"),
     ("DESIGN", "5", r"BEGIN IMMEDIATE|across processes|one transaction", D + "claim"),
     ("DESIGN", "4", r"principal|tenant", D + "principals"),
@@ -202,8 +202,10 @@ def replacement(match: re.Match[str], path: str, around: str = "") -> str:
         anchors.append(QUALIFIED[(doc, numbers[0], quoted)])
         quoted = None
     else:
-        for number in numbers:
-            anchor = target(doc, number, path, around)
+        for index, number in enumerate(numbers):
+            # "§5 step 3" names a step of that section's own list: its default anchor.
+            stepped = index == 0 and match["step"]
+            anchor = target(doc, number, "" if stepped else path, "" if stepped else around)
             if anchor not in anchors:
                 anchors.append(anchor)
     parts: list[str] = []
