@@ -91,7 +91,7 @@ QUALIFIED: dict[tuple[str, str, str], str] = {
 }
 
 #: Where a file's subject says better which part of a section it means:
-#: (glob of the path, document, section) -> anchor. The first match wins.
+#: (glob of the path, document, section) -> anchor. The first match wins, before `CONTEXT`.
 OVERRIDES: list[tuple[str, str, str, str]] = [
     ("*renewal*", "SPEC", "6.3", D + "renewals"),
     ("*renewal*", "SPEC", "8", D + "renewals"),
@@ -108,6 +108,7 @@ OVERRIDES: list[tuple[str, str, str, str]] = [
     ("docs/benchmarks.md", "DESIGN", "5", D + "write-transactions"),
     ("protocols/workflow/*", "SPEC", "12", W + "diagnostic-codes"),
     ("tests/workflows/*", "SPEC", "12", W + "diagnostic-codes"),
+    ("*check_workflow*", "SPEC", "12", W + "diagnostic-codes"),
     ("protocols/workflow/*", "SPEC", "9", W + "typing-rules"),
     ("tests/workflows/*", "SPEC", "9", W + "typing-rules"),
     ("docs/workflows.md", "SPEC", "9", W + "typing-rules"),
@@ -138,7 +139,8 @@ CONTEXT: list[tuple[str, str, str, str]] = [
     ("DESIGN", "4", r"contract|fingerprint", D + "contracts"),
     ("DESIGN", "4", r"operation|attempt", D + "operations"),
     ("DESIGN", "6", r"which code|several could", D + "which-code"),
-    ("DESIGN", "7", r"call_id|\bstates?\b|lowercase", R + "proposal"),
+    ("DESIGN", "7", r"every right", D + "principals"),
+    ("DESIGN", "7", r"call.id|\bstates?\b|lowercase", R + "proposal"),
     ("DESIGN", "7", r"scope", R + "scopes"),
     ("SPEC", "8", r"renew", D + "renewals"),
     ("SPEC", "6.3", r"renew", D + "renewals"),
@@ -165,11 +167,11 @@ _JOINED = re.compile(r"(,|\band\b|\bor\b|/|[-–])[ \t\n#]*§?[ \t]*(" + _NUMBER
 
 
 def target(doc: str, section: str, path: str, around: str = "") -> str:
-    for c_doc, c_section, pattern, anchor in CONTEXT:
-        if c_doc == doc and c_section == section and re.search(pattern, around, re.IGNORECASE):
-            return anchor
     for glob, o_doc, o_section, anchor in OVERRIDES:
         if o_doc == doc and o_section == section and fnmatch.fnmatch(path, glob):
+            return anchor
+    for c_doc, c_section, pattern, anchor in CONTEXT:
+        if c_doc == doc and c_section == section and re.search(pattern, around, re.IGNORECASE):
             return anchor
     probe = section
     while True:
@@ -304,9 +306,11 @@ _ITEM = re.compile(r"(?:[-*]|\d+\.)\s")
 
 def _split_at(line: str, start: int) -> int | None:
     """The index of the last space at or before the limit where the line may break: after
-    `start`, and not before a word that continues a citation (`#anchor`)."""
+    `start`, not inside inline code, and not before a word that continues a citation
+    (`#anchor`)."""
     for index in range(min(len(line) - 1, LIMIT), start, -1):
-        if line[index] == " " and line[index - 1] != " " and not line[index + 1:].startswith("#"):
+        if line[index] == " " and line[index - 1] != " " and \
+                not line[index + 1:].startswith("#") and line[:index].count("`") % 2 == 0:
             return index
     return None
 
@@ -346,14 +350,17 @@ def rewrap(lines: list[str], changed: set[int], path: str) -> list[str]:
                     nxt.startswith(prefix.rstrip(" ")) and not _ITEM.match(nxt[len(p):])
         elif lineno in docstrings:
             first, last = docstrings[lineno]
-            indent = re.match(r"[ \t]*", out[first - 1 + offset]).group(0)
             stripped = line.lstrip()
             start = len(line) - len(stripped)
+            indent = line[:start]
             if lineno == first:
                 start += 3
-            follow = indent
+                opening = out[first - 1 + offset]
+                indent = opening[:len(opening) - len(opening.lstrip())]
+            # A list item's further lines are indented under its text.
+            follow = indent + ("  " if _ITEM.match(line[start:]) else "")
 
-            def continues(nxt: str, indent: str = indent) -> bool:
+            def continues(nxt: str, indent: str = follow) -> bool:
                 body = nxt[len(indent):]
                 return nxt.startswith(indent) and bool(body.strip()) and \
                     not body.startswith((" ", '"""', "'''")) and not _ITEM.match(body)
