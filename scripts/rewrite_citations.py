@@ -93,6 +93,8 @@ QUALIFIED: dict[tuple[str, str, str], str] = {
 #: Where a file's subject says better which part of a section it means:
 #: (glob of the path, document, section) -> anchor. The first match wins, before `CONTEXT`.
 OVERRIDES: list[tuple[str, str, str, str]] = [
+    ("bench/*", "DESIGN", "5", D + "write-transactions"),
+    ("docs/benchmarks.md", "DESIGN", "5", D + "write-transactions"),
     ("*renewal*", "SPEC", "6.3", D + "renewals"),
     ("*renewal*", "SPEC", "8", D + "renewals"),
     ("*cancel*", "DESIGN", "5", D + "cancellation"),
@@ -104,8 +106,6 @@ OVERRIDES: list[tuple[str, str, str, str]] = [
     ("*budget*", "DESIGN", "5", D + "budgets"),
     ("*claims*", "DESIGN", "5", D + "claim"),
     ("*statements*", "DESIGN", "5", D + "write-transactions"),
-    ("bench/*", "DESIGN", "5", D + "write-transactions"),
-    ("docs/benchmarks.md", "DESIGN", "5", D + "write-transactions"),
     ("protocols/workflow/*", "SPEC", "12", W + "diagnostic-codes"),
     ("tests/workflows/*", "SPEC", "12", W + "diagnostic-codes"),
     ("*check_workflow*", "SPEC", "12", W + "diagnostic-codes"),
