@@ -205,7 +205,7 @@ def replacement(match: re.Match[str], path: str, around: str = "") -> str:
         quoted = None
     else:
         for index, number in enumerate(numbers):
-            # "§5 step 3" names a step of that section's own list: its default anchor.
+            # A numbered step ("step 3") is one of its section's own list: the default anchor.
             stepped = index == 0 and match["step"]
             anchor = target(doc, number, "" if stepped else path, "" if stepped else around)
             if anchor not in anchors:
