@@ -30,7 +30,7 @@ MORE = re.compile(r"#([\w-]+)")
 OLD = re.compile(r"\b(?:DESIGN|[Ss]pec|SPEC|STYLE)(?:[\s#]|\*)*\u00a7")
 BARE = re.compile("\u00a7\\s?\\d")
 STANDARD = re.compile(r"RFC|UTS|Schema|I-JSON")
-HISTORY_LABEL = re.compile(r"\b(?:stage\s*\d|issues?\s*#?\s*\d+)", re.IGNORECASE)
+HISTORY_LABEL = re.compile(r"\b(?:stage[\s-]*\d|issues?[\s-]*#?\s*\d+)", re.IGNORECASE)
 
 
 def files(*suffixes: str) -> list[Path]:
