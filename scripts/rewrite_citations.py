@@ -11,8 +11,11 @@ own paragraph; a string literal it would make too long is reported, not changed.
 Idempotent: a second run finds no citation and changes nothing. Run from anywhere:
 
     python scripts/rewrite_citations.py [--check] [PATH ...]
+    python scripts/rewrite_citations.py --wrap PATH ...
 
-`--check` changes nothing and exits 1 when something would change. `tests/unit/
+`--check` changes nothing and exits 1 when something would change. `--wrap` only re-wraps the
+comment and docstring lines of the given Python files that are over the limit (after a rewrite
+by hand, say). `tests/unit/
 test_citations.py` fails on any citation left, and on any `docs/…#anchor` that does not exist.
 """
 
@@ -447,7 +450,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("paths", nargs="*", type=Path)
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if needed")
+    parser.add_argument("--wrap", action="store_true",
+                        help="only re-wrap over-long comment and docstring lines of PATHs")
     args = parser.parse_args(argv)
+    if args.wrap:
+        for path in args.paths:
+            lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+            long = {i for i, line in enumerate(lines) if len(line.rstrip("\n")) > LIMIT}
+            if long:
+                path.write_text("".join(rewrap(lines, long, str(path))), encoding="utf-8")
+        return 0
     paths = [p.resolve() for p in args.paths] or candidates()
     changed = [p for p in paths if rewrite_file(p, check=args.check)]
     return 1 if args.check and changed else 0
