@@ -1,1 +1,2 @@
-"""Benchmarks that print figures (DESIGN §3); run them with `python bench/run_all.py`."""
+"""Benchmarks that print figures (docs/design.md#layout); run them with
+`python bench/run_all.py`."""

@@ -1,4 +1,5 @@
-"""Bench 2: proposal intake over the REST API under gunicorn (DESIGN §7 `POST proposals/`).
+"""Bench 2: proposal intake over the REST API under gunicorn (docs/rest-api.md#calls
+`POST proposals/`).
 
 `gunicorn config.wsgi -w 3` serves the project with DEBUG off; `bench.loadgen`, in another
 process, sends bounded closed-loop load over loopback. The baseline, measured in the same run
@@ -186,8 +187,8 @@ def run(ctx: Context) -> Result:
             ctx.progress.step(1)
             missing = probe(port, agent["token"])
             if missing:
-                result.skipped = ("POST /api/v1/proposals/ is not there yet (DESIGN §7): "
-                                  f"{missing}; nothing measured")
+                result.skipped = ("POST /api/v1/proposals/ is not there yet "
+                                  f"(docs/rest-api.md#calls): {missing}; nothing measured")
                 result.notes.append(result.skipped)
                 continue
             runs: dict[str, list[dict[str, Any]]] = {"baseline": [], "proposals": []}

@@ -1,8 +1,8 @@
 """Bench 3: approval -> handler start, through Celery on Redis with a real worker process.
 
 An operator grants `email.send` proposals made with `dispatch_on_approval: true`; the grant
-claims the permit and enqueues the dispatch after commit (DESIGN §7). Handler start is the
-attempt's `started_at`, written by the worker just before the handler's I/O; the latency is
+claims the permit and enqueues the dispatch after commit (docs/rest-api.md#calls). Handler start is
+the attempt's `started_at`, written by the worker just before the handler's I/O; the latency is
 that minus the decision time passed to `approval_decide`. The baseline, sampled alternately on
 the same broker, is the round trip of an empty task of a throwaway Celery app
 (`bench.raw_celery`): `apply_async` then `get` of its result. One sample at a time, so nothing

@@ -4,8 +4,9 @@ Both sides run in the same harness against the same database: P worker processes
 from a driver that has made the data) take tickets from a shared counter; ticket t attempts
 item t // 2, so every approved proposal is raced by two claimants and exactly one must win.
 
-- `service`: `proposal_dispatch(enqueue=False)` — steps 1-7 of DESIGN §5, the handler not run
-  (its claim transaction also takes the budget: one more statement than the raw one).
+- `service`: `proposal_dispatch(enqueue=False)` — steps 1-7 of docs/design.md#write-transactions,
+  the handler not run (its claim transaction also takes the budget: one more statement than the raw
+  one).
 - `raw`: the claim transaction alone with the driver itself (psycopg / sqlite3): conditional
   permit UPDATE ... WHERE state='issued', resource compare-and-swap UPDATE, operation INSERT,
   audit INSERT, COMMIT (`BEGIN IMMEDIATE` on SQLite).
@@ -210,9 +211,10 @@ def _worker(index: int, url: str, owner_id: str, commands: Any, results: Any, ba
 
 
 def _budget(report: Any, world: Any) -> dict[str, Any]:
-    """Count what DESIGN §5 budgets: the claim's statements on approved emails (the full claim:
-    permit, resource, operation, audit, budget), and the write transactions of a whole dispatched
-    action on `crm.lookup` (its handler runs in-process, so steps 8-9 run here too)."""
+    """Count what docs/design.md#write-transactions budgets: the claim's statements on approved
+    emails (the full claim: permit, resource, operation, audit, budget), and the write transactions
+    of a whole dispatched action on `crm.lookup` (its handler runs in-process, so steps 8-9 run here
+    too)."""
     from django.db import connection
     from django.utils import timezone
 
@@ -420,7 +422,7 @@ def run(ctx: Context) -> Result:
     table = Table("Claims per second (successful claims; every item raced by two claimants)",
                   ["backend", "procs", "service claims/s", "raw claims/s", "ratio",
                    "service p50/p99 ms", "raw p50/p99 ms", "errors", "double claims"])
-    budget = Table("DESIGN §5 hot-path budget (claim: approved email.send; write "
+    budget = Table("docs/design.md#dispatcher hot-path budget (claim: approved email.send; write "
                    "transactions: crm.lookup dispatched and executed)",
                    ["backend", "claim statements", "claim round trips", "write txns/action",
                     "dispatch statements", "validator compiles"])

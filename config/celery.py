@@ -1,4 +1,5 @@
-"""The Celery app. Tasks take ids, never model instances, and call services (DESIGN §5)."""
+"""The Celery app. Tasks take ids, never model instances, and call services
+(docs/design.md#dispatcher)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Settings, all from the environment (12-factor), with an embedded zero-install default.
 
 - `DATABASE_URL`: default a SQLite file under `VAR_DIR` in WAL mode whose transactions begin
-  IMMEDIATE, so a claim takes the write lock before it reads (DESIGN §5), and whose commits
-  are synced to disk (`synchronous=FULL`): an intent survives a power loss.
+  IMMEDIATE, so a claim takes the write lock before it reads (docs/design.md#dispatcher), and whose
+  commits are synced to disk (`synchronous=FULL`): an intent survives a power loss.
 - `CELERY_BROKER_URL`: default an embedded filesystem broker whose folders sit beside the database.
 - `SECRET_KEY`: required unless `DJANGO_DEBUG` is on, which allows a development default.
 - `ALLOWED_HOSTS`: comma-separated.
@@ -62,8 +62,8 @@ CSRF_TRUSTED_ORIGINS: list[str] = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 # Modules with a `register(runtime)` function adding trusted contracts, their handlers and
 # resource kinds (dispatch.runtime); each declares `EXTENSION_API = 1`. The default is the demo
-# of DESIGN §8; set it empty (or to other modules) to run without the demo. The demo's app (its
-# commands) comes with it.
+# of docs/design.md#demo; set it empty (or to other modules) to run without the demo. The demo's app
+# (its commands) comes with it.
 DISPATCH_EXTENSIONS: list[str] = env.list("DISPATCH_EXTENSIONS", default=["demo.extension"])
 
 INSTALLED_APPS = [
@@ -167,7 +167,7 @@ LOGIN_URL = "/accounts/login/"
 CSRF_FAILURE_VIEW = "console.views.csrf_failure"
 LOGIN_REDIRECT_URL = "/console/"
 
-DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024  # DESIGN §6: bodies over 1 MiB are refused
+DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024  # docs/design.md#denials: bodies over 1 MiB are refused
 
 
 # --- Caches ---------------------------------------------------------------------------------------
@@ -196,7 +196,7 @@ LOGIN_FAILURE_WINDOW: int = env.int("LOGIN_FAILURE_WINDOW", default=15 * 60)  # 
 # empty: the connection's own address (REMOTE_ADDR).
 LOGIN_ADDRESS_HEADER: str = env.str("LOGIN_ADDRESS_HEADER", default="")
 
-# --- Celery: the handler runs on a worker after the claim commits (DESIGN §5) -----------------
+# --- Celery: the handler runs on a worker after the claim commits (docs/design.md#dispatcher) -----
 BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL: str = env.str("CELERY_BROKER_URL", default="filesystem://")
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {}
@@ -250,15 +250,16 @@ if "demo.extension" in DISPATCH_EXTENSIONS:
     EVIDENCE_SOURCE_ALLOWLIST: list[str] = demo_source_allowlist(env)
 
 # --- Policy ---------------------------------------------------------------------------------------
-# Deployment policy: effects this deployment allows at all (DESIGN §5 step 3/4).
+# Deployment policy: effects this deployment allows at all (docs/design.md#dispatcher step 3/4).
 DEPLOYMENT_ALLOWED_EFFECTS: list[str] = env.list(
     "DEPLOYMENT_ALLOWED_EFFECTS", default=["read", "external_write", "financial_write", "human"]
 )
-# Argument and payload fields redacted before anything reaches the audit (spec §12).
+# Argument and payload fields redacted before anything reaches the audit (docs/design.md#audit).
 AUDIT_REDACT_FIELDS: list[str] = env.list(
     "AUDIT_REDACT_FIELDS", default=["password", "secret", "token", "api_key", "authorization"]
 )
-# Budgets reserved before a claim (spec §9): tool calls per principal per hour and per execution.
+# Budgets reserved before a claim (docs/design.md#budgets): tool calls per principal per hour and
+# per execution.
 BUDGET_TOOL_CALLS_PER_PRINCIPAL: int = env.int("BUDGET_TOOL_CALLS_PER_PRINCIPAL", default=1000)
 BUDGET_TOOL_CALLS_PER_EXECUTION: int = env.int("BUDGET_TOOL_CALLS_PER_EXECUTION", default=100)
 # Model tokens one agent execution may use (0: no limit, usage is only accounted). A hard
@@ -274,7 +275,7 @@ REST_FRAMEWORK = {
         "dispatch.api.authentication.PrincipalSessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    # Strict UTF-8 JSON only (DESIGN §6); anything else is 415.
+    # Strict UTF-8 JSON only (docs/design.md#denials); anything else is 415.
     "DEFAULT_PARSER_CLASSES": ["dispatch.api.parsers.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "dispatch.api.exceptions.api_exception_handler",
@@ -292,7 +293,7 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": (
         "Agents propose exact actions; humans approve the canonical snapshot; the dispatcher "
         "runs only what was approved. Every refusal is "
-        '`{"error": {"code", "message", "details"}}` with a stable code (DESIGN §6).'
+        '`{"error": {"code", "message", "details"}}` with a stable code (docs/design.md#denials).'
     ),
     "SCHEMA_PATH_PREFIX": r"/api/v1",
     "SERVE_INCLUDE_SCHEMA": False,
@@ -318,15 +319,16 @@ HANDLER_TIMEOUT_CAP: float = env.float("HANDLER_TIMEOUT_CAP", default=15.0)
 # Pause between same-key retries of a receiver_dedup operation, doubled per attempt.
 RETRY_BACKOFF_SECONDS: float = env.float("RETRY_BACKOFF_SECONDS", default=0.5)
 
-# --- Reconciliation (spec §8): bounded, one pass at a time -------------------------------------
+# --- Reconciliation (docs/design.md#reconciliation): bounded, one pass at a time ------------------
 RECONCILE_BATCH: int = env.int("RECONCILE_BATCH", default=500)  # operations of each state per pass
 RECONCILE_LOOKUP_TIMEOUT: float = env.float("RECONCILE_LOOKUP_TIMEOUT", default=10.0)  # seconds
 # How long a cancellation that finds an attempt in flight waits for that attempt's answer, so
-# that what it returns is terminal where the handler stops on its cancelled context (spec §9).
+# that what it returns is terminal where the handler stops on its cancelled context
+# (docs/design.md#cancellation).
 CANCEL_WAIT_SECONDS: float = env.float("CANCEL_WAIT_SECONDS", default=5.0)
 # Seconds a reconciliation lease lasts: how long a dead pass's lock holds.
 RECONCILE_LEASE_SECONDS: float = env.float("RECONCILE_LEASE_SECONDS", default=300.0)
-# Seconds a delegated workflow step's lease lasts (DESIGN §11), renewed every sub-agent turn:
-# once it lapses, reconciliation revokes the step's grant (its worker is taken for dead). Keep
-# it above the longest turn: a model call plus a handler within its contract timeout.
+# Seconds a delegated workflow step's lease lasts (docs/design.md#delegation), renewed every
+# sub-agent turn: once it lapses, reconciliation revokes the step's grant (its worker is taken for
+# dead). Keep it above the longest turn: a model call plus a handler within its contract timeout.
 DELEGATION_LEASE_SECONDS: float = env.float("DELEGATION_LEASE_SECONDS", default=120.0)

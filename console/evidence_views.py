@@ -1,5 +1,5 @@
-"""Console views of the evidence chain (DESIGN §11): a question's page, with everything that
-rests on it as one timeline. Thin, as `console.views`: reads through `dispatch.selectors`."""
+"""Console views of the evidence chain (docs/design.md#evidence): a question's page, with everything
+that rests on it as one timeline. Thin, as `console.views`: reads through `dispatch.selectors`."""
 
 from __future__ import annotations
 

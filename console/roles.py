@@ -3,7 +3,7 @@
 A visitor who is not logged in is sent to the login page (an htmx poll is told to redirect the
 whole page instead of swapping the login form into a fragment). A logged-in user without a
 human principal, an agent's user, and a human without the required role get the 403 page.
-An admin holds every right of an operator (DESIGN §7).
+An admin holds every right of an operator (docs/design.md#principals).
 """
 
 from __future__ import annotations

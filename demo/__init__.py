@@ -1,4 +1,5 @@
-"""The demo: contracts, handlers, destinations, commands and seed data (DESIGN §8, §10).
+"""The demo: contracts, handlers, destinations, commands and seed data
+(docs/design.md#demo, #running).
 
 A runtime extension (`demo.extension`, loaded through `settings.DISPATCH_EXTENSIONS`) and a
 Django app (`demo`, for its management commands). The runtime (`dispatch`) and the console

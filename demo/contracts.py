@@ -1,4 +1,4 @@
-"""The demo contracts of DESIGN §8 and the resource kind they act on (`email_draft`).
+"""The demo contracts of docs/design.md#demo and the resource kind they act on (`email_draft`).
 
 Contracts are trusted declarations; each names its handler's implementation fingerprint, so a
 changed handler changes the contract fingerprint and old proposals refuse to dispatch.
@@ -53,8 +53,9 @@ EMAIL_DRAFT_KIND = ResourceKind(
     },
 )
 
-# Stage 3 (DESIGN §11): what is researched, and what is published. A report's citations
-# name receipts (`evr_…`), which only the dispatcher issues; the schema checks their shape.
+# The evidence chain (docs/design.md#evidence): what is researched, and what is published. A
+# report's citations name receipts (`evr_…`), which only the dispatcher issues; the schema checks
+# their shape.
 QUESTION_KIND = ResourceKind(
     name="question",
     protocol=QUESTION,
@@ -106,7 +107,8 @@ RESOURCE_REF: Mapping[str, Any] = {
     "additionalProperties": False,
     "required": ["id", "revision"],
     "properties": {
-        "id": {"type": "string"},  # any string: one naming nothing is not_found (DESIGN §6)
+        # Any string: one naming nothing is not_found (docs/design.md#which-code).
+        "id": {"type": "string"},
         "revision": {"type": "integer", "minimum": 1},
     },
 }
@@ -193,8 +195,8 @@ def crm_lookup(implementation_fingerprint: str) -> OperationContract:
     )
 
 
-# Stage 3 (DESIGN §11). Every one has the authority key `topic`: a question's own, a report's
-# through the question it names.
+# The evidence chain's contracts (docs/design.md#evidence). Every one has the authority key
+# `topic`: a question's own, a report's through the question it names.
 QUESTION_TOPIC = AuthorityRequirement("topic", "/question/payload/topic")
 REPORT_TOPIC = AuthorityRequirement("topic", "/report/links/question/payload/topic")
 #: The policy a publication's attestation must have been judged under.
@@ -294,7 +296,8 @@ def report_publish(implementation_fingerprint: str) -> OperationContract:
             "required": ["report", "attestation"],
             "properties": {
                 "report": RESOURCE_REF,
-                # any string: one naming no attestation is attestation_missing (DESIGN §11)
+                # any string: one naming no attestation is attestation_missing
+                # (docs/design.md#evidence)
                 "attestation": {"type": "string"},
             },
         },

@@ -1,5 +1,5 @@
-"""The demo contracts' handlers (DESIGN §8, §11): the SMTP sink, the fake bank, an in-memory
-CRM, the source server, the validator and the publisher.
+"""The demo contracts' handlers (docs/design.md#demo, #evidence): the SMTP sink, the fake bank, an
+in-memory CRM, the source server, the validator and the publisher.
 
 Each implements the handler port (`dispatch.handlers.Handler`). `HANDLERS` is what
 `demo.extension.register` installs; a test swaps an entry there to re-register a contract

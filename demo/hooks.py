@@ -1,4 +1,4 @@
-"""The research flow's outcome hooks and admission checks (DESIGN §11), registered by
+"""The research flow's outcome hooks and admission checks (docs/design.md#evidence), registered by
 `demo.extension` with the contracts they serve (`dispatch.hooks`).
 
 - `evidence_issue`, the outcome hook of every contract with an evidence role: a fetch's
@@ -86,7 +86,7 @@ def _answer_question(ctx: OutcomeContext, report: dict[str, Any]) -> None:
 # --- admission ----------------------------------------------------------------------------
 
 def attestation_check(ctx: AdmissionContext) -> Denial | None:
-    """DESIGN §11: the attestation a publication rests on (`attestation_refusal`)."""
+    """docs/design.md#evidence: the attestation a publication rests on (`attestation_refusal`)."""
     return attestation_refusal(ctx.contract, ctx.principal, ctx.arguments, ctx.resolved)
 
 

@@ -1,4 +1,5 @@
-"""A runnable example of stage 3 (DESIGN §11): evidence, attestation, an exact publication.
+"""A runnable example of the evidence chain (docs/design.md#evidence): evidence, attestation, an
+exact publication.
 
 A scripted research agent asks a question, fetches two sources (each completion leaves an
 evidence receipt, issued by the dispatcher), writes a report citing them, has the validator
@@ -47,7 +48,7 @@ def _citation(fetch: str, quote: str) -> dict[str, Any]:
 
 
 def script(sources_url: str) -> dict[str, Any]:
-    """The agent's steps, for the source server at `sources_url` (DESIGN §11)."""
+    """The agent's steps, for the source server at `sources_url` (docs/design.md#evidence)."""
     sources = sources_url.rstrip("/")
 
     def report(name: str, title: str, citations: list[dict[str, Any]]) -> dict[str, Any]:

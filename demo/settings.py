@@ -1,4 +1,5 @@
-"""The demo's settings (DESIGN §8, §11), read from the environment as the project's are.
+"""The demo's settings (docs/design.md#demo, #evidence), read from the environment as the project's
+are.
 
 `config.settings` takes them only when the demo extension is installed
 (`DISPATCH_EXTENSIONS` names `demo.extension`): the runtime and the console read none of them.

@@ -1,4 +1,5 @@
-"""The demo's resource protocols (DESIGN §4, §11): `email_draft`, `question` and `report`.
+"""The demo's resource protocols (docs/design.md#concepts, #evidence): `email_draft`, `question` and
+`report`.
 
 Declared by the demo extension and registered with the pure core at import
 (`protocols.lifecycle.resource_protocol_register`, which checks each table holds together), so

@@ -41,8 +41,8 @@ def check_delegation_lease(**_: Any) -> list[checks.CheckMessage]:
     """`DELEGATION_LEASE_SECONDS` outlasts every registered handler call (its contract's
     `timeout` x `max_attempts`, plus `LEASE_MARGIN`): a delegated step renews its lease
     between its sub-agent's turns only, so a turn longer than the lease would have
-    reconciliation revoke a live step (DESIGN §11). A model call has no declared bound; its
-    adapter's own timeout must stay under the lease too (docs/workflows.md)."""
+    reconciliation revoke a live step (docs/design.md#evidence). A model call has no declared bound;
+    its adapter's own timeout must stay under the lease too (docs/workflows.md)."""
     from dispatch.runtime import get_runtime
 
     lease = float(settings.DELEGATION_LEASE_SECONDS)

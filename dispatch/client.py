@@ -1,4 +1,4 @@
-"""A thin typed client for agents over the REST API (DESIGN §7), standard library only.
+"""A thin typed client for agents over the REST API (docs/rest-api.md#calls), standard library only.
 
     client = ApiClient("http://127.0.0.1:8000", token="eac_...")
     draft = client.resource_create("email_draft", {...})
@@ -162,7 +162,7 @@ class ApiClient:
         self.token = token
         self.timeout = timeout
 
-    # --- calls, one per row of DESIGN §7 ------------------------------------------------------
+    # --- calls, one per row of docs/rest-api.md#calls ---------------------------------------------
 
     def contracts(self) -> list[Contract]:
         return list(self._call("GET", "contracts/")["results"])

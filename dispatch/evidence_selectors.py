@@ -1,4 +1,4 @@
-"""Read-only queries of the evidence chain for the console (DESIGN §11), re-exported by
+"""Read-only queries of the evidence chain for the console (docs/design.md#evidence), re-exported by
 `dispatch.selectors`: what a publication's approval rests on, and a question's chain from its
 revisions to its publications as one timeline.
 

@@ -1,5 +1,5 @@
 """Named points for fault-injection and race tests at the claim, external-call and completion
-boundaries (spec §13).
+boundaries (docs/design.md#how-it-is-tested).
 
 - `DISPATCH_CRASH_AT=<name>`: the process kills itself with SIGKILL at that point: no cleanup,
   no rollback handlers, exactly like a crash.

@@ -1,4 +1,4 @@
-"""The handler port and the context only the dispatcher gives a handler (spec §7).
+"""The handler port and the context only the dispatcher gives a handler (docs/design.md#dispatcher).
 
 Handlers are registered by extensions (`settings.DISPATCH_EXTENSIONS`, each a module declaring
 `EXTENSION_API` with a `register(runtime)` function); the runtime itself ships none. This port is
@@ -79,7 +79,7 @@ class UnclaimedInvocationError(RuntimeError):
 
 
 class Cancellation:
-    """Set when the action is cancelled while its attempt runs (spec §9).
+    """Set when the action is cancelled while its attempt runs (docs/design.md#cancellation).
 
     `is_set()` also asks the store through `probe` (at most every `interval` seconds), so a
     handler that checks right before its effect sees a cancellation committed by any process.
@@ -175,13 +175,13 @@ def within_deadline(ctx: HandlerContext, call: Callable[[], T]) -> T:
 
 
 def code_fingerprint(cls: type, modules: tuple[str, ...] = ()) -> str:
-    """The implementation fingerprint of a handler class, derived from its code (spec §8,
-    §10): the digest of its qualified name and of the source of every module that defines a
-    class it inherits from (this port module aside), and of the named `modules` it relies on
-    (its destination client, where what counts as no effect is decided). Any edit of that
-    code, a helper function beside the handler included, is a new fingerprint, so a proposal
-    approved under the old code is refused (`contract_mismatch`) rather than run by the new.
-    Each module's source is read once per process, when first fingerprinted."""
+    """The implementation fingerprint of a handler class, derived from its code
+    (docs/design.md#outcomes, #extensions): the digest of its qualified name and of the source of
+    every module that defines a class it inherits from (this port module aside), and of the named
+    `modules` it relies on (its destination client, where what counts as no effect is decided). Any
+    edit of that code, a helper function beside the handler included, is a new fingerprint, so a
+    proposal approved under the old code is refused (`contract_mismatch`) rather than run by the
+    new. Each module's source is read once per process, when first fingerprinted."""
     return _code_fingerprint(cls, modules)
 
 
@@ -226,7 +226,8 @@ class LookupResult:
 
 
 class Handler(Protocol):
-    """The handler port (spec §7): what a trusted implementation of a contract provides.
+    """The handler port (docs/design.md#dispatcher): what a trusted implementation of a contract
+    provides.
 
     `perform` does the effect for one started attempt; only the dispatcher's invoke path
     (`dispatch.services.execution.handler_invoke`) calls it, after checking in the store that

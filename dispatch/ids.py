@@ -1,4 +1,5 @@
-"""Opaque random prefixed ids (DESIGN §4): the prefix says the kind, the rest says nothing."""
+"""Opaque random prefixed ids (docs/design.md#concepts): the prefix says the kind, the rest says
+nothing."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Handing work to a worker (DESIGN §5): after commit, by task name, ids only.
+"""Handing work to a worker (docs/design.md#dispatcher): after commit, by task name, ids only.
 
 Services never import the tasks that call them: a task is found in Celery's registry by its
 name (registered when `dispatch.tasks` is loaded), so no import circle hides behind a lazy

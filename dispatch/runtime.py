@@ -6,11 +6,12 @@ implements (`EXTENSION_API = 1`) and has a `register(runtime)` function that cal
 `runtime.register(contract, handler)`, `runtime.register_resource_kind(kind)` and
 `runtime.register_validator(name, version, policy, fn)`; every process (web and worker) builds
 the runtime the same way, once, lazily. A module without the version, or with one this runtime
-does not support, is refused before its `register` runs (spec §10: extension contracts are
-versioned; docs/compatibility.md says what version 1 promises). A contract is registered
-together with its handler, whose implementation fingerprint is part of the contract's
-fingerprint (spec §4.2). A validator decides what may be published (DESIGN §11), so a
-deployment trusts one by loading the extension that registers it, never by default.
+does not support, is refused before its `register` runs (docs/design.md#extensions: extension
+contracts are versioned; docs/compatibility.md says what version 1 promises). A contract is
+registered together with its handler, whose implementation fingerprint is part of the contract's
+fingerprint (docs/design.md#contracts). A validator decides what may be published
+(docs/design.md#evidence), so a deployment trusts one by loading the extension that registers it,
+never by default.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ EXTENSION_API_VERSION: Final = 1
 class Runtime:
     registry: ContractRegistry
     # keyed by name and version: registering v2 never replaces the handler a pending v1
-    # proposal will run with (spec §10)
+    # proposal will run with (docs/design.md#extensions)
     handlers: dict[tuple[str, int], Handler]
     policy: Policy
     resource_kinds: dict[str, ResourceKind] = field(default_factory=dict)
@@ -68,9 +69,9 @@ class Runtime:
     def register(self, contract: OperationContract, handler: Handler, *,
                  on_outcome: OutcomeHook | None = None,
                  admission: tuple[AdmissionCheck, ...] = ()) -> OperationContract:
-        """Register a trusted contract with its handler (embedding API, spec §10), and what
-        its extension adds to it (`dispatch.hooks`): `on_outcome`, run inside each outcome's
-        transaction, and `admission`, the checks every stage runs before it acts.
+        """Register a trusted contract with its handler (embedding API, docs/design.md#extensions),
+        and what its extension adds to it (`dispatch.hooks`): `on_outcome`, run inside each
+        outcome's transaction, and `admission`, the checks every stage runs before it acts.
 
         The handler's implementation fingerprint must be the contract's; a second
         registration of a name and version with another fingerprint is refused. A contract
@@ -154,10 +155,10 @@ class Runtime:
 
     def register_validator(self, name: str, version: int, policy: str,
                            fn: Validator) -> ValidatorSpec:
-        """Register a trusted validator `name@version` judging reports under `policy` (DESIGN
-        §11): `evidence.attest` runs the newest version serving the policy it names. The same
-        `name@version` with another function or policy, or a policy already served by another
-        name, is `ValidatorConflictError` (`protocols.evidence.ValidatorRegistry`)."""
+        """Register a trusted validator `name@version` judging reports under `policy`
+        (docs/design.md#evidence): `evidence.attest` runs the newest version serving the policy it
+        names. The same `name@version` with another function or policy, or a policy already served
+        by another name, is `ValidatorConflictError` (`protocols.evidence.ValidatorRegistry`)."""
         return self.validators.register(
             ValidatorSpec(name=name, version=version, policy=policy, fn=fn))
 
@@ -195,12 +196,12 @@ class Runtime:
         return self.handler(contract).destination()
 
     def destination_fingerprint(self, contract: OperationContract) -> str:
-        # Computed once per destination (DESIGN §5), keyed by its value: a destination the
-        # deployment changes is a new fingerprint at once.
+        # Computed once per destination (docs/design.md#dispatcher), keyed by its value: a
+        # destination the deployment changes is a new fingerprint at once.
         return _fingerprint(_frozen(self.destination(contract)))
 
     def policy_fingerprint(self, contract: OperationContract) -> str:
-        """Computed once per contract and deployment policy (DESIGN §5)."""
+        """Computed once per contract and deployment policy (docs/design.md#dispatcher)."""
         return _fingerprint(_frozen({
             "allowed_effects": sorted(self.policy.allowed_effects),
             "denied_operations": sorted(self.policy.denied_operations),

@@ -3,8 +3,8 @@
 Every function takes the viewing principal and scopes by its tenant, so no page can show another
 tenant's rows. Lists are keyset-paged on an indexed ordering and never count a whole table:
 counts are capped (`count_capped`), so a queue of 100,000 pending rows costs the same as one
-of 100. The evidence chain's queries (DESIGN §11) live in `dispatch.evidence_selectors` and
-are re-exported here, so the console still reads through this one module.
+of 100. The evidence chain's queries (docs/design.md#evidence) live in `dispatch.evidence_selectors`
+and are re-exported here, so the console still reads through this one module.
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def _cursor(row: Any, keys: tuple[str, str]) -> tuple[Any, ...]:
 
 def principal_list(*, viewer: Principal, kind: str | None = None) -> QuerySet[Principal]:
     """Principals of the viewer's tenant, by name; never a delegated step's sub-agent
-    (nobody grants to it or acts as it, DESIGN §11)."""
+    (nobody grants to it or acts as it, docs/design.md#delegation)."""
     queryset = Principal.objects.filter(tenant_id=viewer.tenant_id, subagent=False)
     if kind is not None:
         queryset = queryset.filter(kind=kind)
@@ -373,9 +373,10 @@ AUDIT_KINDS = frozenset({
 
 
 def execution_usage(execution_id: str, *, principal_id: str) -> Usage:
-    """The model usage an execution of `principal_id` records, summed over its turns (spec
-    §9): what the adapter reported, accounting only. A proposal's `execution_id` is the
-    caller's word, so only an execution of the proposal's own principal counts."""
+    """The model usage an execution of `principal_id` records, summed over its turns
+    (docs/design.md#budgets): what the adapter reported, accounting only. A proposal's
+    `execution_id` is the caller's word, so only an execution of the proposal's own principal
+    counts."""
     totals = {"input_tokens": 0, "output_tokens": 0}
     cost = Decimal(0)
     for payload in TranscriptEntry.objects.filter(

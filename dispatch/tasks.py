@@ -1,4 +1,4 @@
-"""Celery tasks: thin wrappers that take ids and call services (STYLE §5)."""
+"""Celery tasks: thin wrappers that take ids and call services (docs/design.md#after-commit)."""
 
 from __future__ import annotations
 

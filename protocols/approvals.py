@@ -1,4 +1,5 @@
-"""The approval gate (DESIGN §5 step 5, spec §6): may this exact proposal run on this permit?
+"""The approval gate (docs/design.md#dispatcher step 5, docs/design.md#approvals): may this exact
+proposal run on this permit?
 
 Pure: the shell loads the approval request and the permit and passes what they say; the gate
 answers with the one denial that says why not, or None. `effective_approval_state` is the one
@@ -29,7 +30,8 @@ def effective_approval_state(
 
 @dataclass(frozen=True)
 class Binding:
-    """What a permit binds and a proposal states (spec §6.1), side by side for comparison."""
+    """What a permit binds and a proposal states (docs/design.md#permits), side by side for
+    comparison."""
 
     digest: str
     requester: str
@@ -89,7 +91,8 @@ def permit_refusal(
 
 
 def binding_refusal(permit: Binding, proposal: Binding) -> Denial | None:
-    """Everything the permit binds must equal the proposal being dispatched (spec §6.1)."""
+    """Everything the permit binds must equal the proposal being dispatched
+    (docs/design.md#permits)."""
     if not hmac.compare_digest(permit.digest, proposal.digest):
         return Denial(DenialCode.PROPOSAL_MISMATCH, field="digest")
     if permit.requester != proposal.requester:

@@ -1,7 +1,7 @@
 """The canonical encoding `canon/1`, digests, the strict request parser and default materializer.
 
-`canon/1` (DESIGN §4 "Digest", spec §6.2) is RFC 8785 JSON Canonicalization Scheme (JCS) output,
-UTF-8, of a *tag-expanded* value:
+`canon/1` (docs/design.md#digest, #canonical-encoding) is RFC 8785 JSON Canonicalization Scheme
+(JCS) output, UTF-8, of a *tag-expanded* value:
 
 - object keys sorted by their UTF-16 code units (RFC 8785 §3.2.3), array order kept;
 - numbers in ECMAScript form (RFC 8785 §3.2.2.3), so one encoding per number: `1.0` is `1`,
@@ -187,7 +187,8 @@ def _expand_number(value: float | Decimal, pointer: str) -> _Json:
 
 
 def canonicalize(value: object) -> bytes:
-    """Encode `value` in `canon/1` (DESIGN §4, spec §6.2): UTF-8 JCS bytes of the tagged value.
+    """Encode `value` in `canon/1` (docs/design.md#canonical-encoding): UTF-8 JCS bytes of the
+    tagged value.
 
     Accepts None, bool, int, float, str, `Decimal`, list and dict with str keys (subclasses are
     encoded as their base value, so a `StrEnum` member is its string). Refuses non-finite numbers,
@@ -202,7 +203,7 @@ def canonicalize(value: object) -> bytes:
 
 
 def digest_bytes(data: bytes) -> str:
-    """`sha256:` and the 64 lowercase hex digits of SHA-256 over `data` (DESIGN §4 "Digest")."""
+    """`sha256:` and the 64 lowercase hex digits of SHA-256 over `data` (docs/design.md#digest)."""
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
@@ -264,7 +265,7 @@ def _thaw(node: Any, pointer: str, depth: int) -> Any:
 
 
 def parse_json(data: bytes | str) -> Any:
-    """Parse a request body strictly (DESIGN §6 `malformed_request`).
+    """Parse a request body strictly (docs/design.md#denials `malformed_request`).
 
     Refuses invalid UTF-8 (bytes are decoded as UTF-8 only, a BOM included as text, which JSON
     refuses), syntax errors, `NaN`/`Infinity`/`-Infinity`, numbers that overflow a double,
@@ -296,8 +297,8 @@ def parse_json(data: bytes | str) -> Any:
 
 
 def materialize_defaults(schema: Mapping[str, Any], value: Any) -> Any:
-    """Return a copy of `value` with JSON Schema `default`s filled in (spec §6.1: defaults are
-    expanded before approval).
+    """Return a copy of `value` with JSON Schema `default`s filled in (docs/design.md#permits:
+    defaults are expanded before approval).
 
     For an object value, every member of `properties` that is missing and declares a `default`
     gets a deep copy of it; then every member with a subschema is materialized in turn (defaults

@@ -1,4 +1,5 @@
-"""Operation contracts, their fingerprints and the contract registry (spec §4.2, §10).
+"""Operation contracts, their fingerprints and the contract registry
+(docs/design.md#contracts, #extensions).
 
 A contract is a trusted declaration about a host implementation. Its fingerprint is the digest of
 its canonical encoding, which includes the handler's implementation fingerprint, so a handler
@@ -35,7 +36,8 @@ class Effect(StrEnum):
 
 
 class Idempotency(StrEnum):
-    """What a repeat of the same logical operation does at the destination (spec §8)."""
+    """What a repeat of the same logical operation does at the destination
+    (docs/design.md#retries)."""
 
     NONE = "none"
     RECEIVER_DEDUP = "receiver_dedup"
@@ -43,7 +45,8 @@ class Idempotency(StrEnum):
 
 
 class Reconciliation(StrEnum):
-    """What a destination's lookup may settle about an uncertain attempt (spec §14.5).
+    """What a destination's lookup may settle about an uncertain attempt
+    (docs/design.md#reconciliation).
 
     - `none`: nothing; no lookup is made, and an admin resolves every unknown;
     - `presence`: a lookup that finds the effect proves it happened; not finding it proves
@@ -98,7 +101,8 @@ class SchedulingContract:
 
 class EvidenceRole(StrEnum):
     """The evidence record the dispatcher itself writes when an operation of the contract
-    completes, in the outcome's transaction (DESIGN §11): never an agent, a model or an API.
+    completes, in the outcome's transaction (docs/design.md#evidence): never an agent, a model or an
+    API.
 
     - `receipt`: an evidence receipt over the exact bytes the handler retrieved;
     - `attestation`: the judgement of the validator serving the named policy on the exact
@@ -113,9 +117,9 @@ class EvidenceRole(StrEnum):
 
 @dataclass(frozen=True)
 class AttestationRequirement:
-    """An operation that may run only on an attested report (DESIGN §11): argument `argument`
-    names an attestation (`att_…`) that must have passed, under `policy`, the exact revision
-    the resource argument `report` references."""
+    """An operation that may run only on an attested report (docs/design.md#evidence): argument
+    `argument` names an attestation (`att_…`) that must have passed, under `policy`, the exact
+    revision the resource argument `report` references."""
 
     argument: str
     report: str
@@ -124,10 +128,10 @@ class AttestationRequirement:
 
 @dataclass(frozen=True)
 class ResourceKind:
-    """A kind of resource operations act on (DESIGN §4), declared whole by the extension that
-    registers it: its name, the finite protocol its revisions move through (a table of the same
-    name, registered with it: `protocols.lifecycle.resource_protocol_register`) and the JSON
-    schema of a revision's payload.
+    """A kind of resource operations act on (docs/design.md#resources), declared whole by the
+    extension that registers it: its name, the finite protocol its revisions move through (a table
+    of the same name, registered with it: `protocols.lifecycle.resource_protocol_register`) and the
+    JSON schema of a revision's payload.
 
     `links` maps a payload member holding another resource's id to that resource's kind (a
     report's `question`): admission resolves it through the store too, so an authority key can
@@ -141,7 +145,8 @@ class ResourceKind:
 
 @dataclass(frozen=True)
 class OperationContract:
-    """All fields of spec §4.2. Instances are immutable; `fingerprint` pins every field."""
+    """All fields of docs/design.md#contracts. Instances are immutable; `fingerprint` pins every
+    field."""
 
     qualified_name: str
     contract_version: int
@@ -160,10 +165,12 @@ class OperationContract:
     destination: str = ""
     # argument name -> named pure normalizer applied after schema validation
     normalizers: Mapping[str, str] = field(default_factory=dict)
-    # what the handler's lookup may settle after an uncertain attempt (spec §14.5)
+    # what the handler's lookup may settle after an uncertain attempt
+    # (docs/design.md#reconciliation)
     reconciliation: Reconciliation = Reconciliation.NONE
-    # Stage 3 (DESIGN §11). Resource arguments the operation only reads: resolved through the
-    # store and bound like any other, but never moved by a proposal, decision, claim or outcome.
+    # The evidence chain (docs/design.md#evidence). Resource arguments the operation only reads:
+    # resolved through the store and bound like any other, but never moved by a proposal, decision,
+    # claim or outcome.
     reads: frozenset[str] = frozenset()
     evidence: EvidenceRole | None = None
     attestation: AttestationRequirement | None = None
@@ -180,7 +187,8 @@ class OperationContract:
         if Effect.FINANCIAL_WRITE in self.possible_effects and (
             Effect.EXTERNAL_WRITE not in self.possible_effects
         ):
-            raise ValueError("a financial_write contract must also declare external_write (§4.2)")
+            raise ValueError("a financial_write contract must also declare external_write "
+                             "(docs/design.md#contracts)")
         for name in self.normalizers.values():
             if name not in NORMALIZERS:
                 raise ValueError(f"unknown normalizer {name!r}")
@@ -212,8 +220,8 @@ class OperationContract:
             "normalizers": dict(self.normalizers),
             "reconciliation": self.reconciliation.value,
             "protocols": protocol_tables(self.protocol_preconditions.values()),
-            # Stage 3's fields are declared only where set, so that a contract without them
-            # keeps the fingerprint it had before they existed.
+            # The evidence chain's fields are declared only where set, so that a contract without
+            # them keeps the fingerprint it had before they existed.
             **({"reads": sorted(self.reads)} if self.reads else {}),
             **({"evidence": self.evidence.value} if self.evidence else {}),
             **({"attestation": {"argument": self.attestation.argument,
@@ -232,7 +240,7 @@ class OperationContract:
 
     @property
     def retry_safe(self) -> bool:
-        """May an uncertain attempt be repeated with the same key? (spec §8)."""
+        """May an uncertain attempt be repeated with the same key? (docs/design.md#retries)."""
         return self.idempotency_contract in (Idempotency.RECEIVER_DEDUP, Idempotency.IDEMPOTENT)
 
     @cached_property
@@ -253,8 +261,9 @@ class OperationContract:
         return compile_schema(self.output_type)
 
     def output_errors(self, result: Any) -> list[dict[str, str]]:
-        """Violations of the contract's `output_type` by a handler's result (spec §7 step 9),
-        pointers from `/result`. A result is a JSON object, whatever the schema allows."""
+        """Violations of the contract's `output_type` by a handler's result
+        (docs/design.md#dispatcher step 9), pointers from `/result`. A result is a JSON object,
+        whatever the schema allows."""
         if not isinstance(result, dict):
             return [{"pointer": "/result",
                      "message": f"is a {type(result).__name__}, not a JSON object"}]
@@ -277,7 +286,7 @@ class OperationContract:
 def compile_schema(schema: Mapping[str, Any]) -> Any:
     """A validator compiled once. An empty registry: a schema's $ref never fetches a URL.
 
-    What a value must be is what the operator will read it as (DESIGN §9):
+    What a value must be is what the operator will read it as (docs/design.md#console):
 
     - `pattern` has its ECMA-262 meaning (`protocols.patterns`): `$` is the end of the text, so
       `^[A-Z]{3}$` refuses `"EUR\\n"`, and `\\d` is `[0-9]`. A pattern that cannot have that

@@ -1,4 +1,5 @@
-"""Denial codes (DESIGN §6) and the static diagnostic codes reserved for the checker (spec §12).
+"""Denial codes (docs/design.md#denials) and the static diagnostic codes reserved for the checker
+(docs/workflows.md#diagnostic-codes).
 
 Every refusal the runtime makes carries one `DenialCode`: a stable string, an HTTP status and a
 message that tells the caller what to do next. `Denial` is the one exception type that carries
@@ -142,7 +143,7 @@ _TABLE: dict[DenialCode, tuple[int, str]] = {
 WORKFLOW_ONLY: frozenset[DenialCode] = frozenset({
     DenialCode.UNSUPPORTED_STEP, DenialCode.INPUT_INVALID, DenialCode.EXECUTION_MISMATCH})
 
-#: A `schema_invalid` denial lists at most this many errors (DESIGN §6).
+#: A `schema_invalid` denial lists at most this many errors (docs/design.md#denials).
 MAX_ERRORS = 50
 #: No text of a denial (its message, any string or key in its details) weighs more than this
 #: (`text_weight`), however long the value a request quoted (an id naming nothing is echoed).
@@ -232,7 +233,8 @@ class Denial(Exception):
 
 
 class DiagnosticCode(StrEnum):
-    """Static diagnostic codes reserved for the workflow checker (spec §12)."""
+    """Static diagnostic codes reserved for the workflow checker
+    (docs/workflows.md#diagnostic-codes)."""
 
     MISSING_AUTHORITY = "AGL-E001"
     INVALID_PROTOCOL_STATE = "AGL-E002"
@@ -241,7 +243,7 @@ class DiagnosticCode(StrEnum):
     UNBOUND_APPROVAL = "AGL-E005"
     UNSAFE_RETRY = "AGL-E006"
     PROTECTED_RACE = "AGL-E007"
-    # Added with the workflow checker (issue 8); the seven above are unchanged.
+    # The workflow checker's own codes; the seven above keep their numbers.
     EFFECT_CEILING_EXCEEDED = "AGL-E008"
     UNKNOWN_OPERATION = "AGL-E009"
     NON_EXHAUSTIVE_MATCH = "AGL-E010"
@@ -252,7 +254,8 @@ class DiagnosticCode(StrEnum):
     TYPE_MISMATCH = "AGL-E015"
     INVALID_ARGUMENTS = "AGL-E016"
     MALFORMED_WORKFLOW = "AGL-E017"
-    # Added with the evidence chain (DESIGN §11, issue 17); the seventeen above are unchanged.
+    # The evidence chain's codes (docs/design.md#evidence); the seventeen above keep their
+    # numbers.
     UNATTESTED_PUBLICATION = "AGL-E018"
     UNBOUND_ATTESTATION = "AGL-E019"
     FOREIGN_RECEIPT = "AGL-E020"

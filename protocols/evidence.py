@@ -1,6 +1,6 @@
 """Validators of reports against evidence receipts, and the shipped policy `cited-sources/1`.
 
-DESIGN §11, spec §11. A validator sees a report, the receipts its tenant can see and the bytes
+docs/design.md#evidence. A validator sees a report, the receipts its tenant can see and the bytes
 the store kept for each, and returns a `Judgement`: `pass` or `fail` with findings a person can
 act on. That is the recorded judgement of one validator under one policy, never a universal
 "verified" state; a validator backed by a model registers the same way and is no more than that.
@@ -203,7 +203,8 @@ def _citation_findings(citation: Citation, report: ReportView,
 
 def cited_sources_v1(report: ReportView, receipts: Mapping[str, ReceiptView],
                      stored_bytes: StoredBytes) -> Judgement:
-    """The policy `cited-sources/1` (DESIGN §11), deterministic; the rules are the module's.
+    """The policy `cited-sources/1` (docs/design.md#evidence), deterministic; the rules are the
+    module's.
 
     `stored_bytes` is asked once per distinct cited receipt that exists and was issued for the
     report's question.

@@ -1,4 +1,5 @@
-"""Expiries a datetime can hold: a later one is refused as input, never a 500 (DESIGN §6).
+"""Expiries a datetime can hold: a later one is refused as input, never a 500
+(docs/design.md#denials).
 
 `datetime` ends at 9999-12-31T23:59:59.999999; an expiry given in seconds from now, or as a
 date whose offset carries it past that instant, cannot be represented, so it is refused with

@@ -1,4 +1,5 @@
-"""Authority grants, their scope algebra, authorization and delegation (spec §4.3, DESIGN §4, §7).
+"""Authority grants, their scope algebra, authorization and delegation (docs/design.md#grants,
+docs/rest-api.md#calls).
 
 A grant gives a subject some operations over a resource scope for a validity interval until it is
 revoked. A scope maps an authority key (`mailbox`, `account`, `customer`) to the values allowed
@@ -36,7 +37,8 @@ USUAL_EFFECTS: Final = frozenset({"read", "external_write", "financial_write", "
 
 
 def parse_scope(raw: Mapping[str, Any]) -> Scope:
-    """Parse the JSON form of a scope (DESIGN §7), refusing bad shapes with `ValueError`.
+    """Parse the JSON form of a scope (docs/rest-api.md#calls), refusing bad shapes with
+    `ValueError`.
 
     `{"mailbox": ["a@x"]}` allows exactly the listed values; `{"customer": "*"}` and
     `{"customer": ["*"]}` allow any value. A bare string other than `"*"`, an empty list, a list
@@ -111,7 +113,7 @@ class Grant:
     `"*"` for every operation. `None` bounds are open. `parent_id` names the grant this one was
     delegated from. Any `revoked_at` marks the grant revoked, whatever the clock says.
 
-    `budget` (DESIGN §11 "Bounded delegation"): the budget units that may ever be spent under
+    `budget` (docs/design.md#delegation): the budget units that may ever be spent under
     this grant, carved out of its delegator's budget when it was issued; `None` is unbudgeted
     (a root grant, or a child of one delegated without a budget). The shell keeps the counter;
     here it only takes part in narrowing: a child of a budgeted grant has a budget no larger.
@@ -208,7 +210,7 @@ def authorize(
 
     `selected` maps each authority key the contract requires to the concrete value the arguments
     select (empty: the contract requires no resource scope). Decided in this order, each denial
-    raised in exactly one place (DESIGN §5 step 3, §6):
+    raised in exactly one place (docs/design.md#dispatcher step 3, docs/design.md#denials):
 
     1. `operation` not in `tool_set` -> `tool_not_permitted`.
     2. `operation` in `policy.denied_operations` -> `effect_not_permitted` (details `operation`,
@@ -217,7 +219,8 @@ def authorize(
     3. Among the subject's grants whose operations cover `operation`, the first (in `grants`
        order) that is live (`grant_is_live`) and whose scope allows every selected key/value is
        returned. A key missing from a grant's scope does not cover it.
-    4. Otherwise the denial that says what happened (DESIGN §6): the values are covered only by
+    4. Otherwise the denial that says what happened (docs/design.md#denials): the values are covered
+      only by
        a revoked grant -> `authority_revoked`; only by grants outside their validity interval
        (expired or not yet valid) -> `authority_expired`; by no grant, live or not ->
        `scope_violation` (details `key`, `value` of the first failing grant's first uncovered
@@ -269,7 +272,8 @@ def authorize(
 
 def with_ancestry(grant: Grant, grants_by_id: Mapping[str, Grant]) -> Grant:
     """`grant` as authority sees it: revoked when it or any grant it was delegated from is,
-    valid only while every one of them is (spec §4.3: delegation never outlives its parent).
+    valid only while every one of them is (docs/design.md#grants: delegation never outlives its
+    parent).
 
     `grants_by_id` must hold every ancestor; a missing one or a cycle is a store inconsistency
     (`ValueError`), never silently a live grant.
@@ -388,7 +392,8 @@ def delegate(
     now: datetime,
     budget: int | None = None,
 ) -> Grant:
-    """Derive a child of `parent` that may only narrow it (spec §4.3, DESIGN §7, §11).
+    """Derive a child of `parent` that may only narrow it (docs/design.md#grants,
+    docs/rest-api.md#calls, docs/design.md#evidence).
 
     Refusals, in order: a revoked parent -> `authority_revoked`; a parent not live at `now`
     (expired or not yet valid) -> `authority_expired`; naive datetimes, an empty or string

@@ -1,4 +1,4 @@
-"""Finite protocols as declared transition tables (spec §5.1, §8, §11).
+"""Finite protocols as declared transition tables (docs/design.md#resources, #outcomes, #evidence).
 
 Each record kind of the product that changes state (operation, approval, permit) has exactly one
 table here. A resource kind's table is its extension's: the extension declares it with the kind
@@ -20,8 +20,9 @@ from protocols.denials import Denial, DenialCode
 
 
 class ResourceState(StrEnum):
-    """Common names for the states of resource protocols, lowercase as on the wire (DESIGN §7).
-    A registered kind's table may use these or its own names (any non-empty string)."""
+    """Common names for the states of resource protocols, lowercase as on the wire
+    (docs/rest-api.md#states). A registered kind's table may use these or its own names (any
+    non-empty string)."""
 
     DRAFT = "draft"
     PROPOSED = "proposed"
@@ -59,7 +60,7 @@ class ResourceEvent(StrEnum):
 
 
 class OperationState(StrEnum):
-    """The operation lifecycle of spec §8."""
+    """The operation lifecycle of docs/design.md#outcomes."""
 
     PENDING = "pending"
     CLAIMED = "claimed"
@@ -150,7 +151,8 @@ class Protocol(Generic[S, E]):
 
     def canonical(self) -> dict[str, object]:
         """The table as data, in one order: what a contract fingerprint and a workflow journal
-        header pin (spec §8, §10), so a changed table is a changed fingerprint."""
+        header pin (docs/design.md#outcomes, #extensions), so a changed table is a changed
+        fingerprint."""
         return {"name": self.name, "initial": str(self.initial),
                 "transitions": sorted([str(source), str(event), str(target)]
                                       for (source, event), target in self.transitions.items())}
@@ -322,7 +324,7 @@ def outcome_events(
 
 
 class Outcome(StrEnum):
-    """What an operation came to, as the caller that drives it hears it (spec §8).
+    """What an operation came to, as the caller that drives it hears it (docs/design.md#outcomes).
 
     The one vocabulary of "settled" for the embedded runtimes: the lifecycle's words, with a
     reconciled state counted as what reconciliation established. `unknown` is settled for the

@@ -1,6 +1,6 @@
-"""Named pure normalizers a contract applies to arguments after schema validation (DESIGN §8):
-equal inputs canonicalize to one snapshot. A refusal is a `ValueError` whose text the caller
-reports as `schema_invalid` at the argument's pointer."""
+"""Named pure normalizers a contract applies to arguments after schema validation
+(docs/design.md#demo): equal inputs canonicalize to one snapshot. A refusal is a `ValueError` whose
+text the caller reports as `schema_invalid` at the argument's pointer."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def _decimal_amount(value: Any, arguments: Mapping[str, Any]) -> str:
     """`"10"`, `"10.0"` and `"10.00"` are one amount: the currency's minor units, as a string.
 
     Plain ASCII digits only (no sign, exponent, separators or other scripts); more places
-    than the currency has (ISO 4217) is refused even when they are zeros (DESIGN §8).
+    than the currency has (ISO 4217) is refused even when they are zeros (docs/design.md#demo).
     """
     currency = arguments.get("currency")
     if not isinstance(currency, str) or currency not in CURRENCY_MINOR_UNITS:

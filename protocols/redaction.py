@@ -1,5 +1,5 @@
-"""Before anything is persisted in the audit (spec §12): secrets redacted by key, and the
-action's own values masked wherever a text quotes one."""
+"""Before anything is persisted in the audit (docs/design.md#audit): secrets redacted by key, and
+the action's own values masked wherever a text quotes one."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def string_values(value: Any) -> set[str]:
 
 def mask_values(text: str, values: Iterable[str]) -> str:
     """`text` with every occurrence of each of `values` replaced by `MASKED`, the longest
-    first: the audit holds no payload (spec §12), even where a destination's error or an
+    first: the audit holds no payload (docs/design.md#audit), even where a destination's error or an
     admin's note quotes one of the action's arguments."""
     for found in sorted(values, key=len, reverse=True):
         if found in text:

@@ -1,4 +1,5 @@
-"""Roles (DESIGN §4, §7): what a human may do besides proposing. Pure."""
+"""Roles (docs/design.md#concepts, docs/rest-api.md#calls): what a human may do besides proposing.
+Pure."""
 
 from __future__ import annotations
 

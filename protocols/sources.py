@@ -1,4 +1,4 @@
-"""Whether a source URL is on a deployment's allow-list (DESIGN §11, `research.fetch`).
+"""Whether a source URL is on a deployment's allow-list (docs/design.md#evidence, `research.fetch`).
 
 An allow-list entry is a URL prefix in the structural sense, never a string prefix: the URL's
 scheme, host and effective port must equal the entry's, and the entry's path must be a prefix

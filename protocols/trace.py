@@ -1,5 +1,5 @@
-"""The trace safety property (spec §7): every dispatch has a preceding valid claim, and every
-committed state transition follows its table.
+"""The trace safety property (docs/design.md#dispatcher): every dispatch has a preceding valid
+claim, and every committed state transition follows its table.
 
 The audit is the runtime's trace: each move of an operation writes one event in the move's own
 transaction (`OPERATION_EVENT_KINDS` names it), and a permit's claim, revocation and expiry are
@@ -58,7 +58,8 @@ OPERATION_EVENT_KINDS: Final[Mapping[OperationEvent, str]] = {
 ATTEMPT_STARTED: Final = "attempt.started"
 #: An attempt ended uncertain while its operation stays claimed for a retry under the same key.
 ATTEMPT_UNCERTAIN: Final = "attempt.uncertain"
-#: The evidence records a completion issues (DESIGN §11), each in the outcome's transaction.
+#: The evidence records a completion issues (docs/design.md#evidence), each in the outcome's
+#: transaction.
 RECEIPT_ISSUED: Final = "receipt.issued"
 ATTESTATION_ISSUED: Final = "attestation.issued"
 #: A publication's completion answers the report's question (a resource move of its own).
@@ -174,7 +175,7 @@ class _Operation:
 
 
 #: Evidence records, each issued in the transaction that records its operation's completion
-#: (DESIGN §11): so in the audit just after that completion, and once.
+#: (docs/design.md#evidence): so in the audit just after that completion, and once.
 _EVIDENCE_KINDS: Final = frozenset({RECEIPT_ISSUED, ATTESTATION_ISSUED})
 
 
@@ -352,7 +353,7 @@ class TraceChecker:
         proposal = event.proposal_id
         if proposal in self._approval_of_proposal and event.details.get("permit_id") is None:
             # The contract asked a human (its proposal opened an approval): only a permit
-            # minted by the grant may claim it (spec §6).
+            # minted by the grant may claim it (docs/design.md#approvals).
             self._violate(event, TraceCode.PERMIT_MISSING,
                           f"proposal {proposal} asked for approval "
                           f"{self._approval_of_proposal[proposal]}; it was claimed without "

@@ -1,4 +1,5 @@
-"""Model usage as an adapter reports it (spec §9): pure data, summed per execution."""
+"""Model usage as an adapter reports it (docs/design.md#budgets): pure data, summed per
+execution."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from decimal import Decimal, InvalidOperation
 
 @dataclass(frozen=True)
 class Usage:
-    """What one model turn cost, as the adapter reports it (spec §9): accounting, kept in the
-    transcript and summed per execution. `cost` is a decimal string in the provider's unit."""
+    """What one model turn cost, as the adapter reports it (docs/design.md#budgets): accounting,
+    kept in the transcript and summed per execution. `cost` is a decimal string in the provider's
+    unit."""
 
     input_tokens: int = 0
     output_tokens: int = 0

@@ -166,8 +166,8 @@ def policy(settings: Any) -> Iterator[Callable[[list[str]], None]]:
 @pytest.fixture(autouse=True)
 def _audit_trace_is_safe(request: pytest.FixtureRequest) -> Iterator[None]:
     """At the end of every test that uses the database, its audit replays through the
-    transition tables with no violation (spec §7, `manage.py audit_check`): every trace the
-    suite makes the runtime write is checked, on SQLite and on PostgreSQL. A test that
+    transition tables with no violation (docs/design.md#dispatcher, `manage.py audit_check`): every
+    trace the suite makes the runtime write is checked, on SQLite and on PostgreSQL. A test that
     corrupts the audit on purpose says so with `@pytest.mark.audit_corrupted`."""
     marker = request.node.get_closest_marker("django_db")
     databases = marker.kwargs.get("databases") if marker is not None else None

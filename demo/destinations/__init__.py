@@ -1,4 +1,4 @@
-"""Demo destinations that live outside the dispatcher's database (DESIGN §8, §11).
+"""Demo destinations that live outside the dispatcher's database (docs/design.md#demo, #evidence).
 
 A real loopback SMTP sink, a fake bank, a publisher and a source server of fixed documents (the
 last three on one HTTP port), each recording into its own SQLite file in a directory of its own,

@@ -1,8 +1,8 @@
-"""Fault triggers chosen by the data, as payment processors' test cards do (DESIGN §8).
+"""Fault triggers chosen by the data, as payment processors' test cards do (docs/design.md#demo).
 
-A recipient domain (email), a memo (bank) or a report title (publisher, DESIGN §11) equal to one
-of the trigger names below makes the destination misbehave in a known way, so that any client can
-provoke each failure mode.
+A recipient domain (email), a memo (bank) or a report title (publisher, docs/design.md#evidence)
+equal to one of the trigger names below makes the destination misbehave in a known way, so that any
+client can provoke each failure mode.
 """
 
 from __future__ import annotations

@@ -88,7 +88,8 @@ class Exchange(BaseHTTPRequestHandler):
         *,
         noun: str,
     ) -> None:
-        """Answer a write deduplicated on its key, misbehaving as ``fault`` says (DESIGN §8).
+        """Answer a write deduplicated on its key, misbehaving as ``fault`` says
+        (docs/design.md#demo).
 
         ``fail-before.test``: 422 ``{"error"}``, and ``record`` is not called. Otherwise
         ``record()`` returns the stored record and whether this call created it, committed on

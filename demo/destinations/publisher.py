@@ -1,4 +1,5 @@
-"""A publisher over HTTP/JSON that records publications in ``publisher.sqlite3`` (DESIGN §11).
+"""A publisher over HTTP/JSON that records publications in ``publisher.sqlite3``
+(docs/design.md#evidence).
 
 A :class:`.ledger.Ledger` served under ``/publications`` by the shared HTTP server
 (:mod:`.http_server`); it deduplicates on the operation id as the bank does (receiver_dedup).

@@ -1,8 +1,8 @@
 """The publisher client: publications and lookups over HTTP/JSON, failures classified.
 
-What a ``report.publish`` handler calls (DESIGN §11); the key is the operation id, on which the
-publisher deduplicates, so an uncertain publication may be retried with the same key and settled
-by :func:`publication_lookup`.
+What a ``report.publish`` handler calls (docs/design.md#evidence); the key is the operation id, on
+which the publisher deduplicates, so an uncertain publication may be retried with the same key and
+settled by :func:`publication_lookup`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Run the demo destinations together, and read what they have recorded (DESIGN §8, §10, §11).
+"""Run the demo destinations together, and read what they have recorded
+(docs/design.md#demo, #running, #evidence).
 
 Two servers: the SMTP sink, and one HTTP server on the bank's port for the bank
 (``/transfers``), the publisher (``/publications``) and the source server (``/sources``).
@@ -43,7 +44,8 @@ _POLL_SECONDS = 0.2
 
 
 def list_all(directory: StrPath) -> dict[str, list[dict[str, Any]]]:
-    """Return every recorded effect, in recording order, in the shape DESIGN §8 and §11 fix.
+    """Return every recorded effect, in recording order, in the shape docs/design.md#demo
+    and #evidence fix.
 
     ``{"email": [{"message_id", "from", "to", "cc", "subject", "body"}], "bank": [{"key",
     "from_account", "to_account", "amount", "currency", "memo"}], "sources": [{"url",

@@ -1,4 +1,5 @@
-"""The source client: fetch a document's bytes over HTTP (DESIGN §11, ``research.fetch``)."""
+"""The source client: fetch a document's bytes over HTTP (docs/design.md#evidence,
+``research.fetch``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A source server: fixed plain-text documents over HTTP, kept in ``sources.sqlite3`` (DESIGN §11).
+"""A source server: fixed plain-text documents over HTTP, kept in ``sources.sqlite3``
+(docs/design.md#evidence).
 
 Served under ``/sources`` by the shared HTTP server (:mod:`.http_server`). ``GET /sources/<name>``
 answers 200 with the document's bytes (``text/plain; charset=utf-8``), or 404 ``{"error"}`` for

@@ -1,6 +1,6 @@
-"""The embedded agent runtime (spec §5.3, §7, §8): a model may propose any action, but every
-tool call meets the same dispatcher, and recovery never asks the model to regenerate an
-unfinished action.
+"""The embedded agent runtime (docs/design.md#tool-sets, #dispatcher, #outcomes): a model may
+propose any action, but every tool call meets the same dispatcher, and recovery never asks the model
+to regenerate an unfinished action.
 
     from dispatch.agent import ScriptedAdapter, execution_open, execution_run
 

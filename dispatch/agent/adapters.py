@@ -41,7 +41,7 @@ class ModelAdapter(Protocol):
     name: str
     #: The most tokens (input and output) one call can use, where the adapter makes its
     #: provider honour such a maximum; None where it cannot promise one. Only then can a
-    #: hard token limit hold: the maximum is reserved before the call (spec §9).
+    #: hard token limit hold: the maximum is reserved before the call (docs/design.md#budgets).
     max_tokens_per_call: int | None
 
     def config(self) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The agent loop: every tool call passes the dispatcher; the transcript is persisted before
 the loop continues; a restarted loop resumes pending calls from the transcript and never asks
-the model again for an action it already proposed (spec §8)."""
+the model again for an action it already proposed (docs/design.md#outcomes)."""
 
 from __future__ import annotations
 
@@ -78,7 +78,8 @@ class RunResult:
 
 class ResumeRefusedError(RuntimeError):
     """The execution was started under another adapter configuration: resuming it would
-    regenerate actions instead of replaying them (spec §8). Start a new execution."""
+    regenerate actions instead of replaying them (docs/design.md#outcomes). Start a new
+    execution."""
 
 
 def adapter_fingerprint(adapter: ModelAdapter) -> str:
@@ -203,7 +204,7 @@ def _usage_json(usage: Usage | None) -> dict[str, Any] | None:
     return None if usage is None else asdict(usage)
 
 
-# --- model usage: accounting always, a hard limit only by reservation (spec §9) -------------
+# --- model usage: accounting always, a hard limit only by reservation (docs/design.md#budgets) ----
 
 
 def model_tokens_key(execution_id: str) -> str:
@@ -297,7 +298,8 @@ def _settled(driven: Settled) -> ToolOutcome:
 def nested_call(ctx: HandlerContext, operation: str, arguments: Any, *,
                 now: datetime | None = None) -> ToolOutcome:
     """A call made from inside a native handler or adapter: through the dispatcher, under
-    the authority of the principal and execution the outer operation runs for (spec §7)."""
+    the authority of the principal and execution the outer operation runs for
+    (docs/design.md#dispatcher)."""
     principal = Principal.objects.get(id=ctx.principal_id)
     when = now or timezone.now()
     try:

@@ -1,1 +1,1 @@
-"""The agents' REST API (DESIGN §7): thin DRF views over `dispatch.services`."""
+"""The agents' REST API (docs/rest-api.md#calls): thin DRF views over `dispatch.services`."""

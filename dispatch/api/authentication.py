@@ -1,4 +1,5 @@
-"""Who is calling (DESIGN §7): a bearer token, or a human's Django session with CSRF enforced.
+"""Who is calling (docs/rest-api.md#calls): a bearer token, or a human's Django session with CSRF
+enforced.
 
 Both authenticators put an `ApiUser` in `request.user`; views read the principal from it.
 A bearer header that is present but not a live token fails closed (401 `unauthenticated`):

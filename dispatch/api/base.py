@@ -1,4 +1,4 @@
-"""The agents' REST API (DESIGN §7): what every view shares.
+"""The agents' REST API (docs/rest-api.md#calls): what every view shares.
 
 Views are thin: a nested `InputSerializer` checks the body's shape and JSON types, the service
 decides everything else and raises `Denial`s that `dispatch.api.exceptions` renders unchanged.
@@ -69,7 +69,7 @@ def validated(
     """The body, checked by the view's `InputSerializer`; shape errors are `schema_invalid`."""
     if request.stream is None:
         # DRF reads no stream when there is no body (a zero or absent Content-Length) and
-        # hands the view `{}`; an empty body is not an empty object (DESIGN §6).
+        # hands the view `{}`; an empty body is not an empty object (docs/design.md#denials).
         raise Denial(C.MALFORMED_REQUEST, reason="the body is empty")
     if not isinstance(request.data, dict):
         raise Denial(C.SCHEMA_INVALID, errors=[

@@ -1,5 +1,5 @@
-"""REST calls that decide or settle an action (DESIGN §7): approvals, operations, renewals and
-cancellation."""
+"""REST calls that decide or settle an action (docs/rest-api.md#calls): approvals, operations,
+renewals and cancellation."""
 
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ class OperationResolveApi(ApiView):
         return Response(OperationOutputSerializer(operation_view(operation)).data)
 
 
-# --- renewed approval (spec §6.3, §8) ----------------------------------------------------------
+# --- renewed approval (docs/design.md#renewals) ---------------------------------------------------
 
 
 class RenewalOutputSerializer(serializers.Serializer[Any]):
@@ -176,7 +176,7 @@ class RenewalDecideApi(ApiView):
         return Response(RenewalOutputSerializer(renewal).data)
 
 
-# --- cancellation (spec §9) ---------------------------------------------------------------------
+# --- cancellation (docs/design.md#cancellation) ---------------------------------------------------
 
 CANCEL_CODES = (C.NOT_FOUND, C.ROLE_REQUIRED, C.PROTOCOL_STATE_INVALID)
 CANCEL_DESCRIPTION = (
@@ -191,8 +191,8 @@ CANCEL_DESCRIPTION = (
 
 
 class OperationCancelApi(ApiView):
-    """Cancel an operation (spec §9). A repeated cancellation is not answered 200: it is
-    `protocol_state_invalid`, its message saying the action is already cancelled and
+    """Cancel an operation (docs/design.md#cancellation). A repeated cancellation is not answered
+    200: it is `protocol_state_invalid`, its message saying the action is already cancelled and
     `details.state` the operation's state, so a client that retries after a lost response
     learns that its first request took effect and reads the operation for the outcome."""
 
@@ -216,9 +216,9 @@ class OperationCancelApi(ApiView):
 
 
 class ProposalCancelApi(ApiView):
-    """Cancel a proposal's action, before or after its claim (spec §9); answers the proposal,
-    whose `operation_state` tells what became of a claimed one. A repeat is refused as for
-    `OperationCancelApi`."""
+    """Cancel a proposal's action, before or after its claim (docs/design.md#cancellation); answers
+    the proposal, whose `operation_state` tells what became of a claimed one. A repeat is refused as
+    for `OperationCancelApi`."""
 
     class InputSerializer(OperationCancelApi.InputSerializer):
         """The same body as an operation's cancellation: an optional reason."""

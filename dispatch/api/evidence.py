@@ -1,4 +1,5 @@
-"""REST reads of the evidence chain (DESIGN §11): receipts and attestations, tenant-scoped.
+"""REST reads of the evidence chain (docs/design.md#evidence): receipts and attestations,
+tenant-scoped.
 
 There is no call that creates either: only the dispatcher issues them, when a `research.fetch`
 or `evidence.attest` operation completes (`dispatch.services.evidence`). A `POST` here is 405.
@@ -28,7 +29,8 @@ class _Bound(serializers.Serializer[dict[str, Any]]):
 class ReceiptOutputSerializer(serializers.Serializer[dict[str, Any]]):
     id = serializers.CharField(help_text="`evr_…`")
     question = _Bound(help_text="The question revision the source was retrieved for.")
-    # the wire name DESIGN §11 gives; DRF stubs type `Field.source` as the attribute path
+    # the wire name docs/design.md#evidence gives; DRF stubs type `Field.source` as the attribute
+    # path
     source = serializers.CharField(help_text="The URL retrieved.")  # type: ignore[assignment]
     content_digest = serializers.CharField(help_text="`sha256:` of the exact bytes retrieved.")
     retrieved_at = serializers.DateTimeField()

@@ -1,4 +1,4 @@
-"""Every API refusal as `{"error": {"code", "message", "details"}}` (DESIGN §6).
+"""Every API refusal as `{"error": {"code", "message", "details"}}` (docs/design.md#denials).
 
 A `Denial` from a service keeps its own code, status, message and details. DRF's and Django's
 own errors are mapped onto the same codes; a serializer's validation errors become
@@ -62,7 +62,7 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
             response["Retry-After"] = str(wait)
         return response
     if isinstance(exc, exceptions.MethodNotAllowed):
-        # DESIGN §6 has no code of its own for this; the request itself is wrong.
+        # docs/design.md#denials has no code of its own for this; the request itself is wrong.
         return Response(error_body(DenialCode.MALFORMED_REQUEST,
                                    f"{exc.detail} See the Allow header.",
                                    {"method": context["request"].method}), status=405)

@@ -41,8 +41,8 @@ class StrictCharField(serializers.CharField):
 
 class IdField(StrictCharField):
     """An id, or a name, that selects a record: any string at all. One that names nothing
-    visible is the service's `not_found`, whatever its length or shape (DESIGN §6); only a
-    non-string is refused here."""
+    visible is the service's `not_found`, whatever its length or shape (docs/design.md#denials);
+    only a non-string is refused here."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("allow_blank", True)

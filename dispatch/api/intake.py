@@ -1,4 +1,5 @@
-"""REST calls that bring an action in (DESIGN §7): contracts, resources, proposals, dispatch."""
+"""REST calls that bring an action in (docs/rest-api.md#calls): contracts, resources, proposals,
+dispatch."""
 
 from __future__ import annotations
 

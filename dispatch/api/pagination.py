@@ -1,5 +1,5 @@
-"""Keyset (cursor) pagination, newest first (DESIGN §7): no page counts a whole table, and an
-opaque cursor that was not handed out is `malformed_request`, never a 500.
+"""Keyset (cursor) pagination, newest first (docs/rest-api.md#calls): no page counts a whole table,
+and an opaque cursor that was not handed out is `malformed_request`, never a 500.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The request body parser (DESIGN §6): strict UTF-8 JSON, at most 1 MiB.
+"""The request body parser (docs/design.md#denials): strict UTF-8 JSON, at most 1 MiB.
 
 Built on `protocols.canonical.parse_json`, so duplicate keys, `NaN`/`Infinity`, lone surrogates,
 invalid UTF-8 and nesting deeper than `MAX_DEPTH` are `malformed_request`, never a 500. Bodies

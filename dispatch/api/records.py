@@ -1,4 +1,4 @@
-"""REST calls over authority and the record (DESIGN §7): grants and the audit."""
+"""REST calls over authority and the record (docs/rest-api.md#calls): grants and the audit."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Read-side helpers of the API: the JSON shapes of DESIGN §7, built from objects that an
-authorizing loader (`dispatch.services.access`) already returned, or tenant-scoped lists.
+"""Read-side helpers of the API: the JSON shapes of docs/rest-api.md#calls, built from objects that
+an authorizing loader (`dispatch.services.access`) already returned, or tenant-scoped lists.
 
 Nothing here writes, and nothing here loads a protected object by a client-supplied id.
 """
@@ -38,8 +38,8 @@ def proposal_view(
     proposal: Proposal, *, now: datetime, fresh: bool = False,
     approval: ApprovalRequest | None = None,
 ) -> dict[str, Any]:
-    """The proposal of DESIGN §7. `fresh`: this request just made it, with `approval` (or
-    none): it has no operation and no permit yet, and nothing is read back."""
+    """The proposal of docs/rest-api.md#calls. `fresh`: this request just made it, with `approval`
+    (or none): it has no operation and no permit yet, and nothing is read back."""
     if not fresh:
         approval = ApprovalRequest.objects.filter(proposal_id=proposal.id).first()
     operation = None if fresh else Operation.objects.filter(
@@ -102,7 +102,8 @@ def grant_view(grant: Grant) -> dict[str, Any]:
 
 
 def grants_of_principal(principal: Principal) -> QuerySet[Grant]:
-    """The caller's own grants (DESIGN §7 `GET grants/`), revoked and expired ones included."""
+    """The caller's own grants (docs/rest-api.md#calls `GET grants/`), revoked and expired ones
+    included."""
     return Grant.objects.filter(subject=principal, tenant_id=principal.tenant_id).select_related(
         "subject")
 

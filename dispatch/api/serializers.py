@@ -1,4 +1,5 @@
-"""Output shapes shared by several APIs (DESIGN §7), and the error body (DESIGN §6).
+"""Output shapes shared by several APIs (docs/rest-api.md#calls), and the error body
+(docs/design.md#denials).
 
 Views build plain dicts (see `dispatch.api.selectors`); these serializers only render them and
 describe them in the OpenAPI schema.
@@ -93,7 +94,7 @@ class GrantOutputSerializer(serializers.Serializer[dict[str, Any]]):
     parent_id = serializers.CharField(allow_null=True)
     budget = serializers.IntegerField(
         allow_null=True, help_text="Tool calls a delegated workflow step's grant may take "
-                                   "(DESIGN §11); null: no budget of its own.")
+                                   "(docs/design.md#evidence); null: no budget of its own.")
 
 
 class PageLinksSerializer(serializers.Serializer[dict[str, Any]]):

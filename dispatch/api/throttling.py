@@ -1,6 +1,6 @@
 """Per-principal request rate (one bucket per agent or human, whichever token or session).
 
-DESIGN §6 has no code for this: a throttled call answers 429 `budget_exhausted` with
+docs/design.md#denials has no code for this: a throttled call answers 429 `budget_exhausted` with
 `details.reason` "rate limit" and a `Retry-After` header (see `dispatch.api.exceptions`).
 """
 

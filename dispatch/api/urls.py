@@ -1,5 +1,5 @@
-"""`/api/v1/` (DESIGN §7). Paths end with a slash; anything else under the prefix is a JSON
-`not_found`. The OpenAPI schema is at `schema/`, a browsable page of it at `docs/`."""
+"""`/api/v1/` (docs/rest-api.md#calls). Paths end with a slash; anything else under the prefix is a
+JSON `not_found`. The OpenAPI schema is at `schema/`, a browsable page of it at `docs/`."""
 
 from __future__ import annotations
 

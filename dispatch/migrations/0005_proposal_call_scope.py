@@ -1,5 +1,6 @@
-"""A call id's scope is its own column (DESIGN §7): the execution id the caller named, or ""
-when it named none, so that a call id sent without an execution id is the principal's alone.
+"""A call id's scope is its own column (docs/rest-api.md#proposal): the execution id the caller
+named, or "" when it named none, so that a call id sent without an execution id is the principal's
+alone.
 
 Every existing proposal with a call id came from the agent or workflow runtime, which always
 names the execution: its scope is its execution id, and the old uniqueness carries over.

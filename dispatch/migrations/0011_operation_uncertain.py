@@ -1,4 +1,5 @@
-# Sticky uncertainty (DESIGN §5): an operation remembers that an attempt may have had its effect.
+# Sticky uncertainty (docs/design.md#outcomes): an operation remembers that an attempt may have had
+# its effect.
 
 from django.db import migrations, models
 

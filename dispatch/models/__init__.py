@@ -1,4 +1,5 @@
-"""The transactional operation store (spec §8): every model, re-exported from its module.
+"""The transactional operation store (docs/design.md#outcomes): every model, re-exported from its
+module.
 
 `base` holds the core records; `delegations` and `evidence` build on it, each in a module of its
 job. They import `base` and never this package, so the package sits above its modules and no

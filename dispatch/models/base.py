@@ -1,4 +1,5 @@
-"""The core records of the operation store (spec §8): fields, constraints and indexes only.
+"""The core records of the operation store (docs/design.md#outcomes): fields, constraints and
+indexes only.
 
 The records the others point at (tenant, principal, grant, operation, execution, ...) live here,
 so that `delegations` and `evidence` import this module, never the package that re-exports them.
@@ -57,8 +58,8 @@ class Principal(models.Model):
                                 on_delete=models.PROTECT, related_name="principal")
     # The operations this principal may ever propose (an agent's tool set).
     tools = models.JSONField(default=list)
-    # A delegated workflow step's sub-agent (DESIGN §11): nobody names it as a grant's subject
-    # or runs as it, and it acts only under its own step's grant.
+    # A delegated workflow step's sub-agent (docs/design.md#delegation): nobody names it as a
+    # grant's subject or runs as it, and it acts only under its own step's grant.
     subagent = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -99,7 +100,7 @@ class Grant(models.Model):
                                related_name="children")
     # The budget units that may ever be spent under this grant (its counter is
     # `grant:<id>`), carved out of the delegator's when a workflow step delegated it
-    # (DESIGN §11); null: unbudgeted.
+    # (docs/design.md#delegation); null: unbudgeted.
     budget = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -136,7 +137,7 @@ class Revision(models.Model):
 
 
 class Proposal(models.Model):
-    """An immutable snapshot of one exact action (DESIGN §4)."""
+    """An immutable snapshot of one exact action (docs/design.md#principals)."""
 
     id = _id_field("prp")
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT)
@@ -153,8 +154,8 @@ class Proposal(models.Model):
     destination_fingerprint = models.CharField(max_length=71)
     policy_fingerprint = models.CharField(max_length=71)
     dispatch_on_approval = models.BooleanField(default=False)
-    # The caller's id of this call (DESIGN §7): proposing it again is idempotent. Its scope is
-    # the execution id the caller named, or "" (the principal alone) when it named none.
+    # The caller's id of this call (docs/rest-api.md#calls): proposing it again is idempotent. Its
+    # scope is the execution id the caller named, or "" (the principal alone) when it named none.
     call_id = models.CharField(max_length=200, blank=True, default="")
     call_scope = models.CharField(max_length=80, blank=True, default="")
     cancelled_at = models.DateTimeField(null=True, blank=True)
@@ -218,7 +219,8 @@ class Decision(models.Model):
 
 
 class Permit(models.Model):
-    """A one-shot permit minted by the approval resolver; binds everything of spec §6.1."""
+    """A one-shot permit minted by the approval resolver; binds everything of
+    docs/design.md#permits."""
 
     id = _id_field("prm")
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT)
@@ -247,7 +249,7 @@ class Permit(models.Model):
 
 
 class Operation(models.Model):
-    """One logical action; its id is the destination's idempotency key (spec §8)."""
+    """One logical action; its id is the destination's idempotency key (docs/design.md#outcomes)."""
 
     id = _id_field("op")
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT)
@@ -262,9 +264,9 @@ class Operation(models.Model):
     contract_fingerprint = models.CharField(max_length=71)
     state = models.CharField(max_length=25, choices=_choices(OperationState))
     attempts_made = models.PositiveIntegerField(default=0)
-    # Sticky uncertainty (DESIGN §5): an attempt of this operation may have had its effect, and
-    # no authoritative lookup has proven the key absent since. While it holds, nothing may
-    # end the operation `failed_no_effect` (`operation_move` makes such a move `unknown`).
+    # Sticky uncertainty (docs/design.md#outcomes): an attempt of this operation may have had its
+    # effect, and no authoritative lookup has proven the key absent since. While it holds, nothing
+    # may end the operation `failed_no_effect` (`operation_move` makes such a move `unknown`).
     uncertain = models.BooleanField(default=False)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
@@ -280,12 +282,12 @@ class Operation(models.Model):
 
 
 class Renewal(models.Model):
-    """A renewed approval for one further attempt of an operation that stopped short (spec
-    §6.3, §8): a lapsed permit or authority before a retry, or an effect a lookup found
-    authoritatively absent. The same operation id, so the same idempotency key, and the same
-    digest: never a new operation for the same logical action. A human other than the
-    requester and the operation's principal decides it; a grant moves the operation from
-    `unknown` back to `claimed` for attempt `attempt`."""
+    """A renewed approval for one further attempt of an operation that stopped short
+    (docs/design.md#renewals): a lapsed permit or authority before a retry, or an effect a lookup
+    found authoritatively absent. The same operation id, so the same idempotency key, and the same
+    digest: never a new operation for the same logical action. A human other than the requester and
+    the operation's principal decides it; a grant moves the operation from `unknown` back to
+    `claimed` for attempt `attempt`."""
 
     id = _id_field("ren")
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT)
@@ -390,7 +392,7 @@ class Execution(models.Model):
 
 
 class TranscriptEntry(models.Model):
-    """The adapter transcript, persisted before the loop continues (spec §8)."""
+    """The adapter transcript, persisted before the loop continues (docs/design.md#outcomes)."""
 
     class Kind(models.TextChoices):
         TOOL_CALL = "tool_call"

@@ -1,4 +1,4 @@
-"""A delegated workflow step's record (DESIGN §11, bounded delegation): its owner is
+"""A delegated workflow step's record (docs/design.md#delegation, bounded delegation): its owner is
 `dispatch.services.delegations`."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dispatch.models.base import Execution, Grant, Principal, Tenant, _id_field
 
 
 class Delegation(models.Model):
-    """One delegated workflow step (DESIGN §11 "Bounded delegation"): the child grant its
+    """One delegated workflow step (docs/design.md#delegation): the child grant its
     sub-agent runs under, the budget carved out for it, and who runs the step now.
 
     A running step holds the lease (`holder`, `lease_expires_at`, renewed every sub-agent

@@ -1,4 +1,4 @@
-"""Evidence receipts and attestations (DESIGN §11): records of the store that only the
+"""Evidence receipts and attestations (docs/design.md#evidence): records of the store that only the
 dispatcher writes, in the transaction that records a fetch's or an attest's completion
 (`dispatch.services.evidence`). Immutable: no state, never updated."""
 
@@ -10,8 +10,8 @@ from dispatch.models.base import Operation, Resource, Tenant, _id_field
 
 
 class Receipt(models.Model):
-    """An evidence receipt (DESIGN §11): issued by the dispatcher alone, in the transaction
-    that records a `research.fetch` operation's completion. Immutable: never updated."""
+    """An evidence receipt (docs/design.md#evidence): issued by the dispatcher alone, in the
+    transaction that records a `research.fetch` operation's completion. Immutable: never updated."""
 
     id = _id_field("evr")
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT)
@@ -37,9 +37,9 @@ class ReceiptContent(models.Model):
 
 
 class Attestation(models.Model):
-    """A trusted validator's judgement of one exact report revision under one policy (DESIGN
-    §11), issued in the transaction that records an `evidence.attest` operation's completion.
-    A recorded judgement, never a universal "verified"; immutable."""
+    """A trusted validator's judgement of one exact report revision under one policy
+    (docs/design.md#evidence), issued in the transaction that records an `evidence.attest`
+    operation's completion. A recorded judgement, never a universal "verified"; immutable."""
 
     class Result(models.TextChoices):
         PASS = "pass"  # noqa: S105 (a verdict, not a password)

@@ -1,1 +1,2 @@
-"""The one write path (STYLE §2): every state change goes through a function in this package."""
+"""The one write path (docs/design.md#one-write-path): every state change goes through a function in
+this package."""

@@ -1,5 +1,5 @@
-"""Authorizing loaders (STYLE §3): one function per protected kind, one error for missing and
-forbidden, so another tenant's id answers exactly like a forged one: `not_found`."""
+"""Authorizing loaders (docs/design.md#choke-points): one function per protected kind, one error for
+missing and forbidden, so another tenant's id answers exactly like a forged one: `not_found`."""
 
 from __future__ import annotations
 
@@ -140,8 +140,8 @@ def access_grant_by_id(principal: Principal, grant_id: object) -> Grant:
 
 
 def access_question_for_review(principal: Principal, question_id: object) -> Resource:
-    """A question (DESIGN §11) for the console's evidence page: to the operators and admins of
-    its tenant. Another tenant's id, a resource of another kind and a missing id are one
+    """A question (docs/design.md#evidence) for the console's evidence page: to the operators and
+    admins of its tenant. Another tenant's id, a resource of another kind and a missing id are one
     `not_found`."""
     resource = _access(Resource, principal, question_id, "question")
     if resource.kind != "question":
@@ -154,10 +154,10 @@ def access_question_for_review(principal: Principal, question_id: object) -> Res
 
 
 def access_receipt_by_id(principal: Principal, receipt_id: object) -> Receipt:
-    """An evidence receipt of the principal's tenant (DESIGN §11); else `not_found`."""
+    """An evidence receipt of the principal's tenant (docs/design.md#evidence); else `not_found`."""
     return _access(Receipt, principal, receipt_id, "receipt")
 
 
 def access_attestation_by_id(principal: Principal, attestation_id: object) -> Attestation:
-    """An attestation of the principal's tenant (DESIGN §11); else `not_found`."""
+    """An attestation of the principal's tenant (docs/design.md#evidence); else `not_found`."""
     return _access(Attestation, principal, attestation_id, "attestation")

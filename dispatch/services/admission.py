@@ -1,4 +1,4 @@
-"""Admission (DESIGN §5 steps 1-4, spec §7): what every stage checks before it acts.
+"""Admission (docs/design.md#dispatcher steps 1-4): what every stage checks before it acts.
 
 `admit` is the one pipeline that proposal, decision, dispatch and retry run: the contract's
 arguments validated with defaults materialized, resource handles resolved through the store
@@ -146,7 +146,8 @@ def links_moved(resolved: dict[str, Any], snapshot: dict[str, Any]) -> Denial | 
 def snapshot_of(
     runtime: Runtime, contract: OperationContract, arguments: dict[str, Any]
 ) -> dict[str, Any]:
-    """What the operator sees and the permit binds: no execution id, no principal (DESIGN §7)."""
+    """What the operator sees and the permit binds: no execution id, no principal
+    (docs/rest-api.md#calls)."""
     return {
         "canon": CANON_VERSION,
         "operation": contract.qualified_name,
@@ -161,7 +162,8 @@ def deployment_refusal(
     runtime: Runtime, contract: OperationContract, proposal: Proposal
 ) -> Denial | None:
     """Step 1: this deployment still runs what was proposed, or the `contract_mismatch` that
-    says what moved: the contract, its handler, the destination or the policy (spec §8)."""
+    says what moved: the contract, its handler, the destination or the policy
+    (docs/design.md#outcomes)."""
     if contract.fingerprint != proposal.contract_fingerprint:
         return Denial(DenialCode.CONTRACT_MISMATCH, operation=contract.qualified_name)
     handler = runtime.handlers.get((contract.qualified_name, contract.contract_version))

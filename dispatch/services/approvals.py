@@ -1,4 +1,5 @@
-"""The approval resolver (spec §6): the only place that decides approvals and mints permits.
+"""The approval resolver (docs/design.md#approvals): the only place that decides approvals and mints
+permits.
 
 Only an authenticated human holding the required role, of the same tenant, who confirms the
 digest they were shown, before expiry, may decide, and only once.
@@ -85,9 +86,10 @@ def approval_decide(
     failpoint("decision.before_transaction")
     try:
         with transaction.atomic(durable=True):
-            # The permit records the grant the requester's authority rests on (spec §6.1),
-            # checked in this transaction, share-locked: a revocation that committed first
-            # refuses the grant, and one that comes later finds the permit and revokes it.
+            # The permit records the grant the requester's authority rests on
+            # (docs/design.md#permits), checked in this transaction, share-locked: a revocation that
+            # committed first refuses the grant, and one that comes later finds the permit and
+            # revokes it.
             grant = _admit_for_grant(proposal, now).grant if event is ApprovalEvent.GRANT \
                 else None
             # Only the first decision moves the request out of `pending` before expiry.
@@ -128,7 +130,8 @@ def _permit_mint(
     approval: ApprovalRequest, proposal: Proposal, approver: Principal, grant: CoreGrant,
     now: datetime,
 ) -> Permit:
-    """The one-shot permit, binding everything of spec §6.1, in the grant's transaction."""
+    """The one-shot permit, binding everything of docs/design.md#permits, in the grant's
+    transaction."""
     return Permit.objects.create(
         tenant_id=proposal.tenant_id, approval_id=approval.id, proposal=proposal,
         state=PERMIT_LIFECYCLE.initial, approver=approver,
@@ -226,8 +229,8 @@ def approval_move(
 
 
 def _dispatch_on_approval(proposal: Proposal, now: datetime) -> None:
-    """`dispatch_on_approval` (DESIGN §7): claim the new permit as the requester, with every
-    check of a dispatch, inside the grant's own transaction, so that grant and claim cost one
+    """`dispatch_on_approval` (docs/rest-api.md#calls): claim the new permit as the requester, with
+    every check of a dispatch, inside the grant's own transaction, so that grant and claim cost one
     commit; the task is enqueued when that commits. The claim is a savepoint: a refusal rolls
     back only the claim, the decision stands and the permit stays issued, for the agent to
     dispatch (and hear why) itself. A database error in the dispatch is treated the same way:

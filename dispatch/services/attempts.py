@@ -1,4 +1,4 @@
-"""Every attempt after the first (DESIGN §5, spec §8, §9): one function starts it.
+"""Every attempt after the first (docs/design.md#retries, #budgets): one function starts it.
 
 Attempt N+1 of an operation comes from a worker's retry after an uncertain attempt, a lost
 worker's attempt past its timeout, a retry that reconciliation allowed after a proven absence,
@@ -114,8 +114,9 @@ def retry_refusal(
     absence_proven: bool = False,
 ) -> str | None:
     """Why uncertain attempt `number` may not be followed by another under the same key, or
-    None if it may (spec §8): `attempt_checks` without locks or reservation. `absence_proven`:
-    an authoritative lookup past the delivery fence has just found the key absent."""
+    None if it may (docs/design.md#reconciliation): `attempt_checks` without locks or reservation.
+    `absence_proven`: an authoritative lookup past the delivery fence has just found the key
+    absent."""
     try:
         attempt_checks(operation, contract, number + 1, now, reserve=False,
                        uncertain=not absence_proven)

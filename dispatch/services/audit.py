@@ -1,5 +1,5 @@
-"""Audit events, appended in the caller's transaction, secrets redacted (DESIGN §4), and
-the replay that checks them (spec §7).
+"""Audit events, appended in the caller's transaction, secrets redacted (docs/design.md#audit), and
+the replay that checks them (docs/design.md#dispatcher).
 
 An append is one fixed INSERT (no model instance, no query compilation): it rides in every
 write transaction of the hot path, so it costs what the database costs. `audit_values` gives a
@@ -7,7 +7,7 @@ move function the same row to append inside its own statement (a PostgreSQL CTE)
 `audit_binding` is what every event of an operation carries so that it stands alone,
 `audit_moves` what an event carries of the resource moves its transaction made, and
 `audit_text` masks the action's values in what a destination or an admin wrote: the audit
-references the stored snapshot by id and digest and never holds a payload (spec §12).
+references the stored snapshot by id and digest and never holds a payload (docs/design.md#audit).
 `audit_replay` streams the audit in append order through `protocols.trace`.
 """
 
@@ -62,8 +62,8 @@ def audit_record(
 
 
 def audit_binding(proposal: Proposal) -> dict[str, Any]:
-    """What the events of a proposal's action carry (spec §12), from the row already loaded:
-    the contract and policy fingerprints, the execution id, and the id and revision of each
+    """What the events of a proposal's action carry (docs/design.md#audit), from the row already
+    loaded: the contract and policy fingerprints, the execution id, and the id and revision of each
     resource it acts on. References and digests only; the snapshot stays in its own row."""
     return {"contract_fingerprint": proposal.contract_fingerprint,
             "policy_fingerprint": proposal.policy_fingerprint,
@@ -92,7 +92,8 @@ def audit_text(proposal: Proposal, text: str) -> str:
 
 def audit_replay(*, tenant: str | None = None) -> TraceReport:
     """Replay the audit (of the tenant named `tenant`, or of all) through the transition
-    tables: every violation of the trace safety property (spec §7), in append order.
+    tables: every violation of the trace safety property (docs/design.md#dispatcher), in append
+    order.
 
     One query, read in id order in chunks (a server-side cursor on PostgreSQL), so the audit
     never has to fit in memory; the replay keeps one small record per operation and permit.

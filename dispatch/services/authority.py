@@ -1,4 +1,5 @@
-"""Authority (spec §4.3, DESIGN §4-§7): roles, grants and their scope, in the shell.
+"""Authority (docs/design.md#grants, #dispatcher, #denials, docs/rest-api.md#calls): roles, grants
+and their scope, in the shell.
 
 The decisions are pure (`protocols.grants`); this module loads what they decide on and writes
 what they allow: grants read with their ancestry (a grant is revoked or expired when any grant
@@ -31,7 +32,7 @@ from protocols.roles import Role, role_allows
 
 def has_role(principal: Principal, role: str) -> bool:
     """Whether `principal` is a human holding `role`; an admin holds every right of an
-    operator (DESIGN §7). Agents hold no role."""
+    operator (docs/design.md#principals). Agents hold no role."""
     return principal.kind == Principal.Kind.HUMAN and role_allows(principal.role, role)
 
 
@@ -94,9 +95,9 @@ def _effective(rows: list[Grant], wanted: Callable[[Grant], bool]) -> list[core.
 
 def grants_of(principal: Principal, *, lock: bool = False) -> list[core.Grant]:
     """The principal's grants as authority sees them: a grant is revoked or expired when any
-    grant it was delegated from is (DESIGN §6). A delegated step's sub-agent holds its own
-    step's grant and no other, whoever named it as subject (DESIGN §11). `lock`: see
-    `_grant_chain`."""
+    grant it was delegated from is (docs/design.md#denials). A delegated step's sub-agent holds its
+    own step's grant and no other, whoever named it as subject (docs/design.md#delegation). `lock`:
+    see `_grant_chain`."""
     rows = _grant_chain("subject_id", principal.id, lock=lock)
     own = None
     if principal.subagent:
@@ -116,10 +117,10 @@ def grant_issue(
     *, issuer: str | Principal, subject: Principal, operations: Iterable[str],
     scope: dict[str, Any], now: datetime, expires_in: int | None = None,
 ) -> Grant:
-    """Issue a root grant: the host's authorization service only (spec §4.3). `issuer` is a
-    human admin of the subject's tenant (checked here), or the name the host's own commands
+    """Issue a root grant: the host's authorization service only (docs/design.md#grants). `issuer`
+    is a human admin of the subject's tenant (checked here), or the name the host's own commands
     issue under. A delegated step's sub-agent is no subject: `not_found`, as for a name that
-    names nobody (its authority is its step's grant alone, DESIGN §11)."""
+    names nobody (its authority is its step's grant alone, docs/design.md#delegation)."""
     if subject.subagent:
         raise Denial(DenialCode.NOT_FOUND, kind="principal", id=subject.name)
     if isinstance(issuer, Principal):
@@ -153,8 +154,8 @@ def grant_revoke_tree(*, grant: Grant, actor_name: str, now: datetime) -> Grant:
     """Revoke `grant`, every grant delegated from it and every unclaimed permit minted under any
     of them, in one transaction, with one `grant.revoked` event.
 
-    Revocation wins every race (DESIGN §5): the tree is locked for update in id order, the
-    order in which claims, decisions and delegations share-lock the grants they rest on, so
+    Revocation wins every race (docs/design.md#claim): the tree is locked for update in id order,
+    the order in which claims, decisions and delegations share-lock the grants they rest on, so
     each of them either sees this revocation or commits before it. A delegation that slipped
     a child in while the tree was being read is found by reading the tree again once locked.
     """
@@ -241,11 +242,12 @@ def grant_delegate_from_covering(
     *, principal: Principal, subject: Principal, operations: list[str], scope: dict[str, Any],
     expires_at: datetime, budget: int, now: datetime, details: dict[str, Any],
 ) -> Grant:
-    """A child of whichever of `principal`'s own grants covers it, only narrower (DESIGN §11):
-    the workflow runtime's delegation for a step, with `grants/{id}/delegate/` semantics
-    (`protocols.grants.delegate`). Inside the caller's transaction: the principal's grants are
-    share-locked where they are read, as in `grant_delegate`, so a revocation that committed
-    first refuses this and a later one finds the child and revokes it too.
+    """A child of whichever of `principal`'s own grants covers it, only narrower
+    (docs/design.md#delegation): the workflow runtime's delegation for a step, with
+    `grants/{id}/delegate/` semantics (`protocols.grants.delegate`). Inside the caller's
+    transaction: the principal's grants are share-locked where they are read, as in
+    `grant_delegate`, so a revocation that committed first refuses this and a later one finds the
+    child and revokes it too.
 
     Refusals: an operation outside the principal's own tool set -> `tool_not_permitted` (its
     effective authority never held it); no grant of it names any of the operations ->
@@ -288,7 +290,7 @@ def grant_delegate_from_covering(
                                       "subject": subject.name, "operations": grant.operations,
                                       "scope": grant.scope, "budget": budget, **details})
         return grant
-    # The order of DESIGN §6: a live grant that is too narrow says what widened.
+    # The order of docs/design.md#denials: a live grant that is too narrow says what widened.
     for code in (DenialCode.DELEGATION_WIDENS, DenialCode.AUTHORITY_REVOKED):
         found = next((d for d in refusals if d.code is code), None)
         if found is not None:
@@ -297,7 +299,7 @@ def grant_delegate_from_covering(
 
 
 def select_authority(contract: OperationContract, resolved: dict[str, Any]) -> dict[str, str]:
-    """The concrete values the arguments select for each authority key (spec §4.3)."""
+    """The concrete values the arguments select for each authority key (docs/design.md#grants)."""
     selected: dict[str, str] = {}
     for requirement in contract.authority_requirements:
         value: Any = resolved
@@ -314,7 +316,8 @@ def check_authority(
     """The grant this action rests on now, or the denial that says why there is none.
 
     `lock=True` inside a claim's or decision's transaction: the grants read are share-locked,
-    so a revocation committed before this read is seen and a later one waits (DESIGN §5)."""
+    so a revocation committed before this read is seen and a later one waits
+    (docs/design.md#dispatcher)."""
     return core.authorize(
         grants=grants_of(principal, lock=lock),
         subject=principal.id,

@@ -1,4 +1,5 @@
-"""Budget capacity, taken inside the claim's own transaction (DESIGN §5 steps 6-7, spec §9).
+"""Budget capacity, taken inside the claim's own transaction (docs/design.md#dispatcher steps 6-7,
+docs/design.md#budgets).
 
 One conditional upsert adds the action's cost to every counter it counts against, all or
 nothing: a counter that would go over its limit is neither updated nor returned, and the claim
@@ -36,10 +37,10 @@ def attempt_budget(
     *, principal_id: str, execution_id: str, grant_id: str, grant_budget: int | None,
     now: datetime,
 ) -> list[tuple[str, int]]:
-    """Every counter one attempt of an action counts against (spec §9: admission reserves tool
-    calls, retries and concurrency): the principal's hour, its execution, and a delegated
-    step's grant (DESIGN §11), never more than was carved out for it. The claim takes it for
-    the first attempt, `attempt_next` for every attempt after it."""
+    """Every counter one attempt of an action counts against (docs/design.md#budgets: admission
+    reserves tool calls, retries and concurrency): the principal's hour, its execution, and a
+    delegated step's grant (docs/design.md#delegation), never more than was carved out for it. The
+    claim takes it for the first attempt, `attempt_next` for every attempt after it."""
     keys = budget_keys(principal_id=principal_id, execution_id=execution_id, now=now)
     if grant_budget is not None:
         keys.append((grant_budget_key(grant_id), grant_budget))
@@ -93,14 +94,15 @@ def budget_take(*, limits: Limits, cost: int) -> None:
 
 
 def grant_budget_key(grant_id: str) -> str:
-    """The counter of a budgeted grant (DESIGN §11): every claim under it takes from it."""
+    """The counter of a budgeted grant (docs/design.md#delegation): every claim under it takes from
+    it."""
     return f"grant:{grant_id}"
 
 
 def budget_carve(*, parents: Limits, child: str, amount: int) -> None:
     """Reserve `amount` out of every counter in `parents` for a new counter `child` of that
-    limit (a delegated grant's, DESIGN §11), or raise `budget_exhausted` naming the first
-    parent that has less than `amount` left. Inside the caller's transaction (the one that
+    limit (a delegated grant's, docs/design.md#delegation), or raise `budget_exhausted` naming the
+    first parent that has less than `amount` left. Inside the caller's transaction (the one that
     issues the child grant), whose rollback undoes it: the parents can never spend what the
     child holds, and the child can never hold more than its parents had left."""
     budget_take(limits=parents, cost=amount)

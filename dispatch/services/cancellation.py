@@ -1,4 +1,4 @@
-"""Cancellation (spec §9), at each point of an action's life:
+"""Cancellation (docs/design.md#cancellation), at each point of an action's life:
 
 - before the claim it prevents dispatch: the proposal is withdrawn, its approval and permit
   revoked, its resources released;
@@ -87,7 +87,7 @@ def _require_canceller(actor: Principal, proposal: Proposal) -> None:
 
 
 def _reason_details(proposal: Proposal, reason: str) -> dict[str, str]:
-    # A reason may quote the action's values: the audit keeps it masked (spec §12).
+    # A reason may quote the action's values: the audit keeps it masked (docs/design.md#audit).
     reason = reason[:REASON_MAX]
     return {"reason": audit_text(proposal, reason)} if reason else {}
 
@@ -174,8 +174,8 @@ def _cancel_after_claim(
 def _await_answer(operation_id: str, attempt: int) -> None:
     """Wait, at most `CANCEL_WAIT_SECONDS`, for the attempt in flight to answer: a handler that
     stops on its cancelled context ends it before any effect, and the caller then hears the
-    outcome, not a promise (spec §9: terminal and effect-safe). One that does not answer in time
-    leaves the operation `claimed`, its outcome to come."""
+    outcome, not a promise (docs/design.md#cancellation: terminal and effect-safe). One that does
+    not answer in time leaves the operation `claimed`, its outcome to come."""
     deadline = time.monotonic() + float(settings.CANCEL_WAIT_SECONDS)
     while time.monotonic() < deadline:
         if Attempt.objects.filter(operation_id=operation_id, number=attempt,

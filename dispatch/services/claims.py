@@ -1,6 +1,7 @@
-"""THE claim (DESIGN §5 steps 6-7, spec §6.3): one transaction that claims the permit, moves
-each resource to `dispatching` by compare-and-swap, inserts the operation intent `claimed` and
-its audit event, and takes the budget. If any part fails, all of it rolls back and nothing runs.
+"""THE claim (docs/design.md#dispatcher steps 6-7, docs/design.md#permits): one transaction that
+claims the permit, moves each resource to `dispatching` by compare-and-swap, inserts the operation
+intent `claimed` and its audit event, and takes the budget. If any part fails, all of it rolls back
+and nothing runs.
 
 The winner is decided by conditional UPDATEs whose row counts are read, never by a read
 followed by an unconditional write: on PostgreSQL a concurrent claimer blocks on the row lock

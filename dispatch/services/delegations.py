@@ -1,4 +1,4 @@
-"""Bounded delegation (DESIGN §11): the one owner of `Delegation` records.
+"""Bounded delegation (docs/design.md#delegation): the one owner of `Delegation` records.
 
 A workflow `agent` step with `delegate` runs its sub-agent under a child grant. Its record
 lives from the step's start to its end, however it ends:
@@ -134,7 +134,7 @@ def delegation_open(
             # Out of the run's budget and the delegator's hourly one, by their exact keys (the
             # unused part goes back to the same hour's counter, whenever the step ends): the
             # sub-agent's claims count against counters of its own, so the carve-out is all
-            # of the delegator's budgets they can ever spend (DESIGN §11).
+            # of the delegator's budgets they can ever spend (docs/design.md#delegation).
             parents = budget_keys(principal_id=principal.id, execution_id=execution_id, now=now)
             parent_budget = Grant.objects.filter(id=grant.parent_id).values_list(
                 "budget", flat=True).first()

@@ -1,4 +1,5 @@
-"""The enforcing dispatcher (DESIGN §5, spec §7), steps 1-7, in order, in the caller's request.
+"""The enforcing dispatcher (docs/design.md#dispatcher), steps 1-7, in order, in the caller's
+request.
 
 `proposal_dispatch` checks everything again and claims; `dispatch.services.execution` runs
 steps 8-9 on a worker. Every refusal is a `Denial` with its stable code; nothing runs without a
@@ -54,7 +55,7 @@ def proposal_dispatch(
 
 
 #: Details of a denial that quote an argument: the caller hears them, the audit does not
-#: keep them (spec §12: the audit holds references, never payloads).
+#: keep them (docs/design.md#audit: the audit holds references, never payloads).
 _VALUE_DETAILS = frozenset({"value", "errors"})
 
 
@@ -85,8 +86,8 @@ def _dispatch(
 def _claim_in_one_transaction(
     *, principal: Principal, proposal_id: object, permit_id: object, now: datetime,
 ) -> Operation:
-    # Every check and the claim share ONE transaction (DESIGN §5 steps 1-7): what is checked
-    # is what is claimed. The grants are share-locked where they are read, so a revocation
+    # Every check and the claim share ONE transaction (docs/design.md#dispatcher steps 1-7): what is
+    # checked is what is claimed. The grants are share-locked where they are read, so a revocation
     # that committed first is seen and a later one waits for the commit; on SQLite the
     # transaction holds the write lock from its first statement.
     with transaction.atomic():
@@ -99,7 +100,7 @@ def _claim_in_one_transaction(
 
 def _said_plainly(denial: Denial, proposal_id: object) -> Denial:
     """A dispatch of an action already claimed hears `permit_claimed`, unless its effect is
-    uncertain: then `unsafe_retry`, which says an admin must resolve it (spec §12). Read
+    uncertain: then `unsafe_retry`, which says an admin must resolve it (docs/design.md#audit). Read
     after the claim's transaction rolled back, on the refusal path only."""
     if denial.code is not DenialCode.PERMIT_CLAIMED:
         return denial

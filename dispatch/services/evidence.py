@@ -1,4 +1,4 @@
-"""Evidence receipts and attestations (DESIGN §11, spec §11): trusted records of the store.
+"""Evidence receipts and attestations (docs/design.md#evidence): trusted records of the store.
 
 A receipt or an attestation is written only by `receipt_issue` or `attestation_issue`, inside
 the transaction that records its operation's outcome: each takes the `OutcomeContext` that only
@@ -48,7 +48,7 @@ def _utc(at: datetime) -> str:
 
 
 def receipt_json(receipt: Receipt) -> dict[str, Any]:
-    """A receipt as the API and a fetch's result show it (DESIGN §11)."""
+    """A receipt as the API and a fetch's result show it (docs/design.md#evidence)."""
     return {"id": receipt.id,
             "question": {"id": receipt.question_id, "revision": receipt.question_revision},
             "source": receipt.source, "content_digest": receipt.content_digest,
@@ -57,7 +57,7 @@ def receipt_json(receipt: Receipt) -> dict[str, Any]:
 
 
 def attestation_json(attestation: Attestation) -> dict[str, Any]:
-    """An attestation as the API and an attest's result show it (DESIGN §11)."""
+    """An attestation as the API and an attest's result show it (docs/design.md#evidence)."""
     return {"id": attestation.id, "validator": attestation.validator,
             "policy": attestation.policy,
             "report": {"id": attestation.report_id, "revision": attestation.report_revision,
@@ -73,7 +73,7 @@ def attestation_refusal(
     contract: OperationContract, principal: Principal, arguments: dict[str, Any],
     resolved: dict[str, Any],
 ) -> Denial | None:
-    """DESIGN §11, in order: no such attestation visible to the principal's tenant is
+    """docs/design.md#evidence, in order: no such attestation visible to the principal's tenant is
     `attestation_missing`; a `fail` is `attestation_failed`; one of another report, revision or
     digest, or judged under another policy than the contract requires, is
     `attestation_unbound`. None when the publication rests on what it must."""

@@ -1,5 +1,5 @@
-"""Steps 8-9 of the dispatcher (DESIGN §5, spec §7-§8), on a worker: run the handler of a claimed
-operation, at most once per started attempt, and record what it answered.
+"""Steps 8-9 of the dispatcher (docs/design.md#dispatcher, #outcomes), on a worker: run the handler
+of a claimed operation, at most once per started attempt, and record what it answered.
 
 Every outcome names the attempt it settles (`operation_move`), so a late answer of an older
 attempt is kept as evidence, never as the outcome. A worker runs only what was approved: the
@@ -142,7 +142,7 @@ def deployment_drift(
 ) -> str | None:
     """Why this deployment no longer runs what was approved, or None: recovery checks the
     contract, handler, destination and policy fingerprints before any attempt, however late
-    (spec §8)."""
+    (docs/design.md#outcomes)."""
     refusal = deployment_refusal(runtime, contract, proposal)
     if refusal is None:
         return None
@@ -208,8 +208,8 @@ def _next_attempt(
 def handler_invoke(
     handler: Handler, ctx: HandlerContext, started: StartedAttempt | None = None,
 ) -> dict[str, Any]:
-    """THE entry point to a protected handler (spec §7): it runs only for a started, open
-    attempt of an operation that holds a committed claim, of this handler's operation;
+    """THE entry point to a protected handler (docs/design.md#dispatcher): it runs only for a
+    started, open attempt of an operation that holds a committed claim, of this handler's operation;
     anything else raises `UnclaimedInvocationError` before any I/O. `started`, minted by the
     attempt's own conditional start in this process, is that proof; without it the store is
     asked."""
@@ -261,7 +261,8 @@ OUTPUT_INVALID = "the handler's result does not match the contract's output_type
 
 def _unusable(contract: OperationContract) -> str:
     """The outcome of an answer that cannot be used: a read had no effect; anything that may
-    have written may have (spec §7), and only a lookup or a human can settle it."""
+    have written may have (docs/design.md#dispatcher), and only a lookup or a human can settle
+    it."""
     read_only = {e.value for e in contract.possible_effects} <= {"read"}
     return Attempt.Outcome.FAILED_NO_EFFECT if read_only else Attempt.Outcome.UNCERTAIN
 

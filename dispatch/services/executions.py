@@ -1,4 +1,5 @@
-"""The one owner of executions and their journals, and the one drive loop (spec §8, §10).
+"""The one owner of executions and their journals, and the one drive loop
+(docs/design.md#outcomes, #extensions).
 
 An `Execution` is a run of an embedded runtime (the agent loop, a workflow) and the parent of its
 tool operations; its `TranscriptEntry` rows are the run's journal. Every write of either is made
@@ -42,7 +43,8 @@ def execution_create(
     adapter_config: dict[str, Any] | None = None, adapter_fingerprint: str = "",
 ) -> Execution:
     """A new running execution of `principal`; `adapter` names the runtime that drives it,
-    `adapter_config` is what rebuilds it and `adapter_fingerprint` pins that (spec §8)."""
+    `adapter_config` is what rebuilds it and `adapter_fingerprint` pins that
+    (docs/design.md#outcomes)."""
     return Execution.objects.create(
         tenant_id=principal.tenant_id, principal=principal, adapter=adapter,
         adapter_config=adapter_config or {}, adapter_fingerprint=adapter_fingerprint,

@@ -1,4 +1,5 @@
-"""The one owner of an operation's state and of its attempt rows (spec §8, DESIGN §5).
+"""The one owner of an operation's state and of its attempt rows
+(docs/design.md#outcomes, #dispatcher).
 
 Every change of an operation's `state` or `attempts_made` is made here, by one conditional
 UPDATE whose WHERE names the state the transition table allows the event from and the attempt
@@ -96,7 +97,7 @@ _START = (
     'WHERE a."operation_id" = "dispatch_operation"."id" AND a."ended_at" IS NULL)'
 )
 # An uncertain attempt ends while the operation stays claimed for a retry under the same key;
-# the operation remembers the uncertainty (sticky, DESIGN §5).
+# the operation remembers the uncertainty (sticky, docs/design.md#outcomes).
 _HOLD = (
     'UPDATE "dispatch_operation" SET "uncertain" = TRUE, "next_attempt_at" = %s, '
     '"updated_at" = %s WHERE "id" = %s AND "state" = %s AND "attempts_made" = %s'
@@ -151,8 +152,8 @@ def operation_move(
     (`_outcome_issuance`). Returns whether it moved; the caller's `operation` is updated when
     it did.
 
-    Uncertainty is sticky (DESIGN §5): once an attempt was uncertain, `fail_no_effect` (a
-    definite failure of a later attempt, a cancellation, a refused retry) moves the operation
+    Uncertainty is sticky (docs/design.md#outcomes): once an attempt was uncertain, `fail_no_effect`
+    (a definite failure of a later attempt, a cancellation, a refused retry) moves the operation
     to `unknown`, never to `failed_no_effect`, until an authoritative lookup proves the key
     absent (`absence_proven`, given with the retry that follows it).
     """
@@ -245,7 +246,7 @@ _MINT = object()
 class StartedAttempt:
     """Proof, minted only here, that this process started attempt `number` of `operation_id`
     by its conditional update in a committed transaction: the dispatcher's invoke path needs
-    no second look at the store for it (spec §7)."""
+    no second look at the store for it (docs/design.md#dispatcher)."""
 
     operation_id: str
     number: int

@@ -1,4 +1,4 @@
-"""Permits (spec §6.3): `permit_move` is the one owner of a permit's state.
+"""Permits (docs/design.md#permits): `permit_move` is the one owner of a permit's state.
 
 A permit is issued by a grant (approvals), claimed once (the claim), or expires or is revoked
 unused. Revoking a grant revokes the issued, unclaimed permits minted under it: the human's

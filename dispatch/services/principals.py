@@ -1,4 +1,5 @@
-"""Tenants, principals and bearer tokens (DESIGN §4, §10). Grants and roles: `authority`."""
+"""Tenants, principals and bearer tokens (docs/design.md#principals, #running). Grants and roles:
+`authority`."""
 
 from __future__ import annotations
 
@@ -71,9 +72,9 @@ def agent_create(*, name: str, tenant: str, tools: Iterable[str]) -> tuple[Princ
 
 
 def subagent_create(*, tenant_id: str, name: str, tools: Iterable[str]) -> Principal:
-    """A sub-agent of a delegated workflow step (DESIGN §11): an agent of the tenant with no
-    bearer token (it acts only in the embedded runtime), whose tool set is the step's tools and
-    whose only authority is the step's delegated grant. Marked `subagent`: no grant names it
+    """A sub-agent of a delegated workflow step (docs/design.md#delegation): an agent of the tenant
+    with no bearer token (it acts only in the embedded runtime), whose tool set is the step's tools
+    and whose only authority is the step's delegated grant. Marked `subagent`: no grant names it
     as subject but that one, no command runs as it, no form or list offers it."""
     return Principal.objects.create(tenant_id=tenant_id, name=name, kind=Principal.Kind.AGENT,
                                     tools=get_runtime().require_operations(tools),

@@ -1,4 +1,5 @@
-"""Proposals: the immutable snapshot of one exact action (DESIGN §4, §7; spec §6).
+"""Proposals: the immutable snapshot of one exact action (docs/design.md#proposals,
+docs/rest-api.md#calls; docs/design.md#approvals).
 
 A proposal is checked like a dispatch (tool set, schema, resources, authority), so no human is
 asked to approve what could never run; dispatch checks everything again.
@@ -30,19 +31,19 @@ from protocols.lifecycle import (
     ResourceEvent,
 )
 
-#: An execution id (DESIGN §7), matched whole: no trailing newline slips through.
+#: An execution id (docs/rest-api.md#calls), matched whole: no trailing newline slips through.
 EXECUTION_ID_SHAPE = "[A-Za-z0-9_.:-]{1,80}"
 EXECUTION_ID = re.compile(EXECUTION_ID_SHAPE)
 EXECUTION_ID_RULE = f"must be a string matching {EXECUTION_ID_SHAPE}"
-#: A call id (DESIGN §7): 1 to 200 printable ASCII characters, space included.
+#: A call id (docs/rest-api.md#proposal): 1 to 200 printable ASCII characters, space included.
 CALL_ID = re.compile(r"[ -~]{1,200}")
 CALL_ID_RULE = "must be a string of 1 to 200 printable ASCII characters"
 
 
 @dataclass(frozen=True)
 class Intake:
-    """The proposal of one request, and whether this request made it (DESIGN §7: 201 for
-    the first proposal of a call, 200 for a repeat)."""
+    """The proposal of one request, and whether this request made it (docs/rest-api.md#calls: 201
+    for the first proposal of a call, 200 for a repeat)."""
 
     proposal: Proposal
     created: bool
@@ -80,8 +81,8 @@ def proposal_intake(
 ) -> Intake:
     """Snapshot one exact action and open its approval request if the contract needs one.
 
-    A `call_id` makes intake idempotent (DESIGN §7): the same principal, execution id and call
-    id answer with the proposal made first, and another action under them is
+    A `call_id` makes intake idempotent (docs/rest-api.md#proposal): the same principal, execution
+    id and call id answer with the proposal made first, and another action under them is
     `proposal_mismatch`, also when both requests race. Without an execution id the call id is
     the principal's alone. "The same action" is the same operation with the same validated
     arguments (defaults materialized, normalizers applied), compared by their canonical
@@ -192,7 +193,7 @@ def _proposal_insert(
                      actor=principal.name, at=now, proposal_id=proposal.id,
                      digest=proposal_digest,
                      # The snapshot is referenced by the proposal's id and digest: the
-                     # audit holds no argument value (spec §12).
+                     # audit holds no argument value (docs/design.md#audit).
                      details={"operation": contract.qualified_name,
                               **audit_binding(proposal),
                               **audit_moves(moved_refs(resolved.refs), ResourceEvent.PROPOSE)})

@@ -1,11 +1,13 @@
-"""After the fact (spec §8): operations left `claimed` past their timeout become `unknown`, and
-unknowns are looked up at their destination; admins resolve what a lookup cannot.
+"""After the fact (docs/design.md#reconciliation): operations left `claimed` past their timeout
+become `unknown`, and unknowns are looked up at their destination; admins resolve what a lookup
+cannot.
 
 Bounded and observable: one pass at a time (a lease), at most `RECONCILE_BATCH` operations per
 pass, every lookup bounded by `RECONCILE_LOOKUP_TIMEOUT`, a lookup that raises or hangs is
 inconclusive for that operation only, and every change of evidence is an audit event. An
 authoritative absence allows a retry with the same operation id only where the contract's
-retry rules allow it now (spec §8); otherwise the admin sees "absent per lookup" and decides.
+retry rules allow it now (docs/design.md#reconciliation); otherwise the admin sees "absent per
+lookup" and decides.
 """
 
 from __future__ import annotations
@@ -141,7 +143,8 @@ def _reconcile_unknown(operation: Operation, now: datetime, *, enqueue: bool) ->
         return "reconciled"
     # An absence, authoritative as the contract says: retry with the same key, if allowed.
     # Once no request of an earlier attempt can still be on its way, the absence is proof
-    # that nothing happened, and the operation is no longer uncertain (DESIGN §5).
+    # that nothing happened, and the operation is no longer uncertain
+    # (docs/design.md#reconciliation).
     proven = delivery_fenced(operation, contract, now)
     refusal = retry_refusal(operation, contract, operation.attempts_made, now,
                             absence_proven=proven)

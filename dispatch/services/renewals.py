@@ -1,5 +1,5 @@
-"""Renewed approval for the same operation (spec §6.3, §8): `renewal_move` is the one owner of
-`Renewal.state`, by `protocols.lifecycle.RENEWAL_LIFECYCLE`.
+"""Renewed approval for the same operation (docs/design.md#renewals): `renewal_move` is the one
+owner of `Renewal.state`, by `protocols.lifecycle.RENEWAL_LIFECYCLE`.
 
 An operation that stopped short of an outcome (`unknown`: its permit or authority lapsed
 before a further attempt, or its retries ran out, or a lookup found the effect authoritatively

@@ -1,4 +1,5 @@
-"""Resources and their immutable revisions (DESIGN §4): creation and compare-and-swap edits."""
+"""Resources and their immutable revisions (docs/design.md#resources): creation and compare-and-swap
+edits."""
 
 from __future__ import annotations
 

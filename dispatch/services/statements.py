@@ -1,4 +1,5 @@
-"""Fixed-shape SQL for the hot path (DESIGN §5: close to what the database itself can do).
+"""Fixed-shape SQL for the hot path (docs/design.md#write-transactions: close to what the database
+itself can do).
 
 The statements of a dispatched action (claim, attempt start, outcome, audit) are written once,
 as explicit SQL, in the owner module of each record kind; this module gives them what they

@@ -1,5 +1,6 @@
 """The embedded workflow runtime: runs a `CheckedWorkflow` through the same services and the
-same dispatcher as every other caller (docs/workflows.md "Running workflows"; spec §7, §8, §10).
+same dispatcher as every other caller (docs/workflows.md "Running workflows";
+docs/design.md#dispatcher, #outcomes, #extensions).
 
     from dispatch.workflows import run_workflow, WorkflowRefused
 
@@ -9,9 +10,9 @@ same dispatcher as every other caller (docs/workflows.md "Running workflows"; sp
 
 `runtime.py` refuses before any step and pins the inputs; `interpreter.py` runs the control flow;
 `steps.py` adapts each exact-action step to its service; `delegated.py` runs a delegated `agent`
-step's sub-agent under its child grant (DESIGN §11); `journal.py` is the run's journal on
-`dispatch.services.executions`; `shape.py` walks the IR and digests its shape; `values.py` holds
-the outcomes and the runtime values.
+step's sub-agent under its child grant (docs/design.md#delegation); `journal.py` is the run's
+journal on `dispatch.services.executions`; `shape.py` walks the IR and digests its shape;
+`values.py` holds the outcomes and the runtime values.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The delegated `agent` step (DESIGN §11 "Bounded delegation"; docs/workflows.md).
+"""The delegated `agent` step (docs/design.md#delegation; docs/workflows.md).
 
 The step opens its delegation (`dispatch.services.delegations`): a sub-agent principal of its
 own, a child grant only narrower than the workflow principal's, the budget carved out of the
@@ -103,7 +103,8 @@ def _run(ctx: RunContext, step: AgentCall, env: dict[str, Any], key: str) -> dic
     except LeaseLost:
         return _not_ours(ctx, step, key, delegation_id)
     except BaseException:
-        # However the step ends, its grant ends with it (DESIGN §11); then the error goes on.
+        # However the step ends, its grant ends with it (docs/design.md#delegation); then the error
+        # goes on.
         delegation_end(delegation=found, reason=RAISED, actor=ctx.principal.name,
                        now=clock(), holder=holder)
         raise

@@ -1,10 +1,11 @@
 """A run's journal: the execution's transcript, read and written through `services.executions`.
 
-Entries (spec §8): the header (`call_id` "workflow", kind `tool_call`: the workflow's shape
-digest, its contract fingerprints and the pinned inputs); a step's intent, where a step needs
-one (kind `tool_call`, keyed by the step); one entry per settled step (kind `tool_result`,
-keyed by the step); the final entry of a finished or denied run (kind `final`, "workflow").
-The first write of a (key, kind) wins, also against a concurrent run of the same execution.
+Entries (docs/design.md#outcomes): the header (`call_id` "workflow", kind `tool_call`: the
+workflow's shape digest, its contract fingerprints and the pinned inputs); a step's intent, where a
+step needs one (kind `tool_call`, keyed by the step); one entry per settled step (kind
+`tool_result`, keyed by the step); the final entry of a finished or denied run (kind `final`,
+"workflow"). The first write of a (key, kind) wins, also against a concurrent run of the same
+execution.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """`run_workflow`: the refusals before any step, the inputs, and starting or resuming a run.
 
-A certificate is not authorization (spec §10). `run_workflow` takes only a `CheckedWorkflow`
-(the type is the gate) and refuses to start unless the contracts it was checked against are
-still the registered ones (`checked.binds(registry)`), deployment policy still allows the
-operations and effects it uses, and the runtime supports every step kind. After that, every step
+A certificate is not authorization (docs/design.md#extensions). `run_workflow` takes only a
+`CheckedWorkflow` (the type is the gate) and refuses to start unless the contracts it was checked
+against are still the registered ones (`checked.binds(registry)`), deployment policy still allows
+the operations and effects it uses, and the runtime supports every step kind. After that, every step
 is a service call and the services decide at run time (`interpreter.py`, `steps.py`).
 
 A run is an `Execution` whose journal opens with a header: the workflow's shape digest, its
@@ -145,7 +145,8 @@ def _resolves_to(registry: ContractRegistry, name: str) -> str | None:
 
 def _refuse_outside_policy(checked: CheckedWorkflow, runtime: Runtime) -> None:
     """The deployment binding: operations switched off here, or effects this deployment does
-    not allow, refuse the run up front instead of half-way (spec §7 steps 3-4, §10)."""
+    not allow, refuse the run up front instead of half-way (docs/design.md#dispatcher steps 3-4,
+    docs/design.md#extensions)."""
     for name, fingerprint in sorted(checked.contracts.items()):
         contract = runtime.registry.by_fingerprint(fingerprint)
         assert contract is not None  # bound: checked.binds() held
@@ -181,8 +182,9 @@ def _refuse_missing_agents(block: Block, agents: Mapping[str, ModelAdapter]) -> 
 
 
 def _refuse_other_adapters(execution_id: str, agents: Mapping[str, ModelAdapter]) -> None:
-    """A sub-agent resumes only under the adapter configuration it started with (spec §8):
-    another one would regenerate its actions, so the run is refused before any step."""
+    """A sub-agent resumes only under the adapter configuration it started with
+    (docs/design.md#outcomes): another one would regenerate its actions, so the run is refused
+    before any step."""
     for delegation in delegations_of(execution_id=execution_id):
         adapter = agents.get(delegation.agent)
         started = delegation.agent_execution.adapter_fingerprint
@@ -241,7 +243,8 @@ def _pin_inputs(workflow: Workflow, principal: Principal,
 
 def _pin_handle(name: str, kind: str, state: str | None, principal: Principal,
                 value: Any) -> dict[str, Any]:
-    """A handle comes from the trusted store, never from the caller's fields (spec §5.1)."""
+    """A handle comes from the trusted store, never from the caller's fields
+    (docs/design.md#resources)."""
     try:
         resource = access_resource_by_id(principal, value)
     except Denial:

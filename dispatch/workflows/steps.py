@@ -1,4 +1,5 @@
-"""The exact-action steps: each an adapter from one IR step to the services (spec §7, §8).
+"""The exact-action steps: each an adapter from one IR step to the services
+(docs/design.md#dispatcher, #outcomes).
 
 Every step first replays its journal entry: a settled step returns its recorded result without
 calling anything. Otherwise it calls the service that does the work and journals the outcome;
@@ -123,8 +124,8 @@ def propose(ctx: RunContext, step: Propose, env: dict[str, Any], key: str) -> No
 def _within_declared_authority(ctx: RunContext, operation: str,
                                arguments: dict[str, Any]) -> None:
     """Effective authority is the intersection of the workflow's declared authority, the
-    principal's grants and deployment policy (spec §4.3): values the checker could not see
-    (a handle's sender, a JSON input) must lie within what the workflow declares too."""
+    principal's grants and deployment policy (docs/design.md#grants): values the checker could not
+    see (a handle's sender, a JSON input) must lie within what the workflow declares too."""
     contract = get_runtime().contract(operation)
     full = validate_arguments(contract, arguments)
     resolved = resolve_resources(contract, ctx.principal, full, event=None)

@@ -1,8 +1,8 @@
 """What a workflow run holds and answers: its outcomes, its runtime values and their evaluation.
 
 Data is plain JSON. Only the trusted steps mint handles, proposals, decisions, permits and
-dispatch outcomes (`steps.py`); no JSON value is ever one of them, whatever its shape (spec §5.1,
-§6.1), and evaluating a value that must be one refuses anything else.
+dispatch outcomes (`steps.py`); no JSON value is ever one of them, whatever its shape
+(docs/design.md#resources, #permits), and evaluating a value that must be one refuses anything else.
 """
 
 from __future__ import annotations

@@ -1,14 +1,15 @@
-"""Workflows: IR, builder, file format, static checker and contract compatibility (issue 8).
+"""Workflows: IR, builder, file format, static checker and contract compatibility.
 
-Public API (spec §10):
+Public API (docs/design.md#extensions):
 
 - `WorkflowBuilder`, `ref`, `arm`: build the IR in Python; `parse_workflow(text, filename=)`:
   read the declarative format (docs/workflows.md) into the same IR.
 - `check_workflow(workflow, registry, *, grants=None) -> CheckedWorkflow | Diagnostics`: the
-  static judgment of spec §5.2; `check_source` parses and checks in one call.
+  static judgment of docs/workflows.md#typing-rules; `check_source` parses and checks in one call.
 - `Diagnostic`, `Diagnostics`, `format_text`: stable codes (`DiagnosticCode`), locations,
-  required/actual state and remedies (spec §12).
-- `classify_change(old, new) -> Compatibility` and `contract_from_declaration`: spec §10.
+  required/actual state and remedies (docs/workflows.md#diagnostic-codes).
+- `classify_change(old, new) -> Compatibility` and `contract_from_declaration`:
+  docs/design.md#extensions.
 
 Pure: no Django, no clock, no I/O; callers read files and pass their text.
 """

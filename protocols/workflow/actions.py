@@ -1,7 +1,8 @@
 """Typing rules of the exact-action flow: propose, request approval, approve, dispatch.
 
-Each rule reads and updates Δ in place (spec §5.2: Γ;Δ;C ⊢ e : τ ! ε ▷ Δ'): it checks inputs,
-authority kinds, effects and protocol states, consumes affine values and binds its result.
+Each rule reads and updates Δ in place (docs/workflows.md#typing-rules: Γ;Δ;C ⊢ e : τ ! ε ▷ Δ'): it
+checks inputs, authority kinds, effects and protocol states, consumes affine values and binds its
+result.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def _resource_arg(ctx: Ctx, env: Env, arg: str, expr: Expr, protocol_name: str,
     """A resource argument: `move` takes the propose event; `read` needs only a known state
     (contract `reads`); `assume` is a publication whose attestation was refused: its state is
     what the attestation would have made it, unchecked (the dispatcher checks the attestation
-    first, DESIGN §11)."""
+    first, docs/design.md#evidence)."""
     event = ResourceEvent.PROPOSE
     protocol = RESOURCE_PROTOCOLS[protocol_name]
     allowed = ", ".join(sorted(str(s) for s in sources(protocol, event)))
@@ -138,7 +139,8 @@ def _data_arg(ctx: Ctx, env: Env, arg: str, expr: Expr) -> object:
 
 
 def _proposal(ctx: Ctx, env: Env, expr: Expr) -> tuple[Binding, ProposalT] | None:
-    """The proposal `expr` names; its one approval and dispatch are owned (spec §9)."""
+    """The proposal `expr` names; its one approval and dispatch are owned
+    (docs/workflows.md#typing-rules)."""
     value = ctx.expect(env, expr, ProposalT, "a proposal", "a proposal made by `propose`")
     if value is None or value.binding is None or not isinstance(value.type, ProposalT):
         return None
@@ -159,7 +161,7 @@ def _snapshot_ok(ctx: Ctx, env: Env, proposal: ProposalT, event: ResourceEvent,
                        f"{what}: the proposal snapshots revision {revision} of "
                        f"`{resource.label}`, which was edited since", span,
                        "propose again against the current revision and request a new approval "
-                       "(spec §5.1: editing cannot mutate an authorized snapshot)",
+                       "(docs/design.md#resources: editing cannot mutate an authorized snapshot)",
                        required=f"revision {revision}",
                        actual=f"revision {resource.revision} ({resource.state})",
                        notes=[] if resource.changed_at is None else
@@ -215,7 +217,8 @@ def _tag(env: Env, rid: str, vid: str, name: str, span: Span,
 
 
 def approve(ctx: Ctx, env: Env, step: Approve) -> None:
-    """Legacy `approve`: a plain Bool (spec §6.3); it never narrows a resource or mints a permit."""
+    """Legacy `approve`: a plain Bool (docs/workflows.md#typing-rules); it never narrows a resource
+    or mints a permit."""
     ctx.charge({Effect.HUMAN.value}, step.span, "approve")
     bind(ctx, env, step.bind, DataT("bool"), Prov.TRUSTED, step.span)
 
@@ -234,7 +237,7 @@ def dispatch(ctx: Ctx, env: Env, step: Dispatch) -> None:
     if ctx.races and writes:
         ctx.report(D.PROTECTED_RACE, f"protected write {proposal.op} inside a race", step.span,
                    "move the dispatch out of the race: cancelling a losing branch cannot "
-                   "retract an effect it already performed (spec §9)",
+                   "retract an effect it already performed (docs/design.md#budgets)",
                    required="no external write inside race", actual=", ".join(writes),
                    notes=[Note("the race", ctx.races[-1])])
     _check_retry(ctx, contract, step)
@@ -242,7 +245,8 @@ def dispatch(ctx: Ctx, env: Env, step: Dispatch) -> None:
     if mark in env.marks and not repeatable(contract):
         ctx.report(D.UNSAFE_RETRY, f"`{binding.name}` was already dispatched", step.span,
                    "a second dispatch is a blind retry: use `retry:` on the first dispatch if "
-                   "the contract allows it, else let an admin reconcile the outcome (spec §8)",
+                   "the contract allows it, else let an admin reconcile the outcome "
+                   "(docs/design.md#outcomes)",
                    required="a proposal not yet dispatched",
                    actual=f"dispatched at {short(env.marks[mark])}, "
                           f"idempotency {contract.idempotency_contract.value}",

@@ -1,4 +1,5 @@
-"""Static authority: required grant kinds and, where values are known, scope (spec §4.3, §5.2).
+"""Static authority: required grant kinds and, where values are known, scope (docs/design.md#grants,
+docs/workflows.md#typing-rules).
 
 The workflow declares the authority it runs under (`authority:`); the caller may also pass the
 deployment's grants. An operation is covered when a declaration (and, if grants were passed, a

@@ -1,4 +1,5 @@
-"""`WorkflowBuilder`: build the workflow IR from Python (spec §10), recording step paths.
+"""`WorkflowBuilder`: build the workflow IR from Python (docs/design.md#extensions), recording step
+paths.
 
     wf = (WorkflowBuilder("refund", effects={"human", "external_write"})
           .authority(["email.send"], {"mailbox": ["support@acme.example"]})
@@ -149,7 +150,7 @@ class BlockBuilder:
               input: Mapping[str, object] | None = None, returns: str = "json",
               bind: str | None = None, delegate: Mapping[str, object] | None = None) -> Self:
         """`delegate`: `{"operations": [...], "scope": {...}, "expires_in": S, "budget": N}`
-        (DESIGN §11); the tools then default to the delegated operations."""
+        (docs/design.md#delegation); the tools then default to the delegated operations."""
         span = self._span()
         inputs = tuple((k, self._expr(v, span, f".input.{k}"))
                        for k, v in (input or {}).items())

@@ -1,10 +1,11 @@
-"""`CheckedWorkflow`: the checker's certificate, with a private constructor (spec §10).
+"""`CheckedWorkflow`: the checker's certificate, with a private constructor
+(docs/design.md#extensions).
 
 Only `check_workflow` holds the issuing token, so code elsewhere cannot construct, copy, pickle or
 mutate a `CheckedWorkflow` into existence. The certificate records the fingerprint of every
 contract it was checked against: `binds(registry)` tells a runtime whether it still describes
 the registered contracts. It is not authorization: the dispatcher still checks grants, approvals
-and states at run time (spec §7, §10).
+and states at run time (docs/design.md#dispatcher, #extensions).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class CheckedWorkflow:
 
     @property
     def effects(self) -> frozenset[str]:
-        """ε: the upper bound on the effects any run may have (spec §5.2)."""
+        """ε: the upper bound on the effects any run may have (docs/workflows.md#typing-rules)."""
         return self._effects
 
     @property

@@ -1,4 +1,5 @@
-"""`check_workflow`: the static judgment Γ;Δ;C ⊢ e : τ ! ε ▷ Δ' of spec §5.2 over the IR.
+"""`check_workflow`: the static judgment Γ;Δ;C ⊢ e : τ ! ε ▷ Δ' of docs/workflows.md#typing-rules
+over the IR.
 
 The checker walks the steps in order, threading the environment (`env.Env`): ordinary values
 (Γ), owned handles and affine permits and decisions (Δ), and per-resource protocol states. C is

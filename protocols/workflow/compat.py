@@ -1,4 +1,5 @@
-"""Contract compatibility (spec §10): is a new contract a safe replacement for the old one?
+"""Contract compatibility (docs/design.md#extensions): is a new contract a safe replacement for the
+old one?
 
 `classify_change(old, new)` lists every difference with whether it breaks callers. Breaking:
 added authority or effects, strengthened preconditions (a narrower input schema, changed
@@ -120,8 +121,9 @@ def classify_change(old: OperationContract, new: OperationContract) -> Compatibi
     if dict(old.normalizers) != dict(new.normalizers):
         add("normalizers", True, "argument normalization changed: equal inputs may no longer "
             "canonicalize to the same snapshot")
-    # Stage 3 (DESIGN §11): which resources are only read, which evidence record the
-    # dispatcher issues, and what a publication must rest on: any change is another meaning.
+    # The evidence chain (docs/design.md#evidence): which resources are only read, which evidence
+    # record the dispatcher issues, and what a publication must rest on: any change is another
+    # meaning.
     if old.reads != new.reads:
         add("reads", True, f"read-only resource arguments {sorted(old.reads)} -> "
             f"{sorted(new.reads)}")

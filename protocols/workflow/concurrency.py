@@ -1,4 +1,4 @@
-"""Typing rules of parallel branches and races (spec §9).
+"""Typing rules of parallel branches and races (docs/workflows.md#typing-rules).
 
 Branches own disjoint handles, permits and decisions: a value or resource used by two branches
 is AGL-E012 at its use in the later branch. After `parallel` every branch has completed, so

@@ -2,9 +2,10 @@
 
 `Ctx` holds what does not change along a path (the registry, the declared effect ceiling and
 authority, the deployment grants) and the collectors that control-flow rules need: footprints
-for disjointness of parallel branches (spec §9), snapshots for what a catch may observe
-(spec §5.2) and the enclosing races and boolean conditions. `resolve`/`expect` turn a `Ref` or
-`Literal` into a typed value and report the ownership and forgery errors of a use.
+for disjointness of parallel branches (docs/workflows.md#typing-rules), snapshots for what a catch
+may observe (docs/workflows.md#typing-rules) and the enclosing races and boolean conditions.
+`resolve`/`expect` turn a `Ref` or `Literal` into a typed value and report the ownership and forgery
+errors of a use.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from protocols.workflow.ir import Authority, Expr, Literal, Span
 D = DiagnosticCode
 WRITES = frozenset({Effect.EXTERNAL_WRITE.value, Effect.FINANCIAL_WRITE.value})
 APPROVAL_HELP = ("obtain the permit from the Granted arm of `match` on the decision of "
-                 "`request_approval` for this proposal (spec §6.1)")
+                 "`request_approval` for this proposal (docs/design.md#permits)")
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,8 @@ class Ctx:
         return contract
 
     def charge(self, effects: Iterable[str], span: Span, what: str) -> bool:
-        """Add `effects` to ε; report those beyond the declared ceiling (spec §5.2, §5.3)."""
+        """Add `effects` to ε; report those beyond the declared ceiling
+        (docs/workflows.md#typing-rules, docs/design.md#tool-sets)."""
         wanted = {str(effect) for effect in effects}
         self.effects |= wanted
         beyond = sorted(wanted - self.ceiling)
@@ -169,7 +171,8 @@ class Ctx:
                         notes=[Note("produced here", origin)])
         elif kind is PermitT and value.type == DataT("bool"):
             self.report(D.UNBOUND_APPROVAL, f"`{expr}` is a boolean, not a permit", expr.span,
-                        f"a boolean approval is not a permit (spec §6.3); {APPROVAL_HELP}",
+                        "a boolean approval is not a permit (docs/design.md#permits); "
+                        f"{APPROVAL_HELP}",
                         required=required, actual="a bool")
         else:
             self.report(D.TYPE_MISMATCH, f"`{expr}` is not {what}", expr.span,

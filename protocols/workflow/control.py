@@ -1,4 +1,5 @@
-"""Typing rules of control flow: if, match, loops, try/catch, parallel and race (spec §5.2, §9).
+"""Typing rules of control flow: if, match, loops, try/catch, parallel and race
+(docs/workflows.md#typing-rules).
 
 - if/else and match: each path starts from the same Δ; at the join only what every path agrees
   on stays available (`env.join`). A Bool condition narrows nothing; only a match on a decision
@@ -174,7 +175,8 @@ def check_loop(ctx: Ctx, env: Env, step: Loop, run: Run) -> Env:
             if is_outer(key, env):
                 ctx.report(D.PARALLEL_CAPTURE, f"every iteration of a parallel loop would use "
                            f"{display}", span, "a permit or handle cannot be duplicated by a "
-                           "parallel map; create or obtain it inside the body (spec §9)",
+                           "parallel map; create or obtain it inside the body "
+                           "(docs/design.md#budgets)",
                            required="no owned value shared between iterations",
                            actual=f"{display} captured from outside",
                            notes=[Note("loop", step.span)])
@@ -196,7 +198,8 @@ def check_loop(ctx: Ctx, env: Env, step: Loop, run: Run) -> Env:
 
 
 def _back_edge(ctx: Ctx, env: Env, out: Env, step: Loop) -> None:
-    """The body must preserve the loop invariant at the back edge (spec §5.2)."""
+    """The body must preserve the loop invariant at the back edge
+    (docs/workflows.md#typing-rules)."""
     for name, before in env.bindings.items():
         after = out.bindings[name]
         edited = isinstance(before.type, HandleT) and (

@@ -1,9 +1,10 @@
 """Typing rules of resource and data steps: create, edit, let, receive and agent calls.
 
 Resources come only from `create` (a new resource, revision 1) or trusted inputs; `edit` makes
-a new revision and consumes the old handle (spec §5.1). `let` moves affine values. Host
-messages and agent outputs are data whatever they contain (spec §6.1, §6.2); an agent counts
-with every tool in its set (spec §5.3).
+a new revision and consumes the old handle (docs/design.md#resources). `let` moves affine values.
+Host messages and agent outputs are data whatever they contain (docs/workflows.md#typing-rules,
+docs/design.md#canonical-encoding); an agent counts with every tool in its set
+(docs/design.md#tool-sets).
 """
 
 from __future__ import annotations
@@ -114,12 +115,14 @@ def let(ctx: Ctx, env: Env, step: Let) -> None:
 
 
 def receive(ctx: Ctx, env: Env, step: Receive) -> None:
-    """A host message: untrusted JSON whatever it claims to be (spec §6.2)."""
+    """A host message: untrusted JSON whatever it claims to be
+    (docs/design.md#canonical-encoding)."""
     bind(ctx, env, step.bind, DataT("json"), Prov.HOST, step.span)
 
 
 def agent(ctx: Ctx, env: Env, step: AgentCall) -> None:
-    """An agent may pick any tool in its set: all their effects and authority count (§5.3)."""
+    """An agent may pick any tool in its set: all their effects and authority count
+    (docs/design.md#tool-sets)."""
     effects: set[str] = set()
     for tool in step.tools:
         contract = ctx.contract(tool, step.span)
@@ -151,8 +154,8 @@ def agent(ctx: Ctx, env: Env, step: AgentCall) -> None:
 
 
 def _delegation(ctx: Ctx, step: AgentCall, delegate: Delegate) -> None:
-    """A bounded delegation (DESIGN §11) is only narrower: what the checker can see of a
-    widening is reported here (AGL-E001), the rest is the runtime's `delegation_widens`.
+    """A bounded delegation (docs/design.md#delegation) is only narrower: what the checker can see
+    of a widening is reported here (AGL-E001), the rest is the runtime's `delegation_widens`.
 
     The child grant is derived from ONE grant of the running principal, so it must lie within
     one declared `authority:` entry (and, when the deployment's grants were passed, within one

@@ -1,4 +1,5 @@
-"""Static diagnostics: stable code, location, required and actual state, remedy (spec §12).
+"""Static diagnostics: stable code, location, required and actual state, remedy
+(docs/workflows.md#diagnostic-codes).
 
 `Diagnostics` is what `check_workflow` (and `parse_workflow`) return instead of a result when a
 workflow is refused. `format_text` renders them like a compiler:
@@ -9,8 +10,8 @@ workflow is refused. `format_text` renders them like a compiler:
 
 and `as_json` gives the same content as JSON-ready data, with the span's end as well as its
 start (`end_line`, `end_column`: just after the token's last character). Codes are
-`DiagnosticCode` values; the seven of spec §12 are AGL-E001..E007, the checker adds
-AGL-E008..E017 and the evidence chain of DESIGN §11 AGL-E018..E020.
+`DiagnosticCode` values; the seven of docs/workflows.md#diagnostic-codes are AGL-E001..E007, the
+checker adds AGL-E008..E017 and the evidence chain of docs/design.md#evidence AGL-E018..E020.
 """
 
 from __future__ import annotations

@@ -1,14 +1,16 @@
-"""The checker's environments Γ;Δ (spec §5.2): value types, ownership, resource states, joins.
+"""The checker's environments Γ;Δ (docs/workflows.md#typing-rules): value types, ownership, resource
+states, joins.
 
 A `Binding` gives a name its static type and provenance. Affine values (handles, decisions,
 permits) leave Δ when consumed: the binding stays, marked `gone` with the reason and the place,
 so a later use is reported precisely (AGL-E003) instead of as an unknown name. Resource states
 live beside the bindings, keyed by a static resource id, because a handle names a revision of a
-resource while the protocol state belongs to the resource (spec §5.1).
+resource while the protocol state belongs to the resource (docs/design.md#resources).
 
 A state is a plain protocol state, `Tagged` (it depends on which tag a decision or dispatch
 outcome takes; only a match on that value narrows it) or `Conflicted` (paths disagreed at a
-join, so the resource is unavailable: spec §5.2 "at a conditional or match join ...").
+join, so the resource is unavailable: docs/workflows.md#typing-rules "at a conditional or match join
+...").
 """
 
 from __future__ import annotations
@@ -219,7 +221,8 @@ class Env:
 
 
 def join(paths: list[tuple[str, Env]], at: Span, construct: str) -> Env:
-    """The environment after paths meet (spec §5.2): what every path agrees on stays available.
+    """The environment after paths meet (docs/workflows.md#typing-rules): what every path agrees on
+    stays available.
 
     A binding consumed on some paths only, bound on some only, or bound to different affine
     values becomes unavailable (AGL-E004 on use); a resource whose states differ is

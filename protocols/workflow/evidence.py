@@ -1,4 +1,5 @@
-"""Typing rules of the evidence chain (DESIGN §11): receipts, attestations and publication.
+"""Typing rules of the evidence chain (docs/design.md#evidence): receipts, attestations and
+publication.
 
 - A proposal of a contract with an evidence role gets a plan (`facts.Attests`,
   `facts.Fetches`); the `result` of the `completed` arm of its outcome is the record the
@@ -126,7 +127,7 @@ def verdict_of(env: Env, expr: Expr) -> Attestation | None:
 def narrow_verdict(env: Env, fact: Attestation, tag: str, explicit: set[str],
                    span: Span) -> None:
     """In the arm of a match on `fact`'s verdict that can only be `pass`: it passed, and the
-    revision it judged, if still current and draft, is attested (DESIGN §11)."""
+    revision it judged, if still current and draft, is attested (docs/design.md#evidence)."""
     rest = [v for v in VERDICTS if v not in explicit] if tag == "_" else [tag]
     if rest != ["pass"]:
         return
@@ -219,7 +220,7 @@ def _unattested(ctx: Ctx, expr: Expr, what: str, wanted: str, actual: str, notes
                "on every path", expr.span, help or (
                    "propose evidence.attest on this report revision, dispatch it, match its "
                    "`completed` result and its verdict, and publish in the `pass` arm with "
-                   "`$result.attestation.id` (DESIGN §11)"),
+                   "`$result.attestation.id` (docs/design.md#evidence)"),
                required=wanted, actual=actual, notes=notes)
 
 
@@ -259,7 +260,7 @@ def check_citations(ctx: Ctx, env: Env, expr: Expr, report: HandleT) -> None:
     ctx.report(D.FOREIGN_RECEIPT, f"revision {report.revision} of `{resource.label}` may cite "
                f"receipts of {len(labels)} questions: at most one is its own", expr.span,
                "write each report from the receipts of its own question only: cited-sources/1 "
-               "fails a citation of another question's receipt (DESIGN §11)",
+               "fails a citation of another question's receipt (docs/design.md#evidence)",
                required="receipts of one question", actual=f"receipts of {', '.join(labels)}",
                notes=[Note("payload written here", citing.at),
                       *(Note(f"receipt of {label} fetched here", span)

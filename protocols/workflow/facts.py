@@ -1,4 +1,5 @@
-"""What the checker knows of the evidence chain (DESIGN §11): plans, facts and their joins.
+"""What the checker knows of the evidence chain (docs/design.md#evidence): plans, facts and their
+joins.
 
 A proposal of an evidence operation carries a *plan*: the report revision an attest judges (and
 under which policy), or the question a fetch issues receipts for. A completed outcome turns

@@ -1,4 +1,5 @@
-"""The workflow intermediate representation (spec §5.2, §6.1, §10 "WorkflowBuilder").
+"""The workflow intermediate representation (docs/workflows.md#typing-rules,
+docs/design.md#extensions "WorkflowBuilder").
 
 One IR serves both front ends: `WorkflowBuilder` (Python) and the declarative file format
 (`parse_workflow`). Every node is a frozen dataclass and carries a `Span`: the file, line and
@@ -7,7 +8,8 @@ can point at the exact place whichever front end built it.
 
 Values in step fields are `Ref`s (a name bound earlier, optionally with JSON field access:
 `$message.permit`) or `Literal`s (JSON written in the workflow). Literals are never permits,
-handles, proposals or decisions: only trusted steps mint those (spec §5.1, §6.1).
+handles, proposals or decisions: only trusted steps mint those (docs/design.md#resources,
+docs/workflows.md#typing-rules).
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ Expr: TypeAlias = Ref | Literal
 
 @dataclass(frozen=True)
 class Authority:
-    """A declared grant kind: operations (`"*"` for all) over a scope (spec §4.3)."""
+    """A declared grant kind: operations (`"*"` for all) over a scope (docs/design.md#grants)."""
 
     operations: frozenset[str]
     scope: Scope = field(hash=False)
@@ -113,7 +115,8 @@ class RequestApproval:
 
 @dataclass(frozen=True)
 class Approve:
-    """The legacy `approve`: a plain Bool, never evidence of authorization (spec §6.3)."""
+    """The legacy `approve`: a plain Bool, never evidence of authorization
+    (docs/workflows.md#typing-rules)."""
 
     prompt: str
     bind: str | None
@@ -163,8 +166,8 @@ class Receive:
 
 @dataclass(frozen=True)
 class Delegate:
-    """A bounded delegation (DESIGN §11): the child grant an agent step runs its sub-agent
-    under, narrower than the workflow's own (`operations` over `scope`, valid `expires_in`
+    """A bounded delegation (docs/design.md#delegation): the child grant an agent step runs its
+    sub-agent under, narrower than the workflow's own (`operations` over `scope`, valid `expires_in`
     seconds), with `budget` units carved out of the workflow run's budget."""
 
     operations: tuple[str, ...]
@@ -176,8 +179,8 @@ class Delegate:
 
 @dataclass(frozen=True)
 class AgentCall:
-    """A model-driven agent that may call any tool in `tools` (spec §5.3); with `delegate`, it
-    runs as a sub-agent under a delegated grant (DESIGN §11)."""
+    """A model-driven agent that may call any tool in `tools` (docs/design.md#tool-sets); with
+    `delegate`, it runs as a sub-agent under a delegated grant (docs/design.md#delegation)."""
 
     agent: str
     tools: tuple[str, ...]

@@ -1,4 +1,5 @@
-"""YAML and JSON read into trees that remember where every node starts and ends (spec §12 spans).
+"""YAML and JSON read into trees that remember where every node starts and ends
+(docs/workflows.md#diagnostic-codes spans).
 
 `load_located(text, filename)` picks the syntax by extension: `.json` is read by the strict
 positional JSON reader below (stdlib only); anything else as YAML through PyYAML's composer when

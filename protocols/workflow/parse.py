@@ -238,7 +238,7 @@ class _Reader(Shapes):
                          self._bind(node, span), span, delegate=delegate)
 
     def delegate(self, node: Node, path: str) -> Delegate:
-        """`{operations, scope, expires_in, budget}`, all required (DESIGN §11)."""
+        """`{operations, scope, expires_in, budget}`, all required (docs/design.md#evidence)."""
         self.mapping(node, path, DELEGATE_KEYS)
         fields = {key: node.get(key) for key in DELEGATE_KEYS}
         missing = sorted(key for key, value in fields.items() if value is None)

@@ -1,4 +1,5 @@
-"""Rendering check results for people (compiler-style text) and programs (JSON) (spec §12).
+"""Rendering check results for people (compiler-style text) and programs (JSON)
+(docs/workflows.md#diagnostic-codes).
 
 Used by `manage.py check_workflow`, which only reads the files and prints what this returns.
 """

@@ -1,4 +1,5 @@
-"""Protocol-state and argument checks shared by the action rules (spec §5.1, §5.2).
+"""Protocol-state and argument checks shared by the action rules (docs/design.md#resources,
+docs/workflows.md#typing-rules).
 
 `check_state` is the static counterpart of `lifecycle.transition`: a step may take an event only
 from a state the resource's protocol table declares for it. `schema_problems` checks a

@@ -1,10 +1,11 @@
-"""Does a new JSON schema accept everything the old one did? (spec §10, conservative).
+"""Does a new JSON schema accept everything the old one did? (docs/design.md#extensions,
+conservative).
 
 `narrowings(old, new)` lists the ways `new` may refuse a value `old` accepted: a required member
 added, a type dropped, a bound tightened, a pattern, format or enum changed, a closed object, a
 member no longer allowed. Keywords it cannot compare (`anyOf`, `$ref`, ...) count as narrowing
 when they differ, so "compatible" is only claimed when it is evident. Changing a `default`
-also counts: defaults are materialized into the approved snapshot (DESIGN §4).
+also counts: defaults are materialized into the approved snapshot (docs/design.md#proposals).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Adapters resume exactly (spec §8): the adapter's configuration is persisted with the
-execution, and a resume under another script or model configuration is refused before the
+"""Adapters resume exactly (docs/design.md#outcomes): the adapter's configuration is persisted with
+the execution, and a resume under another script or model configuration is refused before the
 model is asked anything, rather than regenerating the execution's actions."""
 
 from __future__ import annotations

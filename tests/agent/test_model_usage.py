@@ -1,6 +1,7 @@
-"""Model usage is accounting, limits are reservations (spec §9): usage is recorded per turn
-in the transcript and summed per execution; a hard token limit exists only where the adapter
-declares a per-call maximum, which is reserved through the budget counters before the call."""
+"""Model usage is accounting, limits are reservations (docs/design.md#budgets): usage is recorded
+per turn in the transcript and summed per execution; a hard token limit exists only where the
+adapter declares a per-call maximum, which is reserved through the budget counters before the
+call."""
 
 from __future__ import annotations
 

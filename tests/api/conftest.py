@@ -41,7 +41,7 @@ class Caller:
 
 
 def assert_error(response: Any, status: int, code: str) -> dict[str, Any]:
-    """The exact error body of DESIGN §6; returns its `details`."""
+    """The exact error body of docs/design.md#denials; returns its `details`."""
     assert response.status_code == status, (response.status_code, response.content)
     assert response["Content-Type"] == "application/json"
     body = response.json()

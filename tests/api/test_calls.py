@@ -1,4 +1,5 @@
-"""Each call of DESIGN §7 in-process: its answer's exact shape, its roles and its refusals."""
+"""Each call of docs/rest-api.md#calls in-process: its answer's exact shape, its roles and its
+refusals."""
 
 from __future__ import annotations
 

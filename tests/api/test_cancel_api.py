@@ -1,5 +1,5 @@
-"""Cancellation over REST (DESIGN §7): `POST operations/{id}/cancel/` and the proposal's
-`POST proposals/{id}/cancel/`, by the agent that proposed, an operator or an admin of the
+"""Cancellation over REST (docs/rest-api.md#calls): `POST operations/{id}/cancel/` and the
+proposal's `POST proposals/{id}/cancel/`, by the agent that proposed, an operator or an admin of the
 tenant; each answers what GET would, and every cancellation is audited with its actor."""
 
 from __future__ import annotations

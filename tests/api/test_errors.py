@@ -1,4 +1,5 @@
-"""Every refusal is `{"error": {"code","message","details"}}` with the code of DESIGN §6."""
+"""Every refusal is `{"error": {"code","message","details"}}` with the code of
+docs/design.md#denials."""
 
 from __future__ import annotations
 
@@ -229,7 +230,8 @@ def test_thousands_of_errors_answer_50_and_their_count(
     assert elapsed < 3, elapsed  # about 1 s here, most of it parsing the megabyte
 
 
-#: No refusal's body is larger than this, whatever a body of up to 1 MiB held (DESIGN §6).
+#: No refusal's body is larger than this, whatever a body of up to 1 MiB held
+#: (docs/design.md#denials).
 MAX_ERROR_BODY = 64 * 1024
 
 

@@ -1,5 +1,5 @@
-"""`GET evidence/{id}/` and `GET attestations/{id}/` (DESIGN §11): tenant-scoped reads of what
-only the dispatcher issues; nothing creates either over the API."""
+"""`GET evidence/{id}/` and `GET attestations/{id}/` (docs/design.md#evidence): tenant-scoped reads
+of what only the dispatcher issues; nothing creates either over the API."""
 
 from __future__ import annotations
 

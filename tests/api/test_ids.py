@@ -1,7 +1,8 @@
 """An id holding any string that names nothing visible, whatever its length or shape, is
-`not_found`; only a non-string is `schema_invalid` (DESIGN §6). Every id of DESIGN §7: the ids
-in paths, `permit`, a resource `{"id","revision"}` inside `arguments`, a delegation's `subject`
-(a principal's name), and the audit's id filters (which select nothing rather than refuse)."""
+`not_found`; only a non-string is `schema_invalid` (docs/design.md#denials). Every id of
+docs/rest-api.md#calls: the ids in paths, `permit`, a resource `{"id","revision"}` inside
+`arguments`, a delegation's `subject` (a principal's name), and the audit's id filters (which select
+nothing rather than refuse)."""
 
 from __future__ import annotations
 

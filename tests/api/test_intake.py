@@ -1,5 +1,5 @@
-"""Idempotent intake over REST (DESIGN §7, `call_id`): 201 for the first proposal of a call,
-200 with that same proposal for a repeat, 409 `proposal_mismatch` for another action."""
+"""Idempotent intake over REST (docs/rest-api.md#proposal, `call_id`): 201 for the first proposal of
+a call, 200 with that same proposal for a repeat, 409 `proposal_mismatch` for another action."""
 
 from __future__ import annotations
 

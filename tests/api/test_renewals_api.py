@@ -1,5 +1,5 @@
 """Renewed approval over REST: `POST operations/{id}/reauthorize/` and
-`POST renewals/{id}/decision/` (spec §6.3, §8; not in DESIGN §7's list yet, see the note)."""
+`POST renewals/{id}/decision/` (docs/design.md#renewals, docs/rest-api.md#calls)."""
 
 from __future__ import annotations
 

@@ -46,18 +46,18 @@ def test_every_call_of_design_7_is_documented(document: dict[str, Any]) -> None:
         ("POST", "/api/v1/operations/{operation_id}/cancel/"),
         ("GET", "/api/v1/grants/"), ("POST", "/api/v1/grants/{grant_id}/delegate/"),
         ("GET", "/api/v1/audit/"),
-        # DESIGN §11
+        # docs/design.md#evidence
         ("GET", "/api/v1/evidence/{receipt_id}/"),
         ("GET", "/api/v1/attestations/{attestation_id}/"),
     } | BEYOND_DESIGN_7
 
 
-#: Calls DESIGN §7 does not list: the proposal's equivalent of `operations/{id}/cancel/`
-#: (issue 21 item 4, spec §9: cancellation before the claim too); additive within v1.
+#: Calls added to version 1 after its first list: the proposal's equivalent of
+#: `operations/{id}/cancel/` (docs/design.md#cancellation: cancellation before the claim too).
 BEYOND_DESIGN_7 = {
     ("POST", "/api/v1/proposals/{proposal_id}/cancel/"),
 }
-#: The POST calls of DESIGN §7, each with a body.
+#: The POST calls of version 1's first list (docs/rest-api.md#calls), each with a body.
 DESIGN_7_POSTS = 10
 
 
@@ -115,7 +115,8 @@ def test_resource_calls_document_tool_not_permitted(document: dict[str, Any]) ->
 
 
 def test_every_request_body_is_required(document: dict[str, Any]) -> None:
-    # Even where every member is optional: an empty body is `malformed_request` (DESIGN §6).
+    # Even where every member is optional: an empty body is `malformed_request`
+    # (docs/design.md#denials).
     bodies = {(method, path): operation["requestBody"]
               for path, item in document["paths"].items()
               for method, operation in item.items() if "requestBody" in operation}

@@ -1,5 +1,6 @@
 """Another tenant sees nothing: every call by id answers `not_found`, exactly as for a forged
-id, and lists hold nothing of the other tenant (DESIGN §6, STYLE "missing and forbidden")."""
+id, and lists hold nothing of the other tenant (docs/design.md#denials, STYLE "missing and
+forbidden")."""
 
 from __future__ import annotations
 

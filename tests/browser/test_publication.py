@@ -1,5 +1,5 @@
-"""A publication's approval in Chromium (DESIGN §11, issue 17 item 6): the operator reads the
-report as text, each citation beside its receipt, and the attestation as one validator's
+"""A publication's approval in Chromium (docs/design.md#evidence): the operator
+reads the report as text, each citation beside its receipt, and the attestation as one validator's
 recorded judgement; approves; and the publication leaves the queue."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Every attempt after the first (DESIGN §5): the three defects of the path after attempt 1,
-each across OS processes with a failpoint that forces the interleaving.
+"""Every attempt after the first (docs/design.md#retries): the three defects of the path after
+attempt 1, each across OS processes with a failpoint that forces the interleaving.
 
 1. An uncertain transfer (the bank made it, the response was lost), then a retry that finds the
    bank down ("connection refused", a definite failure): the operation stays `unknown`, never

@@ -1,6 +1,6 @@
-"""Cancellation is real (spec §9): a cancellation committed while an attempt runs reaches the
-handler in its worker process. Stopped before its effect, the outcome is failed_no_effect and
-nothing was sent; past its effect, the outcome says what happened."""
+"""Cancellation is real (docs/design.md#cancellation): a cancellation committed while an attempt
+runs reaches the handler in its worker process. Stopped before its effect, the outcome is
+failed_no_effect and nothing was sent; past its effect, the outcome says what happened."""
 
 from __future__ import annotations
 

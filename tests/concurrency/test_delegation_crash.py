@@ -1,6 +1,6 @@
-"""A worker killed (SIGKILL) in the middle of a delegated workflow step (DESIGN §11): its child
-grant does not outlive the step. Reconciliation revokes it once the step's lease lapses, and
-the sub-agent can do nothing more; a run resumed afterwards never issues a second child grant.
+"""A worker killed (SIGKILL) in the middle of a delegated workflow step (docs/design.md#delegation):
+its child grant does not outlive the step. Reconciliation revokes it once the step's lease lapses,
+and the sub-agent can do nothing more; a run resumed afterwards never issues a second child grant.
 Across OS processes, on the real database (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
@@ -111,6 +111,6 @@ def test_a_run_resumed_before_reconciliation_takes_the_step_over_under_the_same_
     assert delegation.end_reason == "finished"
     assert delegation.grant.revoked_at is not None
     assert Grant.objects.filter(parent__isnull=False).count() == 1
-    # The proposal made before the kill was resumed, not made again (spec §8).
+    # The proposal made before the kill was resumed, not made again (docs/design.md#outcomes).
     assert Proposal.objects.filter(principal=delegation.principal).count() == 2
     assert Operation.objects.filter(state="completed").count() == 2

@@ -1,4 +1,4 @@
-"""Races on a delegated step's record (DESIGN §11), on PostgreSQL, two connections.
+"""Races on a delegated step's record (docs/design.md#delegation), on PostgreSQL, two connections.
 
 One connection holds its transaction open at the racy point until the other is seen waiting
 for its lock (`pg_stat_activity`), then commits: the waiter must act on the row as it is

@@ -1,4 +1,4 @@
-"""Cross-process races of idempotent intake over REST (DESIGN §7, `call_id`).
+"""Cross-process races of idempotent intake over REST (docs/rest-api.md#proposal, `call_id`).
 
 Two OS processes, each with its own connection, POST a proposal under the same call id at the
 same moment, 20 rounds, with and without an execution id. The database's unique constraint

@@ -1,4 +1,4 @@
-"""Two writers of one execution's journal race across OS processes (spec §8).
+"""Two writers of one execution's journal race across OS processes (docs/design.md#outcomes).
 
 Each round both processes journal the same call at the same moment, and each its own call. The
 unique (execution, call_id, kind) index makes the first entry of a call the record, and both

@@ -1,7 +1,7 @@
-"""Two OS processes publishing the same approved report (issue 17): one claim wins, whatever
-the interleaving, and the publisher holds one publication. As for email, the report's revision
-is the compare-and-swap: two approved publications of one attested revision cannot both move
-it to `dispatching`, and eight claimants of one publication's permit get one operation."""
+"""Two OS processes publishing the same approved report (docs/design.md#claim): one claim wins,
+whatever the interleaving, and the publisher holds one publication. As for email, the report's
+revision is the compare-and-swap: two approved publications of one attested revision cannot both
+move it to `dispatching`, and eight claimants of one publication's permit get one operation."""
 
 from __future__ import annotations
 

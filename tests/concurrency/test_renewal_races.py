@@ -1,4 +1,4 @@
-"""Renewed approval under races, across OS processes on the real database (issue 16 item 1):
+"""Renewed approval under races, across OS processes on the real database (docs/design.md#renewals):
 a revocation that commits between a renewal's checks and its transaction refuses the grant,
 and of two operators granting one renewal at once exactly one moves the operation."""
 

@@ -1,4 +1,4 @@
-"""Revocation wins every race (DESIGN §5), across OS processes on the real database.
+"""Revocation wins every race (docs/design.md#dispatcher), across OS processes on the real database.
 
 Each race is forced with a failpoint: the other process has made all its checks and stands
 just before its transaction while the revocation commits. Whatever it checked before, its own

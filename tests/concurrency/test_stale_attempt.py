@@ -1,5 +1,5 @@
-"""A stale attempt never settles its operation (DESIGN §5): two worker processes, forced into
-the interleaving that used to lose a payment's outcome.
+"""A stale attempt never settles its operation (docs/design.md#dispatcher): two worker processes,
+forced into the interleaving that used to lose a payment's outcome.
 
 Attempt 1 finds the bank down (a definite failure) and stops before recording it. The bank comes
 up; reconciliation makes the stale claim unknown, finds no transfer and retries; attempt 2

@@ -1,7 +1,7 @@
-"""Operators and admins cancel an action with a button (spec §9): on the operation's page while
-it is `claimed`, on the approval's page while the approval is pending or granted and unclaimed.
-The form posts with its CSRF token and an optional reason; the page it returns to says what
-happened."""
+"""Operators and admins cancel an action with a button (docs/design.md#cancellation): on the
+operation's page while it is `claimed`, on the approval's page while the approval is pending or
+granted and unclaimed. The form posts with its CSRF token and an optional reason; the page it
+returns to says what happened."""
 
 from __future__ import annotations
 

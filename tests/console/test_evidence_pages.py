@@ -1,5 +1,5 @@
-"""The evidence chain in the console (DESIGN §11, issue 17 item 6): a publication's approval
-page shows the report as text, each citation beside its receipt and the attestation, and
+"""The evidence chain in the console (docs/design.md#evidence): a publication's
+approval page shows the report as text, each citation beside its receipt and the attestation, and
 refuses to offer a grant the attestation check would refuse; a question's page shows its chain
 as a timeline, to its own tenant only."""
 

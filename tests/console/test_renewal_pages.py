@@ -1,5 +1,5 @@
 """The unknown-outcome page offers a renewed approval where one is safe, and another admin
-approves it there (issue 16 item 1)."""
+approves it there (docs/design.md#renewals)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Every attempt after the first is started by `attempt_next` (DESIGN §5, spec §8, §9): it draws
-from the budgets like the claim does, a run that runs out mid-retry stops naming the scope and
+"""Every attempt after the first is started by `attempt_next` (docs/design.md#retries, #budgets): it
+draws from the budgets like the claim does, a run that runs out mid-retry stops naming the scope and
 nothing is charged twice; an authoritative absence proven once nothing can still arrive lets a
 destination that does not deduplicate be tried exactly once more, under the same key."""
 

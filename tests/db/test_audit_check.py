@@ -1,5 +1,5 @@
-"""`manage.py audit_check` (spec §7): the audit the real services write, through full
-lifecycles, replays through the transition tables with no violation; a corrupted trace is
+"""`manage.py audit_check` (docs/design.md#dispatcher): the audit the real services write, through
+full lifecycles, replays through the transition tables with no violation; a corrupted trace is
 reported, event by event, and fails the command. (Every other database test's audit is
 replayed at its end too: `tests/conftest.py`.)"""
 

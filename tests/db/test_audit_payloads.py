@@ -1,5 +1,5 @@
-"""The audit is self-contained and holds no payloads (spec §12): the events of a claim, its
-attempts and its outcomes carry the contract and policy fingerprints, the execution id and the
+"""The audit is self-contained and holds no payloads (docs/design.md#audit): the events of a claim,
+its attempts and its outcomes carry the contract and policy fingerprints, the execution id and the
 resource revisions; `proposal.created` keeps the proposal's id and digest, a reference to the
 stored snapshot; and an export of the whole audit holds none of the arguments' values, not even
 where a destination or an admin quoted one."""

@@ -1,6 +1,7 @@
-"""Cancellation (spec §9) at each point: before the claim it prevents dispatch; after the claim
-and before any effect it ends the operation without effect; during an attempt it asks the
-handler to stop. It never frees the permit, and every cancellation is audited with its actor."""
+"""Cancellation (docs/design.md#cancellation) at each point: before the claim it prevents dispatch;
+after the claim and before any effect it ends the operation without effect; during an attempt it
+asks the handler to stop. It never frees the permit, and every cancellation is audited with its
+actor."""
 
 from __future__ import annotations
 

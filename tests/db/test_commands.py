@@ -79,7 +79,8 @@ def test_create_human_takes_a_demo_password_under_debug(settings: Any) -> None:
 
 
 def test_grant_refuses_an_operation_no_contract_has(world: World) -> None:
-    """A typo was silently a dead grant (spec §12): now it is refused, and nothing is made."""
+    """A typo was silently a dead grant (docs/design.md#audit): now it is refused, and nothing is
+    made."""
     before = Grant.objects.count()
     with pytest.raises(CommandError, match=r"^no registered contract is named 'crm.lookpu'"):
         call_command("grant", "owner", "crm.lookpu", "--scope", "customer=*", stdout=StringIO())

@@ -1,4 +1,4 @@
-"""A pending v1 action runs with v1's handler after v2 is registered (spec §10)."""
+"""A pending v1 action runs with v1's handler after v2 is registered (docs/design.md#extensions)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Bounded delegation (DESIGN §11, issue 17 item 8): a workflow's agent step runs its sub-agent
-under a child grant that is only narrower than the workflow principal's, whose budget is carved
-out of the run's, and that is revoked when the step ends, however it ends."""
+"""Bounded delegation (docs/design.md#delegation): a workflow's agent step runs its
+sub-agent under a child grant that is only narrower than the workflow principal's, whose budget is
+carved out of the run's, and that is revoked when the step ends, however it ends."""
 
 from __future__ import annotations
 
@@ -362,7 +362,7 @@ def test_reconciliation_ends_a_parked_step_whose_grant_was_revoked(
                  scripted(*EMAIL_CALLS, final="sent"))
     assert result.state == "waiting"
     delegation = only_delegation()
-    # The workflow principal's own grant is revoked: the child with it (DESIGN §6).
+    # The workflow principal's own grant is revoked: the child with it (docs/design.md#denials).
     grant_revoke(actor=live.admin, grant_id=delegation.grant.parent_id, now=timezone.now())
     assert reconcile_delegations(now=timezone.now()) == 1
     delegation.refresh_from_db()

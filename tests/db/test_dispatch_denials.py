@@ -1046,8 +1046,8 @@ def test_unknown_resource_cannot_be_proposed_again(live: World, unknown: Operati
 def test_dispatching_an_uncertain_operation_again_is_an_unsafe_retry(
     live: World, unknown: Operation, destinations: Destinations,
 ) -> None:
-    """Spec §12: the answer says what happened. The effect may have happened, so what the
-    agent hears is not "already used" but "not safe to retry; an admin must resolve it"."""
+    """docs/design.md#audit: the answer says what happened. The effect may have happened, so what
+    the agent hears is not "already used" but "not safe to retry; an admin must resolve it"."""
     before = store()
     denial = refused(dispatch, world=live, proposal=unknown.proposal)
     assert denial.code is DenialCode.UNSAFE_RETRY
@@ -1391,7 +1391,7 @@ def test_handler_swapped_under_a_registered_contract_is_a_contract_mismatch(
 
 
 def test_dispatch_denial_is_audited_with_its_code(world: World) -> None:
-    """DESIGN §4 lists `dispatch.denied` (with its code) among the audit kinds."""
+    """docs/design.md#proposals lists `dispatch.denied` (with its code) among the audit kinds."""
     proposal = world.propose_email(world.draft())
     refused(dispatch, world=world, proposal=proposal)
     events = list(AuditEvent.objects.filter(kind="dispatch.denied", proposal_id=proposal.id))
@@ -1431,8 +1431,8 @@ def test_lapse_of_a_second_proposal_leaves_the_first_approvable(world: World) ->
 def test_a_dispatch_denial_is_audited_without_the_argument_it_quotes(
     world: World, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Spec §12: the caller hears which value fell outside the scope; the audit keeps the
-    code and the key, never the value. (A scope violation cannot be reached at dispatch
+    """docs/design.md#audit: the caller hears which value fell outside the scope; the audit keeps
+    the code and the key, never the value. (A scope violation cannot be reached at dispatch
     through the services since a revoked covering grant answers authority_revoked: the
     admission is made to raise it.)"""
     proposal = propose_lookup(world)

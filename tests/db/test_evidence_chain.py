@@ -1,7 +1,7 @@
-"""Stage 3's evidence chain through the real services and destinations (DESIGN §11, issue 17
-items 2 and 4): receipts and attestations are issued by the dispatcher alone, in the outcome's
-transaction; a publication rests on a passing attestation of the exact report revision, checked
-at proposal and again at dispatch, and the publisher holds nothing for any refusal."""
+"""The evidence chain through the real services and destinations (docs/design.md#evidence): receipts
+and attestations are issued by the dispatcher alone, in the outcome's transaction; a publication
+rests on a passing attestation of the exact report revision, checked at proposal and again at
+dispatch, and the publisher holds nothing for any refusal."""
 
 from __future__ import annotations
 

@@ -204,9 +204,9 @@ def test_a_destination_changed_after_an_uncertain_attempt_is_never_retried(
 def test_a_worker_that_finds_a_changed_destination_never_leaves_a_lost_attempt_insert(
     live: World, destinations: Destinations, settings: Any,
 ) -> None:
-    """Spec §8 (issue 16 item 4): the worker that died left attempt 1 open; the redelivered
-    task, past the contract timeout, finds the destination moved: it sends nothing, and ends
-    the attempt as uncertain (the operation is unknown, for a human) instead of leaving it."""
+    """docs/design.md#outcomes: the worker that died left attempt 1 open; the
+    redelivered task, past the contract timeout, finds the destination moved: it sends nothing, and
+    ends the attempt as uncertain (the operation is unknown, for a human) instead of leaving it."""
     operation = claimed_transfer(live)
     assert attempt_start(operation, 1, live.now)
     settings.DESTINATIONS = {**settings.DESTINATIONS,

@@ -1,6 +1,6 @@
 """A handler's result is checked against its contract's `output_type` before it is kept or
-handed back (spec §7 step 9): after a read a violation is `failed_no_effect`; after anything
-that may have written it is `unknown`, never no effect, and never retried."""
+handed back (docs/design.md#dispatcher step 9): after a read a violation is `failed_no_effect`;
+after anything that may have written it is `unknown`, never no effect, and never retried."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Idempotent intake (DESIGN §7, `call_id`): the same principal, execution id and call id
-answer with the proposal made first; another action under them is `proposal_mismatch`."""
+"""Idempotent intake (docs/rest-api.md#proposal, `call_id`): the same principal, execution id and
+call id answer with the proposal made first; another action under them is `proposal_mismatch`."""
 
 from __future__ import annotations
 

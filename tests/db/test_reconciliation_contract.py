@@ -1,6 +1,6 @@
-"""Reconciliation is part of the contract (spec §14.5): what a lookup's answer may settle is
-what the contract declares (`none`, `presence`, `presence_and_absence`), not what the handler
-happens to answer."""
+"""Reconciliation is part of the contract (docs/design.md#reconciliation): what a lookup's answer
+may settle is what the contract declares (`none`, `presence`, `presence_and_absence`), not what the
+handler happens to answer."""
 
 from __future__ import annotations
 
@@ -47,7 +47,8 @@ def test_the_demo_contracts_declare_what_their_lookups_prove() -> None:
     assert {c.qualified_name: c.reconciliation.value for c in runtime.registry} == {
         "crm.lookup": "none", "email.send": "presence",
         "payments.transfer": "presence_and_absence",
-        # DESIGN §11: reads settle nothing; the publisher deduplicates and answers both ways.
+        # docs/design.md#evidence: reads settle nothing; the publisher deduplicates and answers both
+        # ways.
         "research.fetch": "none", "evidence.attest": "none",
         "report.publish": "presence_and_absence"}
 

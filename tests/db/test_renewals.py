@@ -1,5 +1,5 @@
-"""Renewed approval for the same operation (spec §6.3, §8; issue 16 item 1): an operation that
-stopped short gets a further attempt under the same operation id, so the same idempotency key,
+"""Renewed approval for the same operation (docs/design.md#renewals): an operation
+that stopped short gets a further attempt under the same operation id, so the same idempotency key,
 after a new human decision: never a new operation for the same logical action."""
 
 from __future__ import annotations

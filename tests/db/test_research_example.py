@@ -1,6 +1,6 @@
-"""The runnable example of stage 3 (issue 17 item 9), end to end against real destinations:
-two fetches, a report citing them, a passing attestation, a fabricated report the validator
-fails, and a publication that waits for an operator, then is published once."""
+"""The runnable example of the evidence chain (docs/design.md#evidence), end to end against real
+destinations: two fetches, a report citing them, a passing attestation, a fabricated report the
+validator fails, and a publication that waits for an operator, then is published once."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Role checks live inside the services that need them (DESIGN §4), not only in views."""
+"""Role checks live inside the services that need them (docs/design.md#concepts), not only in
+views."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Stage 3's resource kinds (DESIGN §11, issue 17 item 1): `question` and `report`, their
-payload schemas and protocols, registered by the demo extension. No contract takes them yet,
+"""The evidence chain's resource kinds (docs/design.md#evidence): `question` and `report`,
+their payload schemas and protocols, registered by the demo extension. No contract takes them yet,
 so no principal may create one: the kind exists, its operations come next."""
 
 from __future__ import annotations

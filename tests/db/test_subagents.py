@@ -1,6 +1,6 @@
-"""A delegated step's sub-agent is reachable by nobody else (DESIGN §11): no grant names it as
-subject but its step's, no command runs as it, no list offers it, and it acts only under its
-own step's grant. Its existence does not leak: it is `not_found`, as a name naming nobody."""
+"""A delegated step's sub-agent is reachable by nobody else (docs/design.md#delegation): no grant
+names it as subject but its step's, no command runs as it, no list offers it, and it acts only under
+its own step's grant. Its existence does not leak: it is `not_found`, as a name naming nobody."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The unrestricted entry point stays closed (spec §7): no registered handler runs except
-through the dispatcher's invoke path for a started, open attempt of a claimed operation of
+"""The unrestricted entry point stays closed (docs/design.md#dispatcher): no registered handler runs
+except through the dispatcher's invoke path for a started, open attempt of a claimed operation of
 its own contract. The guard is `handler_invoke`'s, not the handler's, so it holds for any
 implementation of the `Handler` protocol."""
 

@@ -1,6 +1,7 @@
 """Fault injection by killing a real child process at the claim, external-call and completion
-boundaries (spec §13). Nothing runs without a committed claim; a crash after the claim leaves
-the operation claimed until reconciliation; a crash after the effect never sends twice."""
+boundaries (docs/design.md#how-it-is-tested). Nothing runs without a committed claim; a crash after
+the claim leaves the operation claimed until reconciliation; a crash after the effect never sends
+twice."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""agentbarrier 1.1.0's conformance harness against our runtime (issue 21, item 5).
+"""agentbarrier 1.1.0's conformance harness against our runtime (docs/design.md#how-it-is-tested).
 
 `agentbarrier verify tests.peers.agentbarrier_adapter:adapter --json F` runs, in a process of
 its own, every scenario of the harness against our services and a store of its own (a SQLite
@@ -8,8 +8,8 @@ unsupported ("adapter does not declare ..."), never failed or silently left out.
 approval barrier, which we do claim, runs under `--approval-profile per-action`. Afterwards the
 audit the harness made our runtime write replays cleanly (`manage.py audit_check`).
 
-Checks that failed before the runtime work of issue 21 (sticky uncertainty, one owner of
-attempt N+1, terminal cancellation), and why:
+Checks the runtime failed until it had sticky uncertainty, one owner of attempt N+1 and
+terminal cancellation, and why:
 - AB008 (`cancellation`): `proposal_cancel` answers while the attempt is still in flight (the
   operation `claimed`); the handler learns of it only from its next look at the store
   (`Cancellation`, every 0.1 s), after the destination, released as soon as the cancellation
@@ -179,7 +179,8 @@ def test_the_per_action_barrier_holds(per_action: dict[str, Any]) -> None:
 def test_the_audit_of_every_run_replays_cleanly(
     per_action: dict[str, Any], store_url: str, tmp_path: Path,
 ) -> None:
-    """What the harness made our runtime write keeps the trace safety property (spec §7)."""
+    """What the harness made our runtime write keeps the trace safety property
+    (docs/design.md#dispatcher)."""
     done = subprocess.run(
         [sys.executable, "manage.py", "audit_check", "--json", "--skip-checks"], cwd=ROOT,
         env=_environment(store_url, tmp_path), capture_output=True, text=True, timeout=120,

@@ -1,5 +1,5 @@
-"""Workflows with a delegated agent step (DESIGN §11) and scripted sub-agents, for the tests of
-bounded delegation on SQLite and PostgreSQL, in one process or across OS processes."""
+"""Workflows with a delegated agent step (docs/design.md#delegation) and scripted sub-agents, for
+the tests of bounded delegation on SQLite and PostgreSQL, in one process or across OS processes."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""A researcher in a `World` (DESIGN §11): the stage-3 tools, a grant on a topic, and short
-ways through the real services for a question, its fetches, a report, its attestation and its
-publication. Handlers run inline (`operation_execute`), against running destinations."""
+"""A researcher in a `World` (docs/design.md#evidence): the evidence chain's tools, a grant on a
+topic, and short ways through the real services for a question, its fetches, a report, its
+attestation and its publication. Handlers run inline (`operation_execute`), against running
+destinations."""
 
 from __future__ import annotations
 

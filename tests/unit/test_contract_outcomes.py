@@ -1,6 +1,6 @@
 """A contract's `protocol_outcomes` is what the dispatcher does to its resources on each outcome
-(DESIGN §4): read once at registration, checked against each resource's own table, and used by
-every move of the operation. A contract that declares nonsense does not register."""
+(docs/design.md#contracts): read once at registration, checked against each resource's own table,
+and used by every move of the operation. A contract that declares nonsense does not register."""
 
 from __future__ import annotations
 

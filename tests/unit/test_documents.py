@@ -1,7 +1,7 @@
-"""The documents the specification asks for (spec §13, §10, §14.4; issue 16 items 11 and 12)
-exist and say what they must: each required section is there under its heading and names each
-point it has to cover, so deleting a point fails here. Phrases are matched case-insensitively,
-with runs of whitespace (line breaks included) read as one space."""
+"""The documents the design asks for (docs/design.md#how-it-is-tested, #extensions) exist and say
+what they must: each required section is there under its heading and names each point it has to
+cover, so deleting a point fails here. Phrases are matched case-insensitively, with runs of
+whitespace (line breaks included) read as one space."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ PUBLISHED_CODES = frozenset({
 
 #: (document, heading) -> the phrases that section must contain.
 REQUIRED: dict[tuple[str, str], tuple[str, ...]] = {
-    # Spec §13: the guarantee's assumptions, stated where a user reads first.
+    # docs/design.md#assumptions: the guarantee's assumptions, stated where a user reads first.
     ("README.md", "What is and isn't guaranteed"): (
         "one-shot permit",
         "**Handlers and extensions are trusted, in-process code.**",
@@ -66,7 +66,7 @@ REQUIRED: dict[tuple[str, str], tuple[str, ...]] = {
         "CHANGELOG.md",
     ),
     ("README.md", "Two commands"): ("bash scripts/run.sh", "bash scripts/test.sh"),
-    # Spec §13 stage 2: migration guidance.
+    # docs/design.md#extensions: migration guidance for protected contracts and workflows.
     ("docs/migration.md",
      "Moving a framework's approval or a plain tool to a protected contract"): (
         "OperationContract",
@@ -94,7 +94,7 @@ REQUIRED: dict[tuple[str, str], tuple[str, ...]] = {
         "`execution_mismatch`",
         "check_workflow",
     ),
-    # Spec §10, §14.4: what each version promises and when a version 2 is needed.
+    # docs/design.md#extensions: what each version promises and when a version 2 is needed.
     ("docs/compatibility.md", "The REST API, version 1"): (
         "`/api/v1/`",
         "/api/v1/schema/",
@@ -115,16 +115,16 @@ REQUIRED: dict[tuple[str, str], tuple[str, ...]] = {
         "is extension API version 2",
         "no mandatory behaviour added to version 1",
     ),
-    # Spec §8: consumed-permit tombstones are kept while they could be replayed.
+    # docs/design.md#outcomes: consumed-permit tombstones are kept while they could be replayed.
     ("docs/compatibility.md", "Retention of consumed permits and signed tokens"): (
         "**Nothing is deleted.**",
         "consumed permit is its row in state `claimed`",
         "`PROTECT`",
         "tests/unit/test_retention.py",
-        "**Signed tokens** (DESIGN §15, not built yet)",
+        "**Signed tokens** (docs/design.md#not-built, not built yet)",
         "follows the same policy",
     ),
-    # Spec §10: every behaviour change of version 1.
+    # docs/design.md#extensions: every behaviour change of version 1.
     ("CHANGELOG.md", "Unreleased"): (
         "`EXTENSION_API = 1`",
         "`end_line` and `end_column`",

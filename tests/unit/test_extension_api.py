@@ -1,5 +1,5 @@
-"""Extensions declare the extension API version they implement (spec §10, §14.4): a module in
-`settings.DISPATCH_EXTENSIONS` without `EXTENSION_API`, or with a version this runtime does not
+"""Extensions declare the extension API version they implement (docs/design.md#extensions): a module
+in `settings.DISPATCH_EXTENSIONS` without `EXTENSION_API`, or with a version this runtime does not
 support, is refused before its `register(runtime)` runs, naming the module and both versions."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Implementation fingerprints come from the handler's code, and handlers are kept by name and
-version (spec §8, §10): registering v2 never replaces the handler a pending v1 action runs."""
+version (docs/design.md#outcomes, #extensions): registering v2 never replaces the handler a pending
+v1 action runs."""
 
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CORE = ("protocols", "dispatch", "console")
 
 #: Modules that still name the research flow's concepts, with why. The receipt and attestation
-#: records are the store's (issue 22 keeps them there); their models, selectors and the
+#: records are the store's (trusted, minted only through the hooks); their models, selectors and the
 #: console's evidence pages read them by the resources they bind.
 STILL_NAMED: dict[str, str] = {
     "dispatch/models/evidence.py": "the receipt and attestation records of the store",

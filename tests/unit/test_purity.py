@@ -1,4 +1,5 @@
-"""The pure core imports no Django, DRF or Celery (DESIGN §3), checked in a fresh interpreter."""
+"""The pure core imports no Django, DRF or Celery (docs/design.md#layout), checked in a fresh
+interpreter."""
 
 from __future__ import annotations
 

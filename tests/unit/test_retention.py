@@ -1,5 +1,5 @@
-"""Consumed-permit tombstones are kept (spec §8, docs/compatibility.md "Retention"): no code of
-the runtime, the console or the demo deletes rows, and the database refuses to delete a
+"""Consumed-permit tombstones are kept (docs/design.md#outcomes, docs/compatibility.md "Retention"):
+no code of the runtime, the console or the demo deletes rows, and the database refuses to delete a
 proposal's permit, operation or attempts out from under it."""
 
 from __future__ import annotations

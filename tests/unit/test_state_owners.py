@@ -373,8 +373,8 @@ def test_pure_core_records_are_not_models(tmp_path: Path) -> None:
     assert len(violations(state_writes(path.read_text(), "protocols/pure.py"))) == 1
 
 
-#: Who may start an attempt (DESIGN §5): the first is the claim's (`attempt_start`), every one
-#: after it `attempt_next`'s, which checks again what the claim checked.
+#: Who may start an attempt (docs/design.md#retries): the first is the claim's (`attempt_start`),
+#: every one after it `attempt_next`'s, which checks again what the claim checked.
 ATTEMPT_STARTERS = {"attempt_open": {"dispatch/services/operations.py:attempt_start",
                                       "dispatch/services/attempts.py:attempt_next"},
                     "attempt_start": {"dispatch/services/execution.py:_next_attempt"}}

@@ -1,4 +1,5 @@
-"""The handler runs on real Celery workers over a real Redis broker (spec §8, DESIGN §5).
+"""The handler runs on real Celery workers over a real Redis broker
+(docs/design.md#outcomes, #dispatcher).
 
 Broker redelivery (a worker SIGKILLed mid-task, a duplicate message, two workers) never yields
 a second claim or a second effect: the store decides what a delivered task may do.

@@ -110,7 +110,8 @@ def test_every_diagnostic_code_has_a_negative_fixture() -> None:
 
 def test_docs_report_how_many_valid_workflows_the_checker_rejects() -> None:
     """docs/workflows.md states the count, recounted here from the files, and names each one
-    (spec §13, stage 3: measure rejected valid workflows before the calculus grows)."""
+    (docs/design.md#how-it-is-tested: measure rejected valid workflows before the calculus
+    grows)."""
     text = DOCS.read_text(encoding="utf-8")
     valid, rejected = len(OK) + len(FALSE_REJECTIONS), len(FALSE_REJECTIONS)
     sentence = (f"The corpus holds **{valid} valid workflows**: the {len(OK)} files of `ok/` "

@@ -1,5 +1,6 @@
-"""The embedded workflow runtime (issue 8, item 4): a checked workflow runs through the same
-dispatcher, and a certificate is not authorization: the runtime checks still decide."""
+"""The embedded workflow runtime (docs/workflows.md#running-workflows-embedded-runtime): a checked
+workflow runs through the same dispatcher, and a certificate is not authorization: the runtime
+checks still decide."""
 
 from __future__ import annotations
 

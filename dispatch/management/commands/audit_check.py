@@ -1,4 +1,5 @@
-"""`manage.py audit_check [--tenant T] [--json]`: the trace safety property (spec §7).
+"""`manage.py audit_check [--tenant T] [--json]`: the trace safety property
+(docs/design.md#dispatcher).
 
 Thin: `dispatch.services.audit.audit_replay` replays the audit through the transition tables;
 this prints a summary and every violation (or the report as JSON with --json) and exits 1 when

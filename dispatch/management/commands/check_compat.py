@@ -1,4 +1,4 @@
-"""`manage.py check_compat OLD NEW`: classify a contract change (spec §10).
+"""`manage.py check_compat OLD NEW`: classify a contract change (docs/design.md#extensions).
 
 Reads two contract declarations (the JSON of `OperationContract.declaration()`), prints each
 difference and the verdict, and exits 1 when the change is breaking (2 for unreadable input).

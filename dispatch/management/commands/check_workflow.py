@@ -1,4 +1,5 @@
-"""`manage.py check_workflow FILE...`: statically check workflow files (spec §5.2, §12).
+"""`manage.py check_workflow FILE...`: statically check workflow files
+(docs/workflows.md#typing-rules, #diagnostic-codes).
 
 Thin: reads the files, checks them against the runtime's registered contracts with
 `protocols.workflow.check_source` and prints `protocols.workflow.report`'s rendering. Exits 1

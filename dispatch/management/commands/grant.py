@@ -35,7 +35,7 @@ class Command(BaseCommand):
         parser.add_argument("--expires-in", type=int, default=None, help="seconds")
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        # A delegated step's sub-agent is nobody's to grant to (DESIGN §11).
+        # A delegated step's sub-agent is nobody's to grant to (docs/design.md#delegation).
         subject = Principal.objects.filter(name=opts["subject"], subagent=False).first()
         if subject is None:
             raise CommandError(f"no principal named {opts['subject']!r}")

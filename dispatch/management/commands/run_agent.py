@@ -39,7 +39,7 @@ class Command(BaseCommand):
             adapter = ScriptedAdapter(script)
         except (OSError, ValueError, ScriptError) as exc:
             raise CommandError(f"cannot read the script: {exc}") from None
-        # A delegated step's sub-agent runs only inside its step (DESIGN §11).
+        # A delegated step's sub-agent runs only inside its step (docs/design.md#delegation).
         principal = Principal.objects.filter(name=script.get("agent"), kind="agent",
                                              subagent=False).first()
         if principal is None:

@@ -56,7 +56,7 @@ class Command(BaseCommand):
         if not isinstance(checked, CheckedWorkflow):
             self.stdout.write(render_text([(name, checked)]))
             raise CommandError("the workflow failed the check; nothing ran", returncode=1)
-        # A delegated step's sub-agent runs only inside its step (DESIGN §11).
+        # A delegated step's sub-agent runs only inside its step (docs/design.md#delegation).
         principal = Principal.objects.filter(name=opts["agent"], kind="agent",
                                              subagent=False).first()
         if principal is None:

@@ -80,8 +80,9 @@ def test_fingerprint_is_pinned() -> None:
 def test_the_transition_tables_are_part_of_the_fingerprint(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Spec §8, §10: recovery checks the fingerprint, so it must change when a table a
-    contract's operations move through does: the email_draft protocol, or the operation's."""
+    """docs/design.md#outcomes, #extensions: recovery checks the fingerprint, so it must change when
+    a table a contract's operations move through does: the email_draft protocol, or the
+    operation's."""
     from demo import tables as tables_of_demo
     from protocols import lifecycle
 
@@ -493,7 +494,8 @@ def test_too_many_places_names_the_currency_minor_units() -> None:
 def test_more_places_than_minor_units_is_refused_even_when_zero(
     amount: str, currency: str,
 ) -> None:
-    """DESIGN §8: "10", "10.0" and "10.00" are one EUR amount; "more places is schema_invalid"."""
+    """docs/design.md#demo: "10", "10.0" and "10.00" are one EUR amount; "more places is
+    schema_invalid"."""
     with pytest.raises(Denial) as caught:
         BASE.normalize(transfer_arguments(amount, currency))
     assert caught.value.code is DenialCode.SCHEMA_INVALID
@@ -508,7 +510,7 @@ def test_missing_currency_refuses_the_amount() -> None:
     assert [e["pointer"] for e in caught.value.details["errors"]] == ["/arguments/amount"]
 
 
-# --- stage 3's fields (DESIGN §11) ----------------------------------------------------------
+# --- the evidence chain's fields (docs/design.md#evidence) ----------------------------------------
 
 def _reading(**changes: Any) -> OperationContract:
     from demo.contracts import RESOURCE_REF

@@ -1,4 +1,5 @@
-"""Denial codes carry the HTTP status DESIGN §6 lists and a remedy; diagnostic codes are stable."""
+"""Denial codes carry the HTTP status docs/design.md#denials lists and a remedy; diagnostic codes
+are stable."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from protocols.denials import (
     text_weight,
 )
 
-# Copied by hand from DESIGN §6, in its order.
+# Copied by hand from docs/design.md#denials, in its order.
 DESIGN_STATUSES: dict[str, int] = {
     "malformed_request": 400,
     "unauthenticated": 401,
@@ -58,8 +59,8 @@ DESIGN_STATUSES: dict[str, int] = {
     "execution_mismatch": 409,
 }
 
-# Spec §12 reserves E001-E007; the checker added E008-E017, the evidence chain (DESIGN §11)
-# E018-E020. Values never change once published.
+# docs/design.md#audit reserves E001-E007; the checker added E008-E017, the evidence chain
+# (docs/design.md#evidence) E018-E020. Values never change once published.
 DIAGNOSTICS: dict[str, str] = {
     "MISSING_AUTHORITY": "AGL-E001",
     "INVALID_PROTOCOL_STATE": "AGL-E002",

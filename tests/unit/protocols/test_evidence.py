@@ -1,6 +1,6 @@
-"""`cited-sources/1` judges a report against its receipts (DESIGN §11): each condition alone
-fails with a finding naming the citation, the receipt and the source; findings come in citation
-order, then the report's; validators register by `name@version` under one policy each."""
+"""`cited-sources/1` judges a report against its receipts (docs/design.md#evidence): each condition
+alone fails with a finding naming the citation, the receipt and the source; findings come in
+citation order, then the report's; validators register by `name@version` under one policy each."""
 
 from __future__ import annotations
 

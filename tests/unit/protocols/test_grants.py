@@ -405,8 +405,8 @@ def test_scope_violation_names_the_first_failing_grant_and_key() -> None:
 
 
 def test_a_value_covered_only_by_a_revoked_grant_is_authority_revoked() -> None:
-    """DESIGN §6: the denial says what happened to the grant that covered the value, even
-    beside a live grant of another scope."""
+    """docs/design.md#denials: the denial says what happened to the grant that covered the value,
+    even beside a live grant of another scope."""
     wrong_scope = make_grant(id="grt_1", scope={"mailbox": [SALES]})
     revoked = make_grant(id="grt_2", revoked_at=at(-1))
     expired = make_grant(id="grt_3", expires_at=at(-1))
@@ -1100,7 +1100,7 @@ def test_a_broken_chain_is_refused_never_live(broken: str) -> None:
         with_ancestry(leaf, by_id)
 
 
-# budgets (DESIGN §11 "Bounded delegation") ---------------------------------------------------
+# budgets (docs/design.md#delegation) ---------------------------------------------------
 
 
 def test_a_child_of_an_unbudgeted_grant_may_carry_any_budget() -> None:

@@ -28,8 +28,9 @@ from protocols.lifecycle import (
     transition,
 )
 
-# Written out by hand from spec §5.1, §8, §11 and DESIGN §4/§7, independently of the tables, so
-# a silently edited row (added, dropped or retargeted) fails `test_table_is_exactly_as_declared`.
+# Written out by hand from docs/design.md#resources, #outcomes, #evidence and #concepts,
+# docs/rest-api.md#calls, independently of the tables, so a silently edited row (added, dropped or
+# retargeted) fails `test_table_is_exactly_as_declared`.
 EXPECTED: dict[str, set[tuple[str, str, str]]] = {
     "email_draft": {
         ("draft", "edit", "draft"),
@@ -77,8 +78,8 @@ EXPECTED: dict[str, set[tuple[str, str, str]]] = {
         ("issued", "expire", "expired"),
         ("issued", "revoke", "revoked"),
     },
-    # DESIGN §11: `question` open -> answered; `report` draft -> attested -> proposed ->
-    # authorized -> dispatching -> published | failed_no_effect | unknown, an edit to draft.
+    # docs/design.md#evidence: `question` open -> answered; `report` draft -> attested -> proposed
+    # -> authorized -> dispatching -> published | failed_no_effect | unknown, an edit to draft.
     # A fetch only reads its question (`research.fetch` declares `reads`): no move of its own.
     "question": {
         ("open", "edit", "open"),
@@ -254,7 +255,7 @@ def test_unknown_resource_never_returns_to_authorized() -> None:
     assert targets == {ResourceState.SENT, ResourceState.FAILED_NO_EFFECT,
                        ResourceState.DISPATCHING}
     assert EMAIL_DRAFT.transitions[(unknown, ResourceEvent.RETRY)] is ResourceState.DISPATCHING
-    # Nor by any path that does not pass through a new human grant (spec §5.1).
+    # Nor by any path that does not pass through a new human grant (docs/design.md#resources).
     seen = {unknown}
     frontier = [unknown]
     while frontier:
@@ -332,8 +333,8 @@ def test_resource_protocols_register_the_three_kinds() -> None:
 
 
 def test_an_edit_of_an_attested_report_drops_its_attestation() -> None:
-    """DESIGN §11: an attestation covers the revision it judged; editing makes a new one, in
-    draft, which must be attested again before it can be proposed."""
+    """docs/design.md#evidence: an attestation covers the revision it judged; editing makes a new
+    one, in draft, which must be attested again before it can be proposed."""
     edited = transition(REPORT, ResourceState.ATTESTED, ResourceEvent.EDIT)
     assert edited is ResourceState.DRAFT
     with pytest.raises(Denial):

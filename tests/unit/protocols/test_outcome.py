@@ -1,4 +1,4 @@
-"""One outcome vocabulary: what each operation state has come to (spec §8)."""
+"""One outcome vocabulary: what each operation state has come to (docs/design.md#outcomes)."""
 
 from __future__ import annotations
 

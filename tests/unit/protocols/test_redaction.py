@@ -97,7 +97,7 @@ def test_secrets_inside_tuples_are_redacted() -> None:
         {"calls": ({"api_key": REDACTED},)}, {"calls": [{"api_key": REDACTED}]})
 
 
-# --- values quoted in text: masked before the audit (spec §12, no payloads) ---------------------
+# --- values quoted in text: masked before the audit (docs/design.md#audit, no payloads) -----------
 
 def test_every_string_value_quoted_in_text_is_masked() -> None:
     arguments = {"draft": {"payload": {"to": ["ada@example.com"], "subject": "Refund 42",

@@ -1,5 +1,5 @@
-"""The source allow-list (DESIGN §11, protocols.sources): a structural URL prefix, never a
-string prefix, so none of the usual ways around a prefix check reads off the list."""
+"""The source allow-list (docs/design.md#evidence, protocols.sources): a structural URL prefix,
+never a string prefix, so none of the usual ways around a prefix check reads off the list."""
 
 from __future__ import annotations
 

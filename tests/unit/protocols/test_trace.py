@@ -1,6 +1,6 @@
-"""The trace safety property (spec §7, protocols.trace): a replay of audit events through the
-transition tables finds every dispatch without a preceding claim and every move its table does
-not declare, and nothing in the traces the runtime writes."""
+"""The trace safety property (docs/design.md#dispatcher, protocols.trace): a replay of audit events
+through the transition tables finds every dispatch without a preceding claim and every move its
+table does not declare, and nothing in the traces the runtime writes."""
 
 from __future__ import annotations
 
@@ -236,7 +236,7 @@ def test_the_tables_are_the_ones_of_protocols_lifecycle() -> None:
     assert OPERATION_EVENT_KINDS[OperationEvent.CLAIM] == "permit.claimed"
 
 
-# --- evidence records follow the completion they are issued by (DESIGN §11) -------------------
+# --- evidence records follow the completion they are issued by (docs/design.md#evidence) ----------
 
 def test_a_receipt_and_an_attestation_follow_their_completion() -> None:
     fetch = [claimed(), started(1), moved("operation.completed", 1, "completed"),

@@ -1,5 +1,6 @@
-"""Sticky uncertainty in the audit's replay (DESIGN §5): a `failed_no_effect` that follows an
-uncertain attempt with no authoritative absence recorded since is `uncertainty_dropped`."""
+"""Sticky uncertainty in the audit's replay (docs/design.md#outcomes): a `failed_no_effect` that
+follows an uncertain attempt with no authoritative absence recorded since is
+`uncertainty_dropped`."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Contract compatibility (spec §10): what breaks callers, and why old approvals never dispatch
-under a changed contract."""
+"""Contract compatibility (docs/design.md#extensions): what breaks callers, and why old approvals
+never dispatch under a changed contract."""
 
 from __future__ import annotations
 

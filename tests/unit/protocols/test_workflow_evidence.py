@@ -1,5 +1,5 @@
-"""The evidence chain in the workflow checker (DESIGN §11): reads, verdicts, joins, the three
-diagnostics of a publication, and the facts they rest on."""
+"""The evidence chain in the workflow checker (docs/design.md#evidence): reads, verdicts, joins, the
+three diagnostics of a publication, and the facts they rest on."""
 
 from __future__ import annotations
 
