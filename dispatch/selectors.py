@@ -40,6 +40,7 @@ from dispatch.services.access import access_approval_for_review, access_operatio
 from dispatch.services.authority import has_role
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
+from protocols.jsontypes import JSONObject
 from protocols.lifecycle import ApprovalState, OperationState
 from protocols.roles import Role
 from protocols.usage import Usage
@@ -219,7 +220,7 @@ class RevisionPair:
     previous: Revision | None
 
 
-def revision_pairs(*, viewer: Principal, resource_refs: list[dict[str, Any]]) -> list[RevisionPair]:
+def revision_pairs(*, viewer: Principal, resource_refs: list[JSONObject]) -> list[RevisionPair]:
     """For each `{"id","revision"}` a proposal references: that revision and revision - 1."""
     pairs = []
     for ref in resource_refs:

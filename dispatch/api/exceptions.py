@@ -24,6 +24,7 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
 from protocols.denials import MAX_ERRORS, Denial, DenialCode
+from protocols.jsontypes import JSONObject
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ _STATUS_CODES = {
 }
 
 
-def error_body(code: DenialCode | str, message: str, details: dict[str, Any]) -> dict[str, Any]:
+def error_body(code: DenialCode | str, message: str, details: JSONObject) -> JSONObject:
     return {"error": {"code": str(code), "message": message, "details": details}}
 
 

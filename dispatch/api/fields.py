@@ -19,6 +19,7 @@ from dispatch.api.exceptions import pointer_of, validation_errors
 from dispatch.services.proposals import EXECUTION_ID, EXECUTION_ID_RULE, EXECUTION_ID_SHAPE
 from protocols.denials import Denial, DenialCode
 from protocols.expiry import TOO_LATE
+from protocols.jsontypes import JSONObject
 
 if TYPE_CHECKING:
     from django_stubs_ext import StrOrPromise
@@ -115,7 +116,7 @@ class JsonObjectField(serializers.JSONField):
 
     default_error_messages: ClassVar[dict[str, StrOrPromise]] = {"invalid": "must be an object"}
 
-    def to_internal_value(self, data: Any) -> dict[str, Any]:
+    def to_internal_value(self, data: Any) -> JSONObject:
         if not isinstance(data, dict):
             self.fail("invalid")
         problem = _find_nul(data)
@@ -148,7 +149,7 @@ def _find_nul(value: Any) -> tuple[list[str | int], str] | None:
     return None
 
 
-class StrictInputSerializer(serializers.Serializer[dict[str, Any]]):
+class StrictInputSerializer(serializers.Serializer[JSONObject]):
     """A request body: an object with exactly the declared members, types never coerced.
 
     Its errors, unknown members included, are raised as one `schema_invalid` denial.

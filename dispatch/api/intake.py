@@ -42,6 +42,7 @@ from dispatch.services.access import (
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.proposals import CALL_ID, CALL_ID_RULE, proposal_intake
 from dispatch.services.resources import resource_create, revision_create
+from protocols.jsontypes import JSONObject
 from protocols.lifecycle import OperationState
 
 if TYPE_CHECKING:
@@ -52,9 +53,9 @@ if TYPE_CHECKING:
 
 
 class ContractListApi(ApiView):
-    class OutputSerializer(serializers.Serializer[dict[str, Any]]):
-        class ContractSerializer(serializers.Serializer[dict[str, Any]]):
-            class ApprovalSerializer(serializers.Serializer[dict[str, Any]]):
+    class OutputSerializer(serializers.Serializer[JSONObject]):
+        class ContractSerializer(serializers.Serializer[JSONObject]):
+            class ApprovalSerializer(serializers.Serializer[JSONObject]):
                 role = serializers.CharField()
                 expires_in = serializers.IntegerField(help_text="Seconds.")
 
@@ -226,7 +227,7 @@ class ProposalDispatchApi(ApiView):
         permit = IdField(required=False, allow_null=True,
                          help_text="This proposal's permit; by default the one minted for it.")
 
-    class OutputSerializer(serializers.Serializer[dict[str, Any]]):
+    class OutputSerializer(serializers.Serializer[JSONObject]):
         operation_id = serializers.CharField()
         state = enum_field(OperationState)
 

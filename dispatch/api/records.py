@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -35,6 +33,7 @@ from dispatch.api.serializers import (
 )
 from dispatch.services.authority import grant_delegate, has_role
 from protocols.denials import Denial
+from protocols.jsontypes import JSONObject
 from protocols.roles import Role
 
 # --- grants ---------------------------------------------------------------------------------------
@@ -86,13 +85,13 @@ class GrantDelegateApi(ApiView):
 
 
 class AuditListApi(ApiView):
-    class FilterSerializer(serializers.Serializer[dict[str, Any]]):
+    class FilterSerializer(serializers.Serializer[JSONObject]):
         operation = IdField(required=False)
         proposal = IdField(required=False)
         kind = StrictCharField(required=False, allow_blank=True, max_length=50)
 
     class OutputSerializer(PageLinksSerializer):
-        class EventSerializer(serializers.Serializer[dict[str, Any]]):
+        class EventSerializer(serializers.Serializer[JSONObject]):
             id = serializers.IntegerField()
             at = serializers.DateTimeField()
             kind = serializers.CharField(help_text="e.g. `proposal.created`, `permit.claimed`.")

@@ -7,7 +7,6 @@ Nothing here writes, and nothing here loads a protected object by a client-suppl
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from django.db.models import QuerySet
 
@@ -26,9 +25,10 @@ from dispatch.selectors import AuditFilter, audit_events
 from dispatch.services.resources import resource_current
 from protocols.approvals import effective_approval_state
 from protocols.contracts import OperationContract
+from protocols.jsontypes import JSONObject
 
 
-def resource_view(resource: Resource, revision: Revision | None = None) -> dict[str, Any]:
+def resource_view(resource: Resource, revision: Revision | None = None) -> JSONObject:
     revision = revision or resource_current(resource)
     return {"id": resource.id, "kind": resource.kind, "revision": revision.number,
             "digest": revision.digest, "state": resource.state, "payload": revision.payload}
@@ -37,7 +37,7 @@ def resource_view(resource: Resource, revision: Revision | None = None) -> dict[
 def proposal_view(
     proposal: Proposal, *, now: datetime, fresh: bool = False,
     approval: ApprovalRequest | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """The proposal of docs/rest-api.md#calls. `fresh`: this request just made it, with `approval`
     (or none): it has no operation and no permit yet, and nothing is read back."""
     if not fresh:
@@ -60,7 +60,7 @@ def proposal_view(
 
 def approval_view(
     approval: ApprovalRequest, *, now: datetime, fresh: bool = False,
-) -> dict[str, Any]:
+) -> JSONObject:
     # Expired, whether or not the periodic expiry has recorded it yet.
     state = effective_approval_state(approval.state, approval.expires_at, now).value
     permit_id = None if fresh else Permit.objects.filter(approval_id=approval.id).values_list(
@@ -69,7 +69,7 @@ def approval_view(
             "expires_at": approval.expires_at, "permit_id": permit_id}
 
 
-def operation_view(operation: Operation) -> dict[str, Any]:
+def operation_view(operation: Operation) -> JSONObject:
     attempts = [
         {"number": a.number, "started_at": a.started_at, "ended_at": a.ended_at,
          "outcome": a.outcome or None, "error": a.error or None}
@@ -79,7 +79,7 @@ def operation_view(operation: Operation) -> dict[str, Any]:
             "attempts": attempts, "result": operation.result}
 
 
-def contract_view(contract: OperationContract) -> dict[str, Any]:
+def contract_view(contract: OperationContract) -> JSONObject:
     approval = contract.approval_requirement
     return {
         "name": contract.qualified_name,
@@ -93,7 +93,7 @@ def contract_view(contract: OperationContract) -> dict[str, Any]:
     }
 
 
-def grant_view(grant: Grant) -> dict[str, Any]:
+def grant_view(grant: Grant) -> JSONObject:
     return {"id": grant.id, "issuer": grant.issuer, "subject": grant.subject.name,
             "operations": list(grant.operations), "scope": grant.scope,
             "not_before": grant.not_before, "expires_at": grant.expires_at,
@@ -108,7 +108,7 @@ def grants_of_principal(principal: Principal) -> QuerySet[Grant]:
         "subject")
 
 
-def audit_view(event: AuditEvent) -> dict[str, Any]:
+def audit_view(event: AuditEvent) -> JSONObject:
     return {"id": event.id, "at": event.at, "kind": event.kind, "actor": event.actor,
             "operation_id": event.operation_id or None, "proposal_id": event.proposal_id or None,
             "digest": event.digest or None, "details": event.details}

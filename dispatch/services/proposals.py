@@ -27,6 +27,7 @@ from protocols.canonical import (
 )
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
+from protocols.jsontypes import JSONObject
 from protocols.lifecycle import (
     ResourceEvent,
 )
@@ -141,7 +142,7 @@ def _checked_call_id(call_id: object) -> str | None:
 
 def _first_proposal_of_call(
     principal: Principal, call_scope: str, call_id: str, contract: OperationContract,
-    full: dict[str, Any],
+    full: JSONObject,
 ) -> Proposal | None:
     """The proposal of this call, if any; `proposal_mismatch` if it is another action."""
     existing = Proposal.objects.filter(principal=principal, call_scope=call_scope,
@@ -158,7 +159,7 @@ def _first_proposal_of_call(
     return existing
 
 
-def _same_arguments(stored: Any, full: dict[str, Any]) -> bool:
+def _same_arguments(stored: Any, full: JSONObject) -> bool:
     """The same canonical bytes (`1` and `1.0`, `true` and `1` differ; key order does not)."""
     try:
         return canonicalize(stored) == canonicalize(full)

@@ -14,6 +14,7 @@ from dispatch.models import Principal
 from dispatch.workflows.journal import Journal
 from dispatch.workflows.values import Denied, Mode, StepOutcome
 from protocols.denials import Denial
+from protocols.jsontypes import JSONObject
 from protocols.workflow.ir import Workflow
 
 
@@ -32,21 +33,21 @@ class RunContext:
     agents: Mapping[str, ModelAdapter] = field(default_factory=dict)
 
     def record(self, key: str, step: str, status: str, *, code: str | None = None,
-               message: str = "", detail: dict[str, Any] | None = None) -> None:
+               message: str = "", detail: JSONObject | None = None) -> None:
         """An outcome of this run that is not journaled (control flow, a wait)."""
         self.outcomes.append(StepOutcome(key, step, status, code, message, detail or {}))
 
-    def settle(self, key: str, outcome: StepOutcome) -> dict[str, Any]:
+    def settle(self, key: str, outcome: StepOutcome) -> JSONObject:
         """Journal a settled step; a re-run replays it without calling anything."""
         stored = self.journal.put(key, {"outcome": asdict(outcome)}, self.now)
         return self._replayed(stored)
 
-    def replay(self, key: str) -> dict[str, Any] | None:
+    def replay(self, key: str) -> JSONObject | None:
         """The journaled step's detail (with `_status`), or None if it has not settled."""
         stored = self.journal.results.get(key)
         return None if stored is None else self._replayed(stored)
 
-    def _replayed(self, stored: dict[str, Any]) -> dict[str, Any]:
+    def _replayed(self, stored: JSONObject) -> JSONObject:
         outcome = StepOutcome(**stored["outcome"])
         self.outcomes.append(outcome)
         if outcome.status == "denied":
