@@ -18,9 +18,9 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, TypedDict, cast
+from typing import TypedDict, cast
 
-from protocols.jsontypes import JSONObject
+from protocols.jsontypes import JSONObject, JSONValue
 
 __all__ = [
     "SETTLED_STATES",
@@ -107,7 +107,7 @@ class Operation(TypedDict):
     proposal_id: str
     state: str
     attempts: list[Attempt]
-    result: Any
+    result: JSONValue
 
 
 class Grant(TypedDict):
@@ -134,7 +134,7 @@ class AuditEvent(TypedDict):
 
 
 class Page(TypedDict):
-    results: list[Any]
+    results: list[JSONValue]
     next: str | None
     previous: str | None
 
@@ -273,7 +273,7 @@ class ApiClient:
 
     # --- transport ----------------------------------------------------------------------------
 
-    def _call(self, method: str, path: str, body: JSONObject | None = None) -> Any:
+    def _call(self, method: str, path: str, body: JSONObject | None = None) -> JSONValue:
         """The decoded JSON answer; its shape is the API's word (the callers cast it)."""
         url = path if path.startswith(("http://", "https://")) else self.root + path
         if not url.startswith(("http://", "https://")):
@@ -304,12 +304,12 @@ def _reason(reason: str | None) -> JSONObject:
     return {} if reason is None else {"reason": reason}
 
 
-def _query(**params: Any) -> str:
+def _query(**params: object) -> str:
     present = {k: v for k, v in params.items() if v is not None}
     return "?" + urllib.parse.urlencode(present) if present else ""
 
 
-def _decode(raw: bytes, status: int) -> Any:
+def _decode(raw: bytes, status: int) -> JSONValue:
     try:
         return json.loads(raw)
     except ValueError:

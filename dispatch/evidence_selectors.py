@@ -29,7 +29,7 @@ from dispatch.services.access import access_question_for_review
 from dispatch.services.evidence import attestation_refusal
 from protocols.contracts import EvidenceRole, OperationContract
 from protocols.denials import Denial
-from protocols.jsontypes import JSONObject
+from protocols.jsontypes import JSONObject, JSONValue
 
 #: A chain shows at most this many records of each kind (a question has a handful).
 CHAIN_LIMIT = 200
@@ -131,7 +131,7 @@ def _findings_by_citation(
     return found
 
 
-def _text(value: Any) -> str:
+def _text(value: JSONValue) -> str:
     return value if isinstance(value, str) else "" if value is None else str(value)
 
 

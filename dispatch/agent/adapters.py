@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from protocols.jsontypes import JSONObject, JSONValue
 from protocols.usage import Usage
@@ -24,7 +24,7 @@ class ToolSpec:
 @dataclass(frozen=True)
 class ToolCall:
     name: str
-    arguments: Any
+    arguments: JSONValue
     label: str = ""
     # Anything else the model put in its message (a permit id, a claimed approval...): it is
     # passed to the dispatcher as the model's claim, which can only ever be refused.
@@ -103,7 +103,7 @@ class ScriptedAdapter:
                         label=str(step.get("name", "")), claims=claims, usage=usage)
 
 
-def _pointed(value: Any, pointer: str) -> Any:
+def _pointed(value: JSONValue, pointer: str) -> JSONValue:
     """The member of `value` a JSON pointer (RFC 6901) names, or None where there is none:
     `{"$result": "fetch", "pointer": "/receipt/id"}` is the receipt id a fetch returned."""
     for token in pointer.split("/")[1:] if pointer else []:
@@ -117,7 +117,7 @@ def _pointed(value: Any, pointer: str) -> Any:
     return value
 
 
-def _usage(number: int, data: Any, maximum: int | None) -> Usage | None:
+def _usage(number: int, data: JSONValue, maximum: int | None) -> Usage | None:
     """A step's `"usage": {"input_tokens", "output_tokens", "cost"}`: what the scripted model
     reports for that turn. A scripted model honours its own maximum: a step over it is refused."""
     if data is None:
@@ -141,7 +141,7 @@ def _results_by_label(transcript: Sequence[Mapping[str, JSONValue]]) -> JSONObje
             if e["kind"] == "tool_result" and labels.get(e["call_id"])}
 
 
-def _substitute(value: Any, results: Mapping[str, JSONValue]) -> Any:
+def _substitute(value: JSONValue, results: Mapping[str, JSONValue]) -> JSONValue:
     if isinstance(value, dict):
         if set(value) == {"$result"}:
             return results.get(value["$result"])

@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from django.conf import settings
 from django.db import transaction
@@ -35,7 +35,7 @@ from dispatch.services.executions import (
 from dispatch.services.proposals import proposal_create
 from dispatch.services.resources import resource_create
 from protocols.denials import Denial, DenialCode
-from protocols.jsontypes import JSONObject
+from protocols.jsontypes import JSONObject, JSONValue
 from protocols.lifecycle import (
     RESOURCE_PROTOCOLS,
     ExecutionEvent,
@@ -64,7 +64,7 @@ class ToolOutcome:
     status: Status
     code: str | None = None
     message: str = ""
-    result: Any = None
+    result: JSONValue = None
     proposal_id: str | None = None
     operation_id: str | None = None
 
@@ -263,7 +263,7 @@ def _advance(
         return ToolOutcome(status="denied", code=denial.code.value, message=denial.message)
 
 
-def _create_resource(principal: Principal, arguments: Any, now: datetime) -> ToolOutcome:
+def _create_resource(principal: Principal, arguments: JSONValue, now: datetime) -> ToolOutcome:
     if not isinstance(arguments, dict):
         arguments = {}
     resource, revision = resource_create(principal=principal, kind=arguments.get("kind"),
@@ -296,7 +296,7 @@ def _settled(driven: Settled) -> ToolOutcome:
                        message=operation.evidence)
 
 
-def nested_call(ctx: HandlerContext, operation: str, arguments: Any, *,
+def nested_call(ctx: HandlerContext, operation: str, arguments: JSONValue, *,
                 now: datetime | None = None) -> ToolOutcome:
     """A call made from inside a native handler or adapter: through the dispatcher, under
     the authority of the principal and execution the outer operation runs for

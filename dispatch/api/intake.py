@@ -3,7 +3,7 @@ dispatch."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
@@ -42,7 +42,7 @@ from dispatch.services.access import (
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.proposals import CALL_ID, CALL_ID_RULE, proposal_intake
 from dispatch.services.resources import resource_create, revision_create
-from protocols.jsontypes import JSONObject
+from protocols.jsontypes import JSONObject, JSONValue
 from protocols.lifecycle import OperationState
 
 if TYPE_CHECKING:
@@ -150,7 +150,7 @@ class CallIdField(StrictCharField):
 
     default_error_messages: ClassVar[dict[str, StrOrPromise]] = {"invalid": CALL_ID_RULE}
 
-    def to_internal_value(self, data: Any) -> str:
+    def to_internal_value(self, data: JSONValue) -> str:
         if not isinstance(data, str) or not CALL_ID.fullmatch(data):
             self.fail("invalid")
         return data

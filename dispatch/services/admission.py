@@ -28,7 +28,7 @@ from protocols.canonical import (
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
 from protocols.grants import Grant as CoreGrant
-from protocols.jsontypes import JSONObject
+from protocols.jsontypes import JSONObject, JSONValue
 from protocols.lifecycle import RESOURCE_PROTOCOLS, ResourceEvent, transition
 
 
@@ -41,7 +41,7 @@ class Resolved:
     states: dict[str, str] = field(default_factory=dict)  # argument -> the resource's state
 
 
-def validate_arguments(contract: OperationContract, arguments: Any) -> JSONObject:
+def validate_arguments(contract: OperationContract, arguments: JSONValue) -> JSONObject:
     """Schema-check, materialize defaults and normalize: the exact arguments that will run."""
     if not isinstance(arguments, dict):
         raise Denial(DenialCode.SCHEMA_INVALID,

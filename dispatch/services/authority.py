@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.db import connection, transaction
 
@@ -27,7 +26,7 @@ from dispatch.services.statements import columns, instance, rows
 from protocols import grants as core
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
-from protocols.jsontypes import JSONObject
+from protocols.jsontypes import JSONObject, JSONValue
 from protocols.roles import Role, role_allows
 
 
@@ -303,7 +302,7 @@ def select_authority(contract: OperationContract, resolved: JSONObject) -> dict[
     """The concrete values the arguments select for each authority key (docs/design.md#grants)."""
     selected: dict[str, str] = {}
     for requirement in contract.authority_requirements:
-        value: Any = resolved
+        value: JSONValue = resolved
         for token in requirement.pointer.split("/")[1:]:
             value = value[token.replace("~1", "/").replace("~0", "~")]
         selected[requirement.key] = str(value)

@@ -22,7 +22,7 @@ from dispatch.services.audit import audit_moves, audit_record
 from protocols.canonical import CanonicalizationError, digest, materialize_defaults
 from protocols.contracts import ResourceKind, compile_schema, schema_errors
 from protocols.denials import Denial, DenialCode
-from protocols.jsontypes import JSONObject
+from protocols.jsontypes import JSONObject, JSONValue
 from protocols.lifecycle import (
     RESOURCE_PROTOCOLS,
     ApprovalState,
@@ -45,7 +45,7 @@ def _validator(kind_name: str) -> Any:
     return compile_schema(get_runtime().resource_kinds[kind_name].payload_schema)
 
 
-def _validated_payload(kind: ResourceKind, payload: Any) -> tuple[JSONObject, str]:
+def _validated_payload(kind: ResourceKind, payload: JSONValue) -> tuple[JSONObject, str]:
     errors = schema_errors(_validator(kind.name), payload, root="/payload")
     if errors:
         raise Denial(DenialCode.SCHEMA_INVALID, errors=errors)
@@ -58,7 +58,7 @@ def _validated_payload(kind: ResourceKind, payload: Any) -> tuple[JSONObject, st
 
 
 def resource_create(
-    *, principal: Principal, kind: object, payload: Any, now: datetime
+    *, principal: Principal, kind: object, payload: JSONValue, now: datetime
 ) -> tuple[Resource, Revision]:
     """A new resource of `kind`, for a principal with a tool that takes that kind."""
     spec = resource_kind(kind)
@@ -81,7 +81,7 @@ def resource_create(
 
 
 def revision_create(
-    *, principal: Principal, resource_id: object, base_revision: object, payload: Any,
+    *, principal: Principal, resource_id: object, base_revision: object, payload: JSONValue,
     now: datetime,
 ) -> tuple[Resource, Revision]:
     """A new revision in the initial state, if `base_revision` is still current (CAS); by the

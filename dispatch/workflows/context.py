@@ -7,15 +7,17 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any, NoReturn
+from typing import NoReturn, TypeVar
 
 from dispatch.agent.adapters import ModelAdapter
 from dispatch.models import Principal
 from dispatch.workflows.journal import Journal
 from dispatch.workflows.values import Denied, Mode, StepOutcome
 from protocols.denials import Denial
-from protocols.jsontypes import JSONObject
+from protocols.jsontypes import JSONObject, JSONValue
 from protocols.workflow.ir import Workflow
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -65,7 +67,7 @@ class RunContext:
         self.outcomes.append(outcome)
         raise Denied(outcome)
 
-    def guard(self, key: str, step: str, thunk: Callable[[], Any]) -> Any:
+    def guard(self, key: str, step: str, thunk: Callable[[], T]) -> T:
         """Evaluate values of a step; a value the runtime refuses is that step's denial."""
         try:
             return thunk()
@@ -73,6 +75,6 @@ class RunContext:
             self.deny(key, step, denial, journal=False)
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> JSONValue:
     """A denial's details as the JSON the journal stores (not hashed: plain JSON is right)."""
     return json.loads(json.dumps(value, default=str))

@@ -20,7 +20,6 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from django.utils import timezone
 
@@ -45,7 +44,7 @@ from dispatch.workflows.context import RunContext
 from dispatch.workflows.values import Env, StepOutcome, Wait, data
 from protocols.denials import Denial, DenialCode
 from protocols.grants import scope_as_json
-from protocols.jsontypes import JSONObject
+from protocols.jsontypes import JSONObject, JSONValue
 from protocols.workflow.ir import AgentCall
 
 
@@ -159,16 +158,16 @@ def _settle_finished(ctx: RunContext, step: AgentCall, key: str, found: Delegati
         **_detail(found), "result": result, "calls": calls}))
 
 
-def _returned(returns: str, text: str) -> Any:
+def _returned(returns: str, text: str) -> JSONValue:
     """The sub-agent's final answer as the step's data: its text read as JSON where it is
     JSON (NaN and infinities are not), else the text itself; `returns: bool` takes only
     `true` or `false`."""
 
-    def refuse(constant: str) -> Any:
+    def refuse(constant: str) -> JSONValue:
         raise ValueError(constant)
 
     try:
-        value: Any = json.loads(text, parse_constant=refuse)
+        value: JSONValue = json.loads(text, parse_constant=refuse)
     except ValueError:
         value = text
     if returns == "bool" and not isinstance(value, bool):

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
 
 from django.utils import timezone
 
@@ -243,7 +242,7 @@ def _pin_inputs(workflow: Workflow, principal: Principal,
 
 
 def _pin_handle(name: str, kind: str, state: str | None, principal: Principal,
-                value: Any) -> JSONObject:
+                value: JSONValue) -> JSONObject:
     """A handle comes from the trusted store, never from the caller's fields
     (docs/design.md#resources)."""
     try:

@@ -11,7 +11,7 @@ revision it made.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from dispatch.models import ApprovalRequest, Attempt, Decision, Proposal, Revision, TranscriptEntry
 from dispatch.runtime import get_runtime
@@ -37,7 +37,7 @@ from dispatch.workflows.values import (
 from protocols.approvals import effective_approval_state
 from protocols.canonical import CanonicalizationError, digest, materialize_defaults
 from protocols.denials import Denial, DenialCode
-from protocols.jsontypes import JSONObject
+from protocols.jsontypes import JSONObject, JSONValue
 from protocols.lifecycle import ApprovalState, Outcome
 from protocols.workflow.authority import covers
 from protocols.workflow.ir import Create, Dispatch, Edit, Propose, Ref, RequestApproval
@@ -81,7 +81,7 @@ def edit(ctx: RunContext, step: Edit, env: Env, key: str) -> None:
         env[name] = HandleValue(done["resource_id"], done["revision"], done["kind"])
 
 
-def _adopt_edit(ctx: RunContext, key: str, handle: HandleValue, payload: Any) -> int | None:
+def _adopt_edit(ctx: RunContext, key: str, handle: HandleValue, payload: JSONValue) -> int | None:
     """After a crash between an edit and its journal entry, the revision the run made."""
     if key not in ctx.journal.calls:
         return None

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from protocols.denials import Denial, DenialCode
-from protocols.jsontypes import JSONObject
+from protocols.jsontypes import JSONObject, JSONValue
 from protocols.workflow.ir import Expr
 from protocols.workflow.ir import Literal as Lit
 
@@ -107,7 +107,7 @@ class PermitValue:
 @dataclass(frozen=True)
 class OutcomeValue:
     tag: str
-    result: Any = None
+    result: JSONValue = None
     error: str = ""
 
 
@@ -151,7 +151,7 @@ def value(env: Env, expr: Expr) -> Any:
     return found
 
 
-def data(env: Env, expr: Expr) -> Any:
+def data(env: Env, expr: Expr) -> JSONValue:
     """JSON data only: never a trusted value."""
     found = value(env, expr)
     if isinstance(found, TRUSTED):
@@ -169,7 +169,7 @@ def trusted(env: Env, expr: Expr, kind: type) -> Any:
     return found
 
 
-def argument(env: Env, expr: Expr) -> Any:
+def argument(env: Env, expr: Expr) -> JSONValue:
     """A proposal argument: data, or a handle as the `{"id", "revision"}` the store resolves."""
     found = value(env, expr)
     if isinstance(found, HandleValue):
