@@ -8,7 +8,7 @@ clients it uses report a failure as exactly one of `DefiniteFailure` (certainly 
 `LookupFailedError`.
 
 A protected handler runs only through the dispatcher's invoke path
-(`dispatch.services.execution.handler_invoke`), which first checks in the store that its
+(`dispatch.services.worker.handler_invoke`), which first checks in the store that its
 operation holds a committed claim and that this exact attempt was started and has not ended;
 otherwise it raises `UnclaimedInvocationError` before any I/O.
 """
@@ -231,7 +231,7 @@ class Handler(Protocol):
     provides.
 
     `perform` does the effect for one started attempt; only the dispatcher's invoke path
-    (`dispatch.services.execution.handler_invoke`) calls it, after checking in the store that
+    (`dispatch.services.worker.handler_invoke`) calls it, after checking in the store that
     the attempt holds a committed claim. `lookup` answers reconciliation; a handler that
     inherits this one's says "unknown".
     """

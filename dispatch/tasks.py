@@ -7,8 +7,8 @@ from django.utils import timezone
 
 from dispatch.services.approvals import approvals_expire_stale as _approvals_expire_stale
 from dispatch.services.delegations import reconcile_delegations as _reconcile_delegations
-from dispatch.services.execution import operation_execute
 from dispatch.services.reconciliation import reconcile_operations as _reconcile_operations
+from dispatch.services.worker import operation_execute
 from protocols.jsontypes import JSONObject
 
 

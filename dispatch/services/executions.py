@@ -20,7 +20,7 @@ from django.db.models import Max
 
 from dispatch.models import ApprovalRequest, Execution, Operation, Principal, TranscriptEntry
 from dispatch.services.dispatcher import proposal_dispatch
-from dispatch.services.execution import operation_execute
+from dispatch.services.worker import operation_execute
 from protocols.approvals import effective_approval_state
 from protocols.denials import Denial
 from protocols.jsontypes import JSONObject
