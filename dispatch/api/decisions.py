@@ -17,11 +17,11 @@ from dispatch.api.fields import (
     StrictCharField,
     StrictInputSerializer,
 )
-from dispatch.api.schema import error_responses, path_id
-from dispatch.api.selectors import (
+from dispatch.api.presenters import (
     operation_view,
     proposal_view,
 )
+from dispatch.api.schema import error_responses, path_id
 from dispatch.api.serializers import (
     OperationOutputSerializer,
     ProposalOutputSerializer,

@@ -22,12 +22,12 @@ from dispatch.api.fields import (
     StrictInputSerializer,
     StrictIntegerField,
 )
-from dispatch.api.schema import error_responses, path_id
-from dispatch.api.selectors import (
+from dispatch.api.presenters import (
     contract_view,
     proposal_view,
     resource_view,
 )
+from dispatch.api.schema import error_responses, path_id
 from dispatch.api.serializers import (
     ProposalOutputSerializer,
     ResourceOutputSerializer,

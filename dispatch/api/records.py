@@ -18,19 +18,15 @@ from dispatch.api.fields import (
     StrictInputSerializer,
 )
 from dispatch.api.pagination import AuditPagination, GrantPagination
+from dispatch.api.presenters import audit_view, grant_view
 from dispatch.api.schema import error_responses, page_parameters, path_id, query
-from dispatch.api.selectors import (
-    audit_of_tenant,
-    audit_view,
-    grant_view,
-    grants_of_principal,
-)
 from dispatch.api.serializers import (
     GrantOutputSerializer,
     GrantPageSerializer,
     PageLinksSerializer,
     object_field,
 )
+from dispatch.selectors import audit_of_tenant, grants_of_principal
 from dispatch.services.authority import grant_delegate, has_role
 from protocols.denials import Denial
 from protocols.jsontypes import JSONObject

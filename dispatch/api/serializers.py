@@ -1,7 +1,7 @@
 """Output shapes shared by several APIs (docs/rest-api.md#calls), and the error body
 (docs/design.md#denials).
 
-Views build plain dicts (see `dispatch.api.selectors`); these serializers only render them and
+Views build plain dicts (see `dispatch.api.presenters`); these serializers only render them and
 describe them in the OpenAPI schema.
 """
 

@@ -1,14 +1,13 @@
-"""Read-side helpers of the API: the JSON shapes of docs/rest-api.md#calls, built from objects that
-an authorizing loader (`dispatch.services.access`) already returned, or tenant-scoped lists.
+"""The API's presenters: the JSON shapes of docs/rest-api.md#calls, built from objects that an
+authorizing loader (`dispatch.services.access`) or a tenant-scoped selector (`dispatch.selectors`)
+already returned.
 
-Nothing here writes, and nothing here loads a protected object by a client-supplied id.
+Nothing here writes, queries by a client-supplied id, or decides who may see what.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-
-from django.db.models import QuerySet
 
 from dispatch.models import (
     ApprovalRequest,
@@ -16,12 +15,10 @@ from dispatch.models import (
     Grant,
     Operation,
     Permit,
-    Principal,
     Proposal,
     Resource,
     Revision,
 )
-from dispatch.selectors import AuditFilter, audit_events
 from dispatch.services.resources import resource_current
 from protocols.approvals import effective_approval_state
 from protocols.contracts import OperationContract
@@ -101,22 +98,7 @@ def grant_view(grant: Grant) -> JSONObject:
             "budget": grant.budget}
 
 
-def grants_of_principal(principal: Principal) -> QuerySet[Grant]:
-    """The caller's own grants (docs/rest-api.md#calls `GET grants/`), revoked and expired ones
-    included."""
-    return Grant.objects.filter(subject=principal, tenant_id=principal.tenant_id).select_related(
-        "subject")
-
-
 def audit_view(event: AuditEvent) -> JSONObject:
     return {"id": event.id, "at": event.at, "kind": event.kind, "actor": event.actor,
             "operation_id": event.operation_id or None, "proposal_id": event.proposal_id or None,
             "digest": event.digest or None, "details": event.details}
-
-
-def audit_of_tenant(
-    principal: Principal, *, operation: str | None, proposal: str | None, kind: str | None,
-) -> QuerySet[AuditEvent]:
-    """The audit of the caller's tenant only; callers check the admin role first."""
-    return audit_events(viewer=principal, filters=AuditFilter(
-        kind=kind or "", operation_id=operation or "", proposal_id=proposal or ""))
