@@ -323,7 +323,7 @@ class Ours:
         from django.utils import timezone
 
         from dispatch.services.dispatcher import proposal_dispatch
-        from dispatch.services.execution import operation_execute
+        from dispatch.services.worker import operation_execute
 
         operation = proposal_dispatch(principal=self.agent, proposal_id=item.proposal_id,
                                       now=timezone.now(), enqueue=False)
@@ -338,8 +338,8 @@ class Ours:
         from bench.noop import ARGUMENTS, NOOP_GATED
         from dispatch.services.approvals import approval_decide
         from dispatch.services.dispatcher import proposal_dispatch
-        from dispatch.services.execution import operation_execute
         from dispatch.services.proposals import proposal_create
+        from dispatch.services.worker import operation_execute
 
         proposal = proposal_create(principal=self.agent, operation=NOOP_GATED,
                                    arguments=ARGUMENTS, now=timezone.now())

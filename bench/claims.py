@@ -219,7 +219,7 @@ def _budget(report: Any, world: Any) -> dict[str, Any]:
     from django.utils import timezone
 
     import dispatch.services.dispatcher as dispatcher
-    import dispatch.services.execution as execution
+    import dispatch.services.worker as worker
     import protocols.contracts as contracts
     from bench.fixtures import approved_emails, crm_proposals
     from dispatch.models import Principal
@@ -262,7 +262,7 @@ def _budget(report: Any, world: Any) -> dict[str, Any]:
                                             now=timezone.now(), enqueue=False)
 
     # Warm-up: the first dispatch of a process builds the runtime and compiles validators.
-    execution.operation_execute(operation_id=dispatch(lookups[0]).id)
+    worker.operation_execute(operation_id=dispatch(lookups[0]).id)
     dispatch(emails[0].proposal_id)
     connection.commit = commit  # type: ignore[method-assign]
     dispatcher.operation_claim = claim
@@ -278,7 +278,7 @@ def _budget(report: Any, world: Any) -> dict[str, Any]:
                 dispatch_statements[counts["statements"] - before["statements"]] += 1
             for pid in lookups[1:]:
                 before = counts.copy()
-                execution.operation_execute(operation_id=dispatch(pid).id)
+                worker.operation_execute(operation_id=dispatch(pid).id)
                 action_commits[counts["commits"] - before["commits"]] += 1
     finally:
         connection.commit = real_commit  # type: ignore[method-assign]

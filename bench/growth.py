@@ -105,8 +105,8 @@ def _specimens(world: Any, now: Any) -> dict[str, Any]:
     from bench.fixtures import _row
     from dispatch.models import ApprovalRequest, Operation, Principal
     from dispatch.services.dispatcher import proposal_dispatch
-    from dispatch.services.execution import operation_execute
     from dispatch.services.proposals import proposal_create
+    from dispatch.services.worker import operation_execute
 
     owner = Principal.objects.get(id=world.owner_id)
     transfer = proposal_create(principal=owner, operation="payments.transfer", arguments={

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
 
 from django.apps import AppConfig
 from django.conf import settings
@@ -26,7 +25,7 @@ class DispatchConfig(AppConfig):
         import dispatch.tasks  # noqa: F401
 
 
-def check_sqlite_version(**_: Any) -> list[checks.CheckMessage]:
+def check_sqlite_version(**_: object) -> list[checks.CheckMessage]:
     engine = settings.DATABASES["default"]["ENGINE"]
     if engine.endswith("sqlite3") and sqlite3.sqlite_version_info < SQLITE_MINIMUM:
         return [checks.Error(
@@ -37,7 +36,7 @@ def check_sqlite_version(**_: Any) -> list[checks.CheckMessage]:
     return []
 
 
-def check_delegation_lease(**_: Any) -> list[checks.CheckMessage]:
+def check_delegation_lease(**_: object) -> list[checks.CheckMessage]:
     """`DELEGATION_LEASE_SECONDS` outlasts every registered handler call (its contract's
     `timeout` x `max_attempts`, plus `LEASE_MARGIN`): a delegated step renews its lease
     between its sub-agent's turns only, so a turn longer than the lease would have

@@ -18,7 +18,9 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, TypedDict, cast
+from typing import TypedDict, cast
+
+from protocols.jsontypes import JSONObject, JSONValue
 
 __all__ = [
     "SETTLED_STATES",
@@ -47,9 +49,9 @@ class Contract(TypedDict):
     name: str
     version: int
     fingerprint: str
-    input_schema: dict[str, Any]
+    input_schema: JSONObject
     effects: list[str]
-    approval: dict[str, Any] | None
+    approval: JSONObject | None
     idempotency: str
 
 
@@ -59,7 +61,7 @@ class Resource(TypedDict):
     revision: int
     digest: str
     state: str
-    payload: dict[str, Any]
+    payload: JSONObject
 
 
 class Approval(TypedDict):
@@ -105,7 +107,7 @@ class Operation(TypedDict):
     proposal_id: str
     state: str
     attempts: list[Attempt]
-    result: Any
+    result: JSONValue
 
 
 class Grant(TypedDict):
@@ -113,7 +115,7 @@ class Grant(TypedDict):
     issuer: str
     subject: str
     operations: list[str]
-    scope: dict[str, Any]
+    scope: JSONObject
     not_before: str | None
     expires_at: str | None
     revoked_at: str | None
@@ -128,11 +130,11 @@ class AuditEvent(TypedDict):
     operation_id: str | None
     proposal_id: str | None
     digest: str | None
-    details: dict[str, Any]
+    details: JSONObject
 
 
 class Page(TypedDict):
-    results: list[Any]
+    results: list[JSONValue]
     next: str | None
     previous: str | None
 
@@ -141,7 +143,7 @@ class ApiError(Exception):
     """A refusal from the API: `{"error": {"code", "message", "details"}}` and its status."""
 
     def __init__(self, status: int, code: str, message: str,
-                 details: dict[str, Any] | None = None) -> None:
+                 details: JSONObject | None = None) -> None:
         super().__init__(f"{status} {code}: {message}")
         self.status = status
         self.code = code
@@ -167,7 +169,7 @@ class ApiClient:
     def contracts(self) -> list[Contract]:
         return list(self._call("GET", "contracts/")["results"])
 
-    def resource_create(self, kind: str, payload: dict[str, Any]) -> Resource:
+    def resource_create(self, kind: str, payload: JSONObject) -> Resource:
         return cast("Resource", self._call("POST", "resources/",
                                            {"kind": kind, "payload": payload}))
 
@@ -175,18 +177,18 @@ class ApiClient:
         return cast("Resource", self._call("GET", f"resources/{_q(resource_id)}/"))
 
     def revision_create(self, resource_id: str, *, base_revision: int,
-                        payload: dict[str, Any]) -> Resource:
+                        payload: JSONObject) -> Resource:
         return cast("Resource", self._call(
             "POST", f"resources/{_q(resource_id)}/revisions/",
             {"base_revision": base_revision, "payload": payload}))
 
-    def proposal_create(self, operation: str, arguments: dict[str, Any], *,
+    def proposal_create(self, operation: str, arguments: JSONObject, *,
                         execution_id: str | None = None, approval_expires_in: int | None = None,
                         dispatch_on_approval: bool | None = None,
                         call_id: str | None = None) -> Proposal:
         """With a `call_id`, sending this again (after a lost response) returns the same
         proposal, never a second one."""
-        body: dict[str, Any] = {"operation": operation, "arguments": arguments}
+        body: JSONObject = {"operation": operation, "arguments": arguments}
         if execution_id is not None:
             body["execution_id"] = execution_id
         if call_id is not None:
@@ -238,8 +240,8 @@ class ApiClient:
             "GET", "grants/" + _query(cursor=cursor, page_size=page_size)))
 
     def grant_delegate(self, grant_id: str, *, subject: str, operations: list[str],
-                       scope: dict[str, Any], expires_at: str | None = None) -> Grant:
-        body: dict[str, Any] = {"subject": subject, "operations": operations, "scope": scope}
+                       scope: JSONObject, expires_at: str | None = None) -> Grant:
+        body: JSONObject = {"subject": subject, "operations": operations, "scope": scope}
         if expires_at is not None:
             body["expires_at"] = expires_at
         return cast("Grant", self._call("POST", f"grants/{_q(grant_id)}/delegate/", body))
@@ -271,7 +273,7 @@ class ApiClient:
 
     # --- transport ----------------------------------------------------------------------------
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    def _call(self, method: str, path: str, body: JSONObject | None = None) -> JSONValue:
         """The decoded JSON answer; its shape is the API's word (the callers cast it)."""
         url = path if path.startswith(("http://", "https://")) else self.root + path
         if not url.startswith(("http://", "https://")):
@@ -298,16 +300,16 @@ def _q(value: str) -> str:
     return urllib.parse.quote(value, safe="")
 
 
-def _reason(reason: str | None) -> dict[str, Any]:
+def _reason(reason: str | None) -> JSONObject:
     return {} if reason is None else {"reason": reason}
 
 
-def _query(**params: Any) -> str:
+def _query(**params: object) -> str:
     present = {k: v for k, v in params.items() if v is not None}
     return "?" + urllib.parse.urlencode(present) if present else ""
 
 
-def _decode(raw: bytes, status: int) -> Any:
+def _decode(raw: bytes, status: int) -> JSONValue:
     try:
         return json.loads(raw)
     except ValueError:

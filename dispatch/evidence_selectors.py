@@ -29,6 +29,7 @@ from dispatch.services.access import access_question_for_review
 from dispatch.services.evidence import attestation_refusal
 from protocols.contracts import EvidenceRole, OperationContract
 from protocols.denials import Denial
+from protocols.jsontypes import JSONObject, JSONValue
 
 #: A chain shows at most this many records of each kind (a question has a handful).
 CHAIN_LIMIT = 200
@@ -62,7 +63,7 @@ class PublicationEvidence:
     title: str
     body: str
     question_id: str
-    question: dict[str, Any] | None  # the question's revision as the snapshot resolved it
+    question: JSONObject | None  # the question's revision as the snapshot resolved it
     citations: list[CitedReceipt]
     attestation_id: str
     attestation: Attestation | None
@@ -72,7 +73,7 @@ class PublicationEvidence:
 
 def publication_evidence(
     *, viewer: Principal, proposal: Proposal, contract: OperationContract | None,
-    arguments: dict[str, Any],
+    arguments: JSONObject,
 ) -> PublicationEvidence | None:
     """For a proposal whose contract rests on an attestation (`report.publish`): the evidence
     of its snapshot's `arguments`, in two queries (receipts, attestation) plus admission's own
@@ -130,7 +131,7 @@ def _findings_by_citation(
     return found
 
 
-def _text(value: Any) -> str:
+def _text(value: JSONValue) -> str:
     return value if isinstance(value, str) else "" if value is None else str(value)
 
 

@@ -8,7 +8,7 @@ clients it uses report a failure as exactly one of `DefiniteFailure` (certainly 
 `LookupFailedError`.
 
 A protected handler runs only through the dispatcher's invoke path
-(`dispatch.services.execution.handler_invoke`), which first checks in the store that its
+(`dispatch.services.worker.handler_invoke`), which first checks in the store that its
 operation holds a committed claim and that this exact attempt was started and has not ended;
 otherwise it raises `UnclaimedInvocationError` before any I/O.
 """
@@ -27,9 +27,10 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol, TypeVar
+from typing import ClassVar, Literal, Protocol, TypeVar
 
 from protocols.canonical import digest
+from protocols.jsontypes import JSONObject
 
 __all__ = [
     "Cancellation",
@@ -120,7 +121,7 @@ class Cancellation:
 class HandlerContext:
     operation_id: str  # also the destination's idempotency key
     attempt: int
-    snapshot: dict[str, Any]  # the authorized canonical snapshot, exactly as approved
+    snapshot: JSONObject  # the authorized canonical snapshot, exactly as approved
     timeout: float
     principal_id: str = ""  # the requesting principal: nested calls run under its authority
     execution_id: str = ""
@@ -130,11 +131,11 @@ class HandlerContext:
     deadline: float = math.inf
 
     @property
-    def arguments(self) -> dict[str, Any]:
+    def arguments(self) -> JSONObject:
         return dict(self.snapshot["arguments"])
 
     @property
-    def destination(self) -> dict[str, Any]:
+    def destination(self) -> JSONObject:
         """The destination of the approved snapshot: where this attempt must send."""
         return dict(self.snapshot["destination"])
 
@@ -230,7 +231,7 @@ class Handler(Protocol):
     provides.
 
     `perform` does the effect for one started attempt; only the dispatcher's invoke path
-    (`dispatch.services.execution.handler_invoke`) calls it, after checking in the store that
+    (`dispatch.services.worker.handler_invoke`) calls it, after checking in the store that
     the attempt holds a committed claim. `lookup` answers reconciliation; a handler that
     inherits this one's says "unknown".
     """
@@ -238,15 +239,15 @@ class Handler(Protocol):
     name: ClassVar[str]
     implementation_fingerprint: ClassVar[str]
 
-    def destination(self) -> dict[str, Any]:
+    def destination(self) -> JSONObject:
         """Where this handler sends, as the snapshot binds it (its fingerprint is checked)."""
         ...
 
-    def perform(self, ctx: HandlerContext) -> dict[str, Any]:
+    def perform(self, ctx: HandlerContext) -> JSONObject:
         """Do the effect; raise `DefiniteFailure` only when it certainly did not happen and
         `UncertainOutcome` when it may have."""
         ...
 
-    def lookup(self, operation_id: str, snapshot: dict[str, Any]) -> LookupResult:
+    def lookup(self, operation_id: str, snapshot: JSONObject) -> LookupResult:
         """Reconciliation: ask the destination whether this operation's effect happened."""
         return LookupResult("unknown", "this destination offers no lookup")

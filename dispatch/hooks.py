@@ -21,10 +21,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from protocols.contracts import OperationContract
 from protocols.denials import Denial
+from protocols.jsontypes import JSONObject
 from protocols.lifecycle import OperationState
 
 if TYPE_CHECKING:
@@ -41,8 +42,8 @@ class AdmissionContext:
 
     contract: OperationContract
     principal: Principal
-    arguments: dict[str, Any]
-    resolved: dict[str, Any]
+    arguments: JSONObject
+    resolved: JSONObject
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,8 @@ class OutcomeContext:
     operation: Operation
     contract: OperationContract
     target: OperationState
-    result: dict[str, Any] | None
-    arguments: dict[str, Any]
+    result: JSONObject | None
+    arguments: JSONObject
     now: datetime
     mint: object = field(repr=False, compare=False, default=None)
 
@@ -71,7 +72,7 @@ class Issuance:
     with the record in it), `write` writes the record and its audit event, inside the
     transaction that moves the operation and only once that move has held."""
 
-    result: dict[str, Any] | None
+    result: JSONObject | None
     write: Callable[[], None]
 
 
@@ -81,7 +82,7 @@ OutcomeHook = Callable[[OutcomeContext], "Issuance | None"]
 
 def outcome_context(
     *, operation: Operation, contract: OperationContract, target: OperationState,
-    result: dict[str, Any] | None, arguments: dict[str, Any], now: datetime,
+    result: JSONObject | None, arguments: JSONObject, now: datetime,
 ) -> OutcomeContext:
     """For `dispatch.services.operations.operation_move` only (`OutcomeContext`)."""
     return OutcomeContext(operation, contract, target, result, arguments, now, _MINT)

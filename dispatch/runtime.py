@@ -33,6 +33,7 @@ from protocols.contracts import ContractRegistry, OperationContract, ResourceKin
 from protocols.denials import Denial, DenialCode
 from protocols.evidence import Validator, ValidatorRegistry, ValidatorSpec
 from protocols.grants import Policy
+from protocols.jsontypes import JSONObject
 from protocols.lifecycle import (
     RESOURCE_PROTOCOLS,
     OperationEvent,
@@ -192,7 +193,7 @@ class Runtime:
             raise Denial(DenialCode.CONTRACT_MISMATCH, operation=contract.qualified_name)
         return handler
 
-    def destination(self, contract: OperationContract) -> dict[str, Any]:
+    def destination(self, contract: OperationContract) -> JSONObject:
         return self.handler(contract).destination()
 
     def destination_fingerprint(self, contract: OperationContract) -> str:

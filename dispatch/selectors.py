@@ -1,4 +1,4 @@
-"""Read-only queries for the console (STYLE: the console reads here, writes via services).
+"""Read-only queries for the console and the API (the console reads here, writes via services).
 
 Every function takes the viewing principal and scopes by its tenant, so no page can show another
 tenant's rows. Lists are keyset-paged on an indexed ordering and never count a whole table:
@@ -40,6 +40,7 @@ from dispatch.services.access import access_approval_for_review, access_operatio
 from dispatch.services.authority import has_role
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
+from protocols.jsontypes import JSONObject
 from protocols.lifecycle import ApprovalState, OperationState
 from protocols.roles import Role
 from protocols.usage import Usage
@@ -219,7 +220,7 @@ class RevisionPair:
     previous: Revision | None
 
 
-def revision_pairs(*, viewer: Principal, resource_refs: list[dict[str, Any]]) -> list[RevisionPair]:
+def revision_pairs(*, viewer: Principal, resource_refs: list[JSONObject]) -> list[RevisionPair]:
     """For each `{"id","revision"}` a proposal references: that revision and revision - 1."""
     pairs = []
     for ref in resource_refs:
@@ -309,6 +310,13 @@ def grant_tree(*, viewer: Principal, limit: int = 2000) -> list[GrantNode]:
     return roots
 
 
+def grants_of_principal(principal: Principal) -> QuerySet[Grant]:
+    """The caller's own grants (docs/rest-api.md#calls `GET grants/`), revoked and expired ones
+    included."""
+    return Grant.objects.filter(subject=principal, tenant_id=principal.tenant_id).select_related(
+        "subject")
+
+
 # --- audit --------------------------------------------------------------------------------------
 
 
@@ -329,6 +337,14 @@ def audit_events(*, viewer: Principal, filters: AuditFilter) -> QuerySet[AuditEv
     if filters.proposal_id:
         queryset = queryset.filter(proposal_id=filters.proposal_id)
     return queryset
+
+
+def audit_of_tenant(
+    principal: Principal, *, operation: str | None, proposal: str | None, kind: str | None,
+) -> QuerySet[AuditEvent]:
+    """The audit of the caller's tenant only; callers check the admin role first."""
+    return audit_events(viewer=principal, filters=AuditFilter(
+        kind=kind or "", operation_id=operation or "", proposal_id=proposal or ""))
 
 
 def audit_list(

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from celery import shared_task
 from django.utils import timezone
 
 from dispatch.services.approvals import approvals_expire_stale as _approvals_expire_stale
 from dispatch.services.delegations import reconcile_delegations as _reconcile_delegations
-from dispatch.services.execution import operation_execute
 from dispatch.services.reconciliation import reconcile_operations as _reconcile_operations
+from dispatch.services.worker import operation_execute
+from protocols.jsontypes import JSONObject
 
 
 @shared_task(name="dispatch.tasks.operation_execute", acks_late=True)
@@ -19,7 +18,7 @@ def operation_execute_task(operation_id: str) -> None:
 
 
 @shared_task(name="dispatch.tasks.reconcile_operations")
-def reconcile_operations() -> dict[str, Any]:
+def reconcile_operations() -> JSONObject:
     return _reconcile_operations(now=timezone.now())
 
 

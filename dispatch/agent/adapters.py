@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
+from protocols.jsontypes import JSONObject, JSONValue
 from protocols.usage import Usage
 
 
@@ -17,17 +18,17 @@ class ToolSpec:
 
     name: str
     description: str
-    input_schema: Mapping[str, Any]
+    input_schema: Mapping[str, JSONValue]
 
 
 @dataclass(frozen=True)
 class ToolCall:
     name: str
-    arguments: Any
+    arguments: JSONValue
     label: str = ""
     # Anything else the model put in its message (a permit id, a claimed approval...): it is
     # passed to the dispatcher as the model's claim, which can only ever be refused.
-    claims: Mapping[str, Any] = field(default_factory=dict)
+    claims: Mapping[str, JSONValue] = field(default_factory=dict)
     usage: Usage | None = None
 
 
@@ -44,11 +45,11 @@ class ModelAdapter(Protocol):
     #: hard token limit hold: the maximum is reserved before the call (docs/design.md#budgets).
     max_tokens_per_call: int | None
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> JSONObject:
         """What is needed to rebuild this adapter in another process (persisted)."""
 
     def next_action(
-        self, transcript: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec]
+        self, transcript: Sequence[Mapping[str, JSONValue]], tools: Sequence[ToolSpec]
     ) -> ToolCall | FinalAnswer:
         """The next action given the persisted transcript and the advertised tools."""
 
@@ -66,7 +67,7 @@ class ScriptedAdapter:
 
     name = "scripted"
 
-    def __init__(self, script: Mapping[str, Any]) -> None:
+    def __init__(self, script: Mapping[str, JSONValue]) -> None:
         steps = script.get("steps")
         if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
             raise ScriptError("a script needs a list of steps")
@@ -81,13 +82,13 @@ class ScriptedAdapter:
                 raise ScriptError(f"step {number} needs 'call' or 'final'")
             self.usages.append(_usage(number, step.get("usage"), maximum))
         self.script = dict(script)
-        self.steps: list[dict[str, Any]] = steps
+        self.steps: list[JSONObject] = steps
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> JSONObject:
         return {"script": self.script}
 
     def next_action(
-        self, transcript: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec]
+        self, transcript: Sequence[Mapping[str, JSONValue]], tools: Sequence[ToolSpec]
     ) -> ToolCall | FinalAnswer:
         turn = sum(1 for entry in transcript if entry["kind"] == "tool_call")
         if turn >= len(self.steps):
@@ -96,13 +97,13 @@ class ScriptedAdapter:
         if "final" in step:
             return FinalAnswer(str(step["final"]), usage=usage)
         results = _results_by_label(transcript)
-        claims: dict[str, Any] = {k: step[k] for k in ("permit", "approval") if k in step}
+        claims: JSONObject = {k: step[k] for k in ("permit", "approval") if k in step}
         return ToolCall(name=step["call"], arguments=_substitute(step.get("arguments", {}),
                                                                  results),
                         label=str(step.get("name", "")), claims=claims, usage=usage)
 
 
-def _pointed(value: Any, pointer: str) -> Any:
+def _pointed(value: JSONValue, pointer: str) -> JSONValue:
     """The member of `value` a JSON pointer (RFC 6901) names, or None where there is none:
     `{"$result": "fetch", "pointer": "/receipt/id"}` is the receipt id a fetch returned."""
     for token in pointer.split("/")[1:] if pointer else []:
@@ -116,7 +117,7 @@ def _pointed(value: Any, pointer: str) -> Any:
     return value
 
 
-def _usage(number: int, data: Any, maximum: int | None) -> Usage | None:
+def _usage(number: int, data: JSONValue, maximum: int | None) -> Usage | None:
     """A step's `"usage": {"input_tokens", "output_tokens", "cost"}`: what the scripted model
     reports for that turn. A scripted model honours its own maximum: a step over it is refused."""
     if data is None:
@@ -133,14 +134,14 @@ def _usage(number: int, data: Any, maximum: int | None) -> Usage | None:
     return usage
 
 
-def _results_by_label(transcript: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def _results_by_label(transcript: Sequence[Mapping[str, JSONValue]]) -> JSONObject:
     labels = {e["call_id"]: e["payload"].get("label") for e in transcript
               if e["kind"] == "tool_call"}
     return {labels[e["call_id"]]: e["payload"].get("result") for e in transcript
             if e["kind"] == "tool_result" and labels.get(e["call_id"])}
 
 
-def _substitute(value: Any, results: Mapping[str, Any]) -> Any:
+def _substitute(value: JSONValue, results: Mapping[str, JSONValue]) -> JSONValue:
     if isinstance(value, dict):
         if set(value) == {"$result"}:
             return results.get(value["$result"])

@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from django.conf import settings
 from django.db import transaction
@@ -35,6 +35,7 @@ from dispatch.services.executions import (
 from dispatch.services.proposals import proposal_create
 from dispatch.services.resources import resource_create
 from protocols.denials import Denial, DenialCode
+from protocols.jsontypes import JSONObject, JSONValue
 from protocols.lifecycle import (
     RESOURCE_PROTOCOLS,
     ExecutionEvent,
@@ -63,7 +64,7 @@ class ToolOutcome:
     status: Status
     code: str | None = None
     message: str = ""
-    result: Any = None
+    result: JSONValue = None
     proposal_id: str | None = None
     operation_id: str | None = None
 
@@ -184,14 +185,14 @@ def execution_run(
     raise RuntimeError(f"execution {execution_id} exceeded {max_turns} turns")
 
 
-def _call_payload(action: ToolCall) -> dict[str, Any]:
+def _call_payload(action: ToolCall) -> JSONObject:
     return {"name": action.name, "arguments": action.arguments, "label": action.label,
             "claims": dict(action.claims), "usage": _usage_json(action.usage)}
 
 
 def _finish(execution: Execution, text: str, now: datetime, *, usage: Usage | None = None,
             stopped: str = "") -> None:
-    payload: dict[str, Any] = {"text": text, "usage": _usage_json(usage)}
+    payload: JSONObject = {"text": text, "usage": _usage_json(usage)}
     if stopped:
         payload["stopped"] = stopped
     journal_append(execution_id=execution.id, kind=TranscriptEntry.Kind.FINAL, call_id="",
@@ -200,7 +201,7 @@ def _finish(execution: Execution, text: str, now: datetime, *, usage: Usage | No
                    final=text)
 
 
-def _usage_json(usage: Usage | None) -> dict[str, Any] | None:
+def _usage_json(usage: Usage | None) -> JSONObject | None:
     return None if usage is None else asdict(usage)
 
 
@@ -262,7 +263,7 @@ def _advance(
         return ToolOutcome(status="denied", code=denial.code.value, message=denial.message)
 
 
-def _create_resource(principal: Principal, arguments: Any, now: datetime) -> ToolOutcome:
+def _create_resource(principal: Principal, arguments: JSONValue, now: datetime) -> ToolOutcome:
     if not isinstance(arguments, dict):
         arguments = {}
     resource, revision = resource_create(principal=principal, kind=arguments.get("kind"),
@@ -271,7 +272,7 @@ def _create_resource(principal: Principal, arguments: Any, now: datetime) -> Too
 
 
 def _refuse_model_claims(
-    principal: Principal, proposal: Proposal, claims: dict[str, Any],
+    principal: Principal, proposal: Proposal, claims: JSONObject,
     mode: Literal["inline", "worker"], now: datetime,
 ) -> ToolOutcome | None:
     """A model cannot authorize: its permit or 'Granted' goes to the dispatcher as a claim,
@@ -295,7 +296,7 @@ def _settled(driven: Settled) -> ToolOutcome:
                        message=operation.evidence)
 
 
-def nested_call(ctx: HandlerContext, operation: str, arguments: Any, *,
+def nested_call(ctx: HandlerContext, operation: str, arguments: JSONValue, *,
                 now: datetime | None = None) -> ToolOutcome:
     """A call made from inside a native handler or adapter: through the dispatcher, under
     the authority of the principal and execution the outer operation runs for

@@ -23,6 +23,7 @@ from rest_framework.views import APIView
 
 from dispatch.api.parsers import check_declared_length
 from protocols.denials import Denial, DenialCode
+from protocols.jsontypes import JSONObject
 
 C = DenialCode
 #: What an id can look like (`prefix_` and URL-safe letters); anything else cannot exist.
@@ -63,9 +64,9 @@ def checked_id(value: str, kind: str) -> str:
 
 
 def validated(
-    serializer_class: type[serializers.Serializer[dict[str, Any]]],
+    serializer_class: type[serializers.Serializer[JSONObject]],
     request: Request,
-) -> dict[str, Any]:
+) -> JSONObject:
     """The body, checked by the view's `InputSerializer`; shape errors are `schema_invalid`."""
     if request.stream is None:
         # DRF reads no stream when there is no body (a zero or absent Content-Length) and
@@ -76,7 +77,7 @@ def validated(
             {"pointer": "", "message": "the body must be a JSON object"}])
     serializer = serializer_class(data=request.data)
     serializer.is_valid(raise_exception=True)
-    data: dict[str, Any] = serializer.validated_data
+    data: JSONObject = serializer.validated_data
     return data
 
 

@@ -17,11 +17,11 @@ from dispatch.api.fields import (
     StrictCharField,
     StrictInputSerializer,
 )
-from dispatch.api.schema import error_responses, path_id
-from dispatch.api.selectors import (
+from dispatch.api.presenters import (
     operation_view,
     proposal_view,
 )
+from dispatch.api.schema import error_responses, path_id
 from dispatch.api.serializers import (
     OperationOutputSerializer,
     ProposalOutputSerializer,
@@ -34,6 +34,7 @@ from dispatch.services.approvals import approval_decide
 from dispatch.services.cancellation import REASON_MAX, operation_cancel, proposal_cancel
 from dispatch.services.reconciliation import operation_resolve
 from dispatch.services.renewals import operation_reauthorize, renewal_decide
+from protocols.jsontypes import JSONObject
 from protocols.lifecycle import ApprovalState
 
 # --- approvals ------------------------------------------------------------------------------------
@@ -46,8 +47,8 @@ class ApprovalDecideApi(ApiView):
                                  help_text="The proposal digest the human was shown.")
         reason = StrictCharField(required=False, allow_blank=True, max_length=TEXT_MAX)
 
-    class OutputSerializer(serializers.Serializer[dict[str, Any]]):
-        class ApprovalStateSerializer(serializers.Serializer[dict[str, Any]]):
+    class OutputSerializer(serializers.Serializer[JSONObject]):
+        class ApprovalStateSerializer(serializers.Serializer[JSONObject]):
             id = serializers.CharField()
             state = enum_field(ApprovalState)
 

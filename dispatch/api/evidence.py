@@ -7,8 +7,6 @@ or `evidence.attest` operation completes (`dispatch.services.evidence`). A `POST
 
 from __future__ import annotations
 
-from typing import Any
-
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -19,14 +17,15 @@ from dispatch.api.base import ApiView, C, checked_id
 from dispatch.api.schema import error_responses, path_id
 from dispatch.services.access import access_attestation_by_id, access_receipt_by_id
 from dispatch.services.evidence import attestation_json, receipt_json
+from protocols.jsontypes import JSONObject
 
 
-class _Bound(serializers.Serializer[dict[str, Any]]):
+class _Bound(serializers.Serializer[JSONObject]):
     id = serializers.CharField()
     revision = serializers.IntegerField()
 
 
-class ReceiptOutputSerializer(serializers.Serializer[dict[str, Any]]):
+class ReceiptOutputSerializer(serializers.Serializer[JSONObject]):
     id = serializers.CharField(help_text="`evr_…`")
     question = _Bound(help_text="The question revision the source was retrieved for.")
     # the wire name docs/design.md#evidence gives; DRF stubs type `Field.source` as the attribute
@@ -37,11 +36,11 @@ class ReceiptOutputSerializer(serializers.Serializer[dict[str, Any]]):
     operation_id = serializers.CharField(help_text="The `research.fetch` that retrieved it.")
 
 
-class AttestationOutputSerializer(serializers.Serializer[dict[str, Any]]):
+class AttestationOutputSerializer(serializers.Serializer[JSONObject]):
     class Report(_Bound):
         digest = serializers.CharField()
 
-    class FindingSerializer(serializers.Serializer[dict[str, Any]]):
+    class FindingSerializer(serializers.Serializer[JSONObject]):
         citation = serializers.IntegerField(allow_null=True,
                                             help_text="0-based; null for the whole report.")
         message = serializers.CharField()

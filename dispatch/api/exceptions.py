@@ -24,6 +24,7 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
 from protocols.denials import MAX_ERRORS, Denial, DenialCode
+from protocols.jsontypes import JSONObject, JSONValue
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ _STATUS_CODES = {
 }
 
 
-def error_body(code: DenialCode | str, message: str, details: dict[str, Any]) -> dict[str, Any]:
+def error_body(code: DenialCode | str, message: str, details: JSONObject) -> JSONObject:
     return {"error": {"code": str(code), "message": message, "details": details}}
 
 
@@ -111,7 +112,7 @@ def _denial_response(denial: Denial) -> Response:
 _RENDERER = JSONRenderer()
 
 
-def _first_items(value: Any) -> Any:
+def _first_items(value: JSONValue) -> JSONValue:
     if isinstance(value, dict):
         return {k: _first_items(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -119,7 +120,7 @@ def _first_items(value: Any) -> Any:
     return value
 
 
-def validation_errors(detail: Any, base: str = "") -> Iterator[dict[str, str]]:
+def validation_errors(detail: JSONValue, base: str = "") -> Iterator[dict[str, str]]:
     """Flatten DRF's nested error detail into `{"pointer","message"}` (RFC 6901 pointers)."""
     if isinstance(detail, dict):
         for key, sub in detail.items():
@@ -138,7 +139,7 @@ def validation_errors(detail: Any, base: str = "") -> Iterator[dict[str, str]]:
         yield {"pointer": base, "message": _message(detail)}
 
 
-def _message(detail: Any) -> str:
+def _message(detail: JSONValue) -> str:
     if getattr(detail, "code", None) == "required":
         return "is required"
     return str(detail)

@@ -19,6 +19,7 @@ from dispatch.api.exceptions import pointer_of, validation_errors
 from dispatch.services.proposals import EXECUTION_ID, EXECUTION_ID_RULE, EXECUTION_ID_SHAPE
 from protocols.denials import Denial, DenialCode
 from protocols.expiry import TOO_LATE
+from protocols.jsontypes import JSONObject, JSONValue
 
 if TYPE_CHECKING:
     from django_stubs_ext import StrOrPromise
@@ -33,7 +34,7 @@ class StrictCharField(serializers.CharField):
         kwargs.setdefault("trim_whitespace", False)
         super().__init__(**kwargs)
 
-    def to_internal_value(self, data: Any) -> str:
+    def to_internal_value(self, data: JSONValue) -> str:
         if not isinstance(data, str):
             self.fail("invalid")
         return data
@@ -56,7 +57,7 @@ class ExecutionIdField(StrictCharField):
     default_error_messages: ClassVar[dict[str, StrOrPromise]] = {
         "invalid": EXECUTION_ID_RULE.replace("{", "{{").replace("}", "}}")}
 
-    def to_internal_value(self, data: Any) -> str:
+    def to_internal_value(self, data: JSONValue) -> str:
         if not isinstance(data, str) or not EXECUTION_ID.fullmatch(data):
             self.fail("invalid")
         return data
@@ -65,7 +66,7 @@ class ExecutionIdField(StrictCharField):
 class StrictIntegerField(serializers.IntegerField):
     default_error_messages: ClassVar[dict[str, StrOrPromise]] = {"invalid": "must be an integer"}
 
-    def to_internal_value(self, data: Any) -> int:
+    def to_internal_value(self, data: JSONValue) -> int:
         if isinstance(data, bool) or not isinstance(data, int):
             self.fail("invalid")
         return data
@@ -74,7 +75,7 @@ class StrictIntegerField(serializers.IntegerField):
 class StrictBooleanField(serializers.BooleanField):
     default_error_messages: ClassVar[dict[str, StrOrPromise]] = {"invalid": "must be true or false"}
 
-    def to_internal_value(self, data: Any) -> bool:
+    def to_internal_value(self, data: JSONValue) -> bool:
         if data is True or data is False:
             return data
         self.fail("invalid")
@@ -93,7 +94,7 @@ class StrictDateTimeField(serializers.DateTimeField):
         "too_late": TOO_LATE,
     }
 
-    def to_internal_value(self, value: Any) -> datetime:
+    def to_internal_value(self, value: JSONValue) -> datetime:
         if not isinstance(value, str) or len(value) > 64:
             self.fail("invalid")
         try:
@@ -115,7 +116,7 @@ class JsonObjectField(serializers.JSONField):
 
     default_error_messages: ClassVar[dict[str, StrOrPromise]] = {"invalid": "must be an object"}
 
-    def to_internal_value(self, data: Any) -> dict[str, Any]:
+    def to_internal_value(self, data: JSONValue) -> JSONObject:
         if not isinstance(data, dict):
             self.fail("invalid")
         problem = _find_nul(data)
@@ -128,11 +129,11 @@ class JsonObjectField(serializers.JSONField):
         return data
 
 
-def _find_nul(value: Any) -> tuple[list[str | int], str] | None:
+def _find_nul(value: JSONValue) -> tuple[list[str | int], str] | None:
     """The path of the first string holding U+0000, and what is wrong there."""
     if isinstance(value, str):
         return ([], "must not contain U+0000") if NUL in value else None
-    items: list[tuple[str | int, Any]]
+    items: list[tuple[str | int, JSONValue]]
     if isinstance(value, Mapping):
         if any(NUL in key for key in value):
             return [], "object keys must not contain U+0000"
@@ -148,7 +149,7 @@ def _find_nul(value: Any) -> tuple[list[str | int], str] | None:
     return None
 
 
-class StrictInputSerializer(serializers.Serializer[dict[str, Any]]):
+class StrictInputSerializer(serializers.Serializer[JSONObject]):
     """A request body: an object with exactly the declared members, types never coerced.
 
     Its errors, unknown members included, are raised as one `schema_invalid` denial.
@@ -159,7 +160,7 @@ class StrictInputSerializer(serializers.Serializer[dict[str, Any]]):
         "null": "the body must be a JSON object",
     }
 
-    def to_internal_value(self, data: Any) -> Any:
+    def to_internal_value(self, data: JSONValue) -> JSONValue:
         extra = sorted(set(data) - set(self.fields)) if isinstance(data, Mapping) else []
         errors: list[dict[str, str]] = []
         value = None

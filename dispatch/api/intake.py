@@ -3,7 +3,7 @@ dispatch."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
@@ -22,12 +22,12 @@ from dispatch.api.fields import (
     StrictInputSerializer,
     StrictIntegerField,
 )
-from dispatch.api.schema import error_responses, path_id
-from dispatch.api.selectors import (
+from dispatch.api.presenters import (
     contract_view,
     proposal_view,
     resource_view,
 )
+from dispatch.api.schema import error_responses, path_id
 from dispatch.api.serializers import (
     ProposalOutputSerializer,
     ResourceOutputSerializer,
@@ -42,6 +42,7 @@ from dispatch.services.access import (
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.proposals import CALL_ID, CALL_ID_RULE, proposal_intake
 from dispatch.services.resources import resource_create, revision_create
+from protocols.jsontypes import JSONObject, JSONValue
 from protocols.lifecycle import OperationState
 
 if TYPE_CHECKING:
@@ -52,9 +53,9 @@ if TYPE_CHECKING:
 
 
 class ContractListApi(ApiView):
-    class OutputSerializer(serializers.Serializer[dict[str, Any]]):
-        class ContractSerializer(serializers.Serializer[dict[str, Any]]):
-            class ApprovalSerializer(serializers.Serializer[dict[str, Any]]):
+    class OutputSerializer(serializers.Serializer[JSONObject]):
+        class ContractSerializer(serializers.Serializer[JSONObject]):
+            class ApprovalSerializer(serializers.Serializer[JSONObject]):
                 role = serializers.CharField()
                 expires_in = serializers.IntegerField(help_text="Seconds.")
 
@@ -149,7 +150,7 @@ class CallIdField(StrictCharField):
 
     default_error_messages: ClassVar[dict[str, StrOrPromise]] = {"invalid": CALL_ID_RULE}
 
-    def to_internal_value(self, data: Any) -> str:
+    def to_internal_value(self, data: JSONValue) -> str:
         if not isinstance(data, str) or not CALL_ID.fullmatch(data):
             self.fail("invalid")
         return data
@@ -226,7 +227,7 @@ class ProposalDispatchApi(ApiView):
         permit = IdField(required=False, allow_null=True,
                          help_text="This proposal's permit; by default the one minted for it.")
 
-    class OutputSerializer(serializers.Serializer[dict[str, Any]]):
+    class OutputSerializer(serializers.Serializer[JSONObject]):
         operation_id = serializers.CharField()
         state = enum_field(OperationState)
 

@@ -4,14 +4,13 @@ and an opaque cursor that was not handed out is `malformed_request`, never a 500
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.utils.dateparse import parse_datetime
 from rest_framework.exceptions import NotFound
 from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.request import Request
 
 from protocols.denials import Denial, DenialCode
+from protocols.jsontypes import JSONObject
 
 INVALID_CURSOR = "The cursor is not one this API handed out; start again from the first page."
 
@@ -47,7 +46,7 @@ class KeysetPagination(CursorPagination):
     def valid_position(self, position: str) -> bool:
         raise NotImplementedError
 
-    def as_page(self, data: list[dict[str, Any]]) -> dict[str, Any]:
+    def as_page(self, data: list[JSONObject]) -> JSONObject:
         return {"results": data, "next": self.get_next_link(),
                 "previous": self.get_previous_link()}
 

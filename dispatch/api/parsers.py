@@ -16,6 +16,7 @@ from rest_framework.parsers import BaseParser
 
 from protocols.canonical import CanonicalizationError, parse_json
 from protocols.denials import Denial, DenialCode
+from protocols.jsontypes import JSONValue
 
 UTF8 = {"utf-8", "utf8"}
 
@@ -42,7 +43,7 @@ class StrictJSONParser(BaseParser):
     def parse(
         self, stream: IO[bytes], media_type: str | None = None,
         parser_context: Mapping[str, Any] | None = None,
-    ) -> Any:
+    ) -> JSONValue:
         charset = _charset(media_type or "")
         if charset is not None and charset.lower() not in UTF8:
             raise Denial(DenialCode.UNSUPPORTED_MEDIA_TYPE, "JSON bodies are UTF-8 only.",

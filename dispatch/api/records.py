@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -20,21 +18,18 @@ from dispatch.api.fields import (
     StrictInputSerializer,
 )
 from dispatch.api.pagination import AuditPagination, GrantPagination
+from dispatch.api.presenters import audit_view, grant_view
 from dispatch.api.schema import error_responses, page_parameters, path_id, query
-from dispatch.api.selectors import (
-    audit_of_tenant,
-    audit_view,
-    grant_view,
-    grants_of_principal,
-)
 from dispatch.api.serializers import (
     GrantOutputSerializer,
     GrantPageSerializer,
     PageLinksSerializer,
     object_field,
 )
+from dispatch.selectors import audit_of_tenant, grants_of_principal
 from dispatch.services.authority import grant_delegate, has_role
 from protocols.denials import Denial
+from protocols.jsontypes import JSONObject
 from protocols.roles import Role
 
 # --- grants ---------------------------------------------------------------------------------------
@@ -86,13 +81,13 @@ class GrantDelegateApi(ApiView):
 
 
 class AuditListApi(ApiView):
-    class FilterSerializer(serializers.Serializer[dict[str, Any]]):
+    class FilterSerializer(serializers.Serializer[JSONObject]):
         operation = IdField(required=False)
         proposal = IdField(required=False)
         kind = StrictCharField(required=False, allow_blank=True, max_length=50)
 
     class OutputSerializer(PageLinksSerializer):
-        class EventSerializer(serializers.Serializer[dict[str, Any]]):
+        class EventSerializer(serializers.Serializer[JSONObject]):
             id = serializers.IntegerField()
             at = serializers.DateTimeField()
             kind = serializers.CharField(help_text="e.g. `proposal.created`, `permit.claimed`.")

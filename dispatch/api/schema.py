@@ -18,6 +18,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from dispatch.api.fields import StrictInputSerializer
 from dispatch.api.serializers import error_serializer
 from protocols.denials import DenialCode
+from protocols.jsontypes import JSONObject
 
 C = DenialCode
 
@@ -61,7 +62,7 @@ def path_id(name: str, kind: str) -> OpenApiParameter:
         description=f"The {kind}'s id. Ids of other tenants answer `not_found` like forged ones.")
 
 
-def query(name: str, description: str, schema: dict[str, Any]) -> OpenApiParameter:
+def query(name: str, description: str, schema: JSONObject) -> OpenApiParameter:
     return OpenApiParameter(name, schema, OpenApiParameter.QUERY, required=False,
                             description=description)
 
@@ -79,7 +80,7 @@ class BearerScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-c
     target_class = "dispatch.api.authentication.BearerAuthentication"
     name = "bearerAuth"
 
-    def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
+    def get_security_definition(self, auto_schema: Any) -> JSONObject:
         return {"type": "http", "scheme": "bearer",
                 "description": "An agent's token (`create_agent`) or a human's personal token."}
 
@@ -88,7 +89,7 @@ class PrincipalSessionScheme(OpenApiAuthenticationExtension):  # type: ignore[no
     target_class = "dispatch.api.authentication.PrincipalSessionAuthentication"
     name = "sessionAuth"
 
-    def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
+    def get_security_definition(self, auto_schema: Any) -> JSONObject:
         return {"type": "apiKey", "in": "cookie", "name": settings.SESSION_COOKIE_NAME,
                 "description": "A human's console session; unsafe methods need the "
                                "`X-CSRFToken` header."}
@@ -109,8 +110,8 @@ class ApiAutoSchema(AutoSchema):
             body["required"] = True  # even `{}`: an empty body is `malformed_request`
         return body
 
-    def _map_basic_serializer(self, serializer: Any, direction: str) -> dict[str, Any]:
-        mapped: dict[str, Any] = super()._map_basic_serializer(  # type: ignore[no-untyped-call]  # unannotated upstream
+    def _map_basic_serializer(self, serializer: Any, direction: str) -> JSONObject:
+        mapped: JSONObject = super()._map_basic_serializer(  # type: ignore[no-untyped-call]  # unannotated upstream
             serializer, direction)
         if isinstance(serializer, StrictInputSerializer):
             mapped.pop("description", None)

@@ -1,7 +1,7 @@
 """Output shapes shared by several APIs (docs/rest-api.md#calls), and the error body
 (docs/design.md#denials).
 
-Views build plain dicts (see `dispatch.api.selectors`); these serializers only render them and
+Views build plain dicts (see `dispatch.api.presenters`); these serializers only render them and
 describe them in the OpenAPI schema.
 """
 
@@ -15,13 +15,14 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from protocols.denials import MAX_ERRORS, WORKFLOW_ONLY, DenialCode
+from protocols.jsontypes import JSONObject
 from protocols.lifecycle import ApprovalState, OperationState, ResourceState
 
 
 def enum_field(values: Iterable[str | None], **kwargs: Any) -> serializers.CharField:
     """A string limited to `values`, described inline (no shared enum component to clash)."""
     listed = list(values)
-    schema: dict[str, Any] = {"type": "string", "enum": listed}
+    schema: JSONObject = {"type": "string", "enum": listed}
     field_class: type[serializers.CharField] = extend_schema_field(schema)(
         type("EnumCharField", (serializers.CharField,), {}))
     return field_class(**kwargs)
@@ -36,7 +37,7 @@ class _ObjectField(serializers.JSONField):
     pass
 
 
-class ResourceOutputSerializer(serializers.Serializer[dict[str, Any]]):
+class ResourceOutputSerializer(serializers.Serializer[JSONObject]):
     id = serializers.CharField()
     kind = serializers.CharField()
     revision = serializers.IntegerField()
@@ -45,7 +46,7 @@ class ResourceOutputSerializer(serializers.Serializer[dict[str, Any]]):
     payload = object_field()
 
 
-class ApprovalSummarySerializer(serializers.Serializer[dict[str, Any]]):
+class ApprovalSummarySerializer(serializers.Serializer[JSONObject]):
     id = serializers.CharField()
     state = enum_field(ApprovalState)
     role = serializers.CharField()
@@ -53,7 +54,7 @@ class ApprovalSummarySerializer(serializers.Serializer[dict[str, Any]]):
     permit_id = serializers.CharField(allow_null=True)
 
 
-class ProposalOutputSerializer(serializers.Serializer[dict[str, Any]]):
+class ProposalOutputSerializer(serializers.Serializer[JSONObject]):
     id = serializers.CharField()
     operation = serializers.CharField(help_text="The contract's qualified name.")
     digest = serializers.CharField(help_text="`sha256:` + hex SHA-256 of `canonical` (UTF-8).")
@@ -66,7 +67,7 @@ class ProposalOutputSerializer(serializers.Serializer[dict[str, Any]]):
     operation_state = enum_field([*OperationState, None], allow_null=True)
 
 
-class AttemptOutputSerializer(serializers.Serializer[dict[str, Any]]):
+class AttemptOutputSerializer(serializers.Serializer[JSONObject]):
     number = serializers.IntegerField()
     started_at = serializers.DateTimeField()
     ended_at = serializers.DateTimeField(allow_null=True)
@@ -74,7 +75,7 @@ class AttemptOutputSerializer(serializers.Serializer[dict[str, Any]]):
     error = serializers.CharField(allow_null=True)
 
 
-class OperationOutputSerializer(serializers.Serializer[dict[str, Any]]):
+class OperationOutputSerializer(serializers.Serializer[JSONObject]):
     id = serializers.CharField()
     proposal_id = serializers.CharField()
     state = enum_field(OperationState)
@@ -82,7 +83,7 @@ class OperationOutputSerializer(serializers.Serializer[dict[str, Any]]):
     result = serializers.JSONField(allow_null=True, help_text="The handler's result, if any.")
 
 
-class GrantOutputSerializer(serializers.Serializer[dict[str, Any]]):
+class GrantOutputSerializer(serializers.Serializer[JSONObject]):
     id = serializers.CharField()
     issuer = serializers.CharField()
     subject = serializers.CharField(help_text="The subject principal's name.")
@@ -97,7 +98,7 @@ class GrantOutputSerializer(serializers.Serializer[dict[str, Any]]):
                                    "(docs/design.md#evidence); null: no budget of its own.")
 
 
-class PageLinksSerializer(serializers.Serializer[dict[str, Any]]):
+class PageLinksSerializer(serializers.Serializer[JSONObject]):
     next = serializers.URLField(allow_null=True, help_text="The next (older) page, if any.")
     previous = serializers.URLField(allow_null=True,
                                     help_text="The previous (newer) page, if any.")
@@ -114,14 +115,14 @@ METHOD_NOT_ALLOWED = 405
 
 
 @functools.cache
-def error_serializer(status: int) -> type[serializers.Serializer[dict[str, Any]]]:
+def error_serializer(status: int) -> type[serializers.Serializer[JSONObject]]:
     """The error body for one HTTP status, its `code` limited to the codes of that status."""
     if status == METHOD_NOT_ALLOWED:
         codes = [DenialCode.MALFORMED_REQUEST.value]
     else:
         codes = [code.value for code in DenialCode
                  if code.status == status and code not in WORKFLOW_ONLY]
-    details_schema: dict[str, Any] = {"type": "object", "additionalProperties": {}}
+    details_schema: JSONObject = {"type": "object", "additionalProperties": {}}
     if DenialCode.SCHEMA_INVALID.value in codes:
         details_schema["properties"] = {
             "errors": {

@@ -28,6 +28,7 @@ from protocols.canonical import (
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
 from protocols.grants import Grant as CoreGrant
+from protocols.jsontypes import JSONObject, JSONValue
 from protocols.lifecycle import RESOURCE_PROTOCOLS, ResourceEvent, transition
 
 
@@ -35,12 +36,12 @@ from protocols.lifecycle import RESOURCE_PROTOCOLS, ResourceEvent, transition
 class Resolved:
     """Arguments with every resource reference resolved through the store."""
 
-    arguments: dict[str, Any]
-    refs: list[dict[str, Any]]
+    arguments: JSONObject
+    refs: list[JSONObject]
     states: dict[str, str] = field(default_factory=dict)  # argument -> the resource's state
 
 
-def validate_arguments(contract: OperationContract, arguments: Any) -> dict[str, Any]:
+def validate_arguments(contract: OperationContract, arguments: JSONValue) -> JSONObject:
     """Schema-check, materialize defaults and normalize: the exact arguments that will run."""
     if not isinstance(arguments, dict):
         raise Denial(DenialCode.SCHEMA_INVALID,
@@ -53,7 +54,7 @@ def validate_arguments(contract: OperationContract, arguments: Any) -> dict[str,
 
 
 def resolve_resources(
-    contract: OperationContract, principal: Principal, arguments: dict[str, Any],
+    contract: OperationContract, principal: Principal, arguments: JSONObject,
     *, event: ResourceEvent | None,
 ) -> Resolved:
     """Resolve `{"id","revision"}` references through the store, never from client fields.
@@ -64,7 +65,7 @@ def resolve_resources(
     `links`. Each ref a read marks `"read": true` (`moved_refs` leaves it out).
     """
     resolved = dict(arguments)
-    refs: list[dict[str, Any]] = []
+    refs: list[JSONObject] = []
     states: dict[str, str] = {}
     for name, protocol_name in sorted(contract.protocol_preconditions.items()):
         ref = arguments[name]
@@ -112,12 +113,12 @@ def _current_revision(principal: Principal, kind: str, resource_id: Any,
     return revision
 
 
-def _links(principal: Principal, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+def _links(principal: Principal, kind: str, payload: JSONObject) -> JSONObject:
     """`{"links": {member: the linked resource's current revision}}` for a kind with links."""
     spec = get_runtime().resource_kinds.get(kind)
     if spec is None or not spec.links:
         return {}
-    links: dict[str, Any] = {}
+    links: JSONObject = {}
     for member, linked_kind in sorted(spec.links.items()):
         linked = Resource.objects.filter(id=payload.get(member), tenant_id=principal.tenant_id,
                                          kind=linked_kind).first()
@@ -129,7 +130,7 @@ def _links(principal: Principal, kind: str, payload: dict[str, Any]) -> dict[str
     return {"links": links}
 
 
-def links_moved(resolved: dict[str, Any], snapshot: dict[str, Any]) -> Denial | None:
+def links_moved(resolved: JSONObject, snapshot: JSONObject) -> Denial | None:
     """A linked resource (a report's question) whose revision is no longer the one the
     snapshot bound is `stale_revision`, naming it: the snapshot an operator approves holds the
     link's payload, so an edit of it since is another action."""
@@ -144,8 +145,8 @@ def links_moved(resolved: dict[str, Any], snapshot: dict[str, Any]) -> Denial | 
 
 
 def snapshot_of(
-    runtime: Runtime, contract: OperationContract, arguments: dict[str, Any]
-) -> dict[str, Any]:
+    runtime: Runtime, contract: OperationContract, arguments: JSONObject
+) -> JSONObject:
     """What the operator sees and the permit binds: no execution id, no principal
     (docs/rest-api.md#calls)."""
     return {
@@ -185,7 +186,7 @@ class Admission:
     runtime: Runtime
     contract: OperationContract
     principal: Principal
-    arguments: dict[str, Any]  # validated, defaults materialized, normalized
+    arguments: JSONObject  # validated, defaults materialized, normalized
     resolved: Resolved  # the arguments with each resource resolved, and the refs
     grant: CoreGrant
     canonical: bytes  # the snapshot's canonical bytes, exactly as hashed
@@ -194,7 +195,7 @@ class Admission:
 
 
 def admit(
-    contract: OperationContract, principal: Principal, arguments: dict[str, Any], *,
+    contract: OperationContract, principal: Principal, arguments: JSONObject, *,
     now: datetime, resource_event: ResourceEvent | None = None,
     expect_digest: str | None = None, lock: bool = False,
 ) -> Admission:

@@ -23,6 +23,7 @@ from django.conf import settings
 from dispatch.models import AuditEvent, Proposal, Tenant
 from dispatch.services.statements import run, value
 from protocols.denials import Denial, DenialCode
+from protocols.jsontypes import JSONObject, JSONValue
 from protocols.lifecycle import ResourceEvent
 from protocols.redaction import mask_values, redact, string_values
 from protocols.trace import RESOURCE_MOVES, TraceChecker, TraceEvent, TraceReport
@@ -36,7 +37,7 @@ AUDIT_INSERT = f'INSERT INTO "dispatch_auditevent" ({AUDIT_COLUMNS}) VALUES ({AU
 
 def audit_values(
     *, tenant_id: str, kind: str, actor: str, at: datetime, operation_id: str = "",
-    proposal_id: str = "", digest: str = "", details: dict[str, Any] | None = None,
+    proposal_id: str = "", digest: str = "", details: JSONObject | None = None,
 ) -> tuple[Any, ...]:
     """One event's column values, prepared for the database, secrets redacted."""
     return (tenant_id, value(AuditEvent, "at", at), kind, actor, operation_id, proposal_id,
@@ -53,7 +54,7 @@ def audit_record(
     operation_id: str = "",
     proposal_id: str = "",
     digest: str = "",
-    details: dict[str, Any] | None = None,
+    details: JSONObject | None = None,
 ) -> None:
     """Append one event. Call inside the transaction of the change it records."""
     run(AUDIT_INSERT, audit_values(tenant_id=tenant_id, kind=kind, actor=actor, at=at,
@@ -61,7 +62,7 @@ def audit_record(
                               digest=digest, details=details))
 
 
-def audit_binding(proposal: Proposal) -> dict[str, Any]:
+def audit_binding(proposal: Proposal) -> JSONObject:
     """What the events of a proposal's action carry (docs/design.md#audit), from the row already
     loaded: the contract and policy fingerprints, the execution id, and the id and revision of each
     resource it acts on. References and digests only; the snapshot stays in its own row."""
@@ -72,7 +73,7 @@ def audit_binding(proposal: Proposal) -> dict[str, Any]:
                           for ref in proposal.resource_refs]}
 
 
-def audit_moves(refs: Iterable[Mapping[str, Any]], event: ResourceEvent) -> dict[str, Any]:
+def audit_moves(refs: Iterable[Mapping[str, JSONValue]], event: ResourceEvent) -> JSONObject:
     """What an event carries of the resource moves its transaction made, each of `refs` by
     `event` (the revision its compare-and-swap named): `protocols.trace` replays them through
     each resource's table. Nothing when there are none."""

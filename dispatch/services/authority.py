@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.db import connection, transaction
 
@@ -27,6 +26,7 @@ from dispatch.services.statements import columns, instance, rows
 from protocols import grants as core
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
+from protocols.jsontypes import JSONObject, JSONValue
 from protocols.roles import Role, role_allows
 
 
@@ -115,7 +115,7 @@ def grant_effective(grant_id: str, *, lock: bool = False) -> core.Grant:
 
 def grant_issue(
     *, issuer: str | Principal, subject: Principal, operations: Iterable[str],
-    scope: dict[str, Any], now: datetime, expires_in: int | None = None,
+    scope: JSONObject, now: datetime, expires_in: int | None = None,
 ) -> Grant:
     """Issue a root grant: the host's authorization service only (docs/design.md#grants). `issuer`
     is a human admin of the subject's tenant (checked here), or the name the host's own commands
@@ -239,8 +239,8 @@ def grant_delegate(
 
 
 def grant_delegate_from_covering(
-    *, principal: Principal, subject: Principal, operations: list[str], scope: dict[str, Any],
-    expires_at: datetime, budget: int, now: datetime, details: dict[str, Any],
+    *, principal: Principal, subject: Principal, operations: list[str], scope: JSONObject,
+    expires_at: datetime, budget: int, now: datetime, details: JSONObject,
 ) -> Grant:
     """A child of whichever of `principal`'s own grants covers it, only narrower
     (docs/design.md#delegation): the workflow runtime's delegation for a step, with
@@ -298,11 +298,11 @@ def grant_delegate_from_covering(
     raise refusals[0]
 
 
-def select_authority(contract: OperationContract, resolved: dict[str, Any]) -> dict[str, str]:
+def select_authority(contract: OperationContract, resolved: JSONObject) -> dict[str, str]:
     """The concrete values the arguments select for each authority key (docs/design.md#grants)."""
     selected: dict[str, str] = {}
     for requirement in contract.authority_requirements:
-        value: Any = resolved
+        value: JSONValue = resolved
         for token in requirement.pointer.split("/")[1:]:
             value = value[token.replace("~1", "/").replace("~0", "~")]
         selected[requirement.key] = str(value)
@@ -311,7 +311,7 @@ def select_authority(contract: OperationContract, resolved: dict[str, Any]) -> d
 
 def check_authority(
     runtime: Runtime, contract: OperationContract, principal: Principal,
-    resolved: dict[str, Any], now: datetime, *, lock: bool = False,
+    resolved: JSONObject, now: datetime, *, lock: bool = False,
 ) -> core.Grant:
     """The grant this action rests on now, or the denial that says why there is none.
 

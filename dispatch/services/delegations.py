@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -45,6 +44,7 @@ from dispatch.services.executions import execution_create, journal_append
 from dispatch.services.principals import subagent_create
 from protocols.denials import Denial, DenialCode
 from protocols.expiry import expiry_after
+from protocols.jsontypes import JSONObject
 
 #: Why a delegation ended (`Delegation.end_reason`).
 FINISHED, RAISED, LEASE_LAPSED, RUN_ENDED, EXPIRED, REVOKED = (
@@ -58,7 +58,7 @@ class Bounds:
     `budget` units of the delegator's tool-call budgets (the run's and the hour's)."""
 
     operations: list[str]
-    scope: dict[str, Any] = field(hash=False)
+    scope: JSONObject = field(hash=False)
     expires_in: int
     budget: int
 
@@ -71,9 +71,9 @@ class SubAgent:
     agent: str
     tools: list[str]
     adapter: str
-    adapter_config: dict[str, Any] = field(hash=False)
+    adapter_config: JSONObject = field(hash=False)
     adapter_fingerprint: str
-    inputs: dict[str, Any] = field(hash=False)
+    inputs: JSONObject = field(hash=False)
 
 
 def _lease_until() -> datetime:

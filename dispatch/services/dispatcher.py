@@ -1,7 +1,7 @@
 """The enforcing dispatcher (docs/design.md#dispatcher), steps 1-7, in order, in the caller's
 request.
 
-`proposal_dispatch` checks everything again and claims; `dispatch.services.execution` runs
+`proposal_dispatch` checks everything again and claims; `dispatch.services.worker` runs
 steps 8-9 on a worker. Every refusal is a `Denial` with its stable code; nothing runs without a
 committed claim.
 """

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
 from django.db import transaction
 
@@ -38,6 +37,7 @@ from protocols.canonical import digest_bytes
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
 from protocols.evidence import Citation, Judgement, ReceiptView, ReportView
+from protocols.jsontypes import JSONObject
 from protocols.lifecycle import ResourceEvent
 from protocols.trace import ATTESTATION_ISSUED, RECEIPT_ISSUED
 
@@ -47,7 +47,7 @@ def _utc(at: datetime) -> str:
     return at.isoformat().replace("+00:00", "Z")
 
 
-def receipt_json(receipt: Receipt) -> dict[str, Any]:
+def receipt_json(receipt: Receipt) -> JSONObject:
     """A receipt as the API and a fetch's result show it (docs/design.md#evidence)."""
     return {"id": receipt.id,
             "question": {"id": receipt.question_id, "revision": receipt.question_revision},
@@ -56,7 +56,7 @@ def receipt_json(receipt: Receipt) -> dict[str, Any]:
             "operation_id": receipt.operation_id}
 
 
-def attestation_json(attestation: Attestation) -> dict[str, Any]:
+def attestation_json(attestation: Attestation) -> JSONObject:
     """An attestation as the API and an attest's result show it (docs/design.md#evidence)."""
     return {"id": attestation.id, "validator": attestation.validator,
             "policy": attestation.policy,
@@ -70,8 +70,8 @@ def attestation_json(attestation: Attestation) -> dict[str, Any]:
 # --- admission ----------------------------------------------------------------------------
 
 def attestation_refusal(
-    contract: OperationContract, principal: Principal, arguments: dict[str, Any],
-    resolved: dict[str, Any],
+    contract: OperationContract, principal: Principal, arguments: JSONObject,
+    resolved: JSONObject,
 ) -> Denial | None:
     """docs/design.md#evidence, in order: no such attestation visible to the principal's tenant is
     `attestation_missing`; a `fail` is `attestation_failed`; one of another report, revision or
@@ -105,7 +105,7 @@ def attestation_refusal(
 SourceReader = Callable[[str], bytes]
 
 
-def attestation_judge(ctx: HandlerContext, read_source: SourceReader) -> dict[str, Any]:
+def attestation_judge(ctx: HandlerContext, read_source: SourceReader) -> JSONObject:
     """Run the validator serving the snapshot's `policy` on the snapshot's report revision:
     the handler's result, which the outcome hook turns into the attestation
     (`attestation_issue`).
@@ -151,7 +151,7 @@ def attestation_judge(ctx: HandlerContext, read_source: SourceReader) -> dict[st
             "findings": [f.as_json() for f in judgement.findings]}
 
 
-def _report_view(ref: dict[str, Any]) -> ReportView:
+def _report_view(ref: JSONObject) -> ReportView:
     payload = ref["payload"]
     return ReportView(
         id=ref["id"], revision=ref["revision"], digest=ref["digest"],
@@ -163,7 +163,7 @@ def _report_view(ref: dict[str, Any]) -> ReportView:
 
 # --- issuance, inside the outcome's transaction ---------------------------------------------
 
-def receipt_issue(ctx: OutcomeContext, *, question: dict[str, Any], source: str,
+def receipt_issue(ctx: OutcomeContext, *, question: JSONObject, source: str,
                   content: str) -> Issuance:
     """A receipt over the exact bytes of `content` (strict UTF-8, so the text encodes back to
     the bytes retrieved) from `source`, for the `question` revision (`{"id","revision"}`) the
@@ -189,8 +189,8 @@ def receipt_issue(ctx: OutcomeContext, *, question: dict[str, Any], source: str,
     return Issuance({"receipt": receipt_json(receipt), "content": content}, write)
 
 
-def attestation_issue(ctx: OutcomeContext, *, report: dict[str, Any], policy: str,
-                      judgement: dict[str, Any], on_pass: str | None) -> Issuance:
+def attestation_issue(ctx: OutcomeContext, *, report: JSONObject, policy: str,
+                      judgement: JSONObject, on_pass: str | None) -> Issuance:
     """The validator's `judgement` (the handler's answer) as an attestation bound to the
     `report` revision (`{"id","revision","digest"}`) and `policy` the snapshot bound, never to
     what the answer says of them; a `pass` moves that exact revision by `on_pass` (an event of
@@ -227,7 +227,7 @@ def attestation_issue(ctx: OutcomeContext, *, report: dict[str, Any], policy: st
     return Issuance({"attestation": attestation_json(attestation)}, write)
 
 
-def resource_move_if_allowed(ref: dict[str, Any], event: str, now: datetime) -> bool:
+def resource_move_if_allowed(ref: JSONObject, event: str, now: datetime) -> bool:
     """Inside an outcome's transaction: move the resource revision `ref` by `event` if its
     state allows it; whether it moved (the caller's audit event lists it)."""
     try:

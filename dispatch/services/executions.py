@@ -20,9 +20,10 @@ from django.db.models import Max
 
 from dispatch.models import ApprovalRequest, Execution, Operation, Principal, TranscriptEntry
 from dispatch.services.dispatcher import proposal_dispatch
-from dispatch.services.execution import operation_execute
+from dispatch.services.worker import operation_execute
 from protocols.approvals import effective_approval_state
 from protocols.denials import Denial
+from protocols.jsontypes import JSONObject
 from protocols.lifecycle import (
     EXECUTION_LIFECYCLE,
     ApprovalState,
@@ -40,7 +41,7 @@ _APPEND_ROUNDS = 20
 
 def execution_create(
     *, principal: Principal, adapter: str, now: datetime,
-    adapter_config: dict[str, Any] | None = None, adapter_fingerprint: str = "",
+    adapter_config: JSONObject | None = None, adapter_fingerprint: str = "",
 ) -> Execution:
     """A new running execution of `principal`; `adapter` names the runtime that drives it,
     `adapter_config` is what rebuilds it and `adapter_fingerprint` pins that
@@ -91,7 +92,7 @@ class JournalEntry(TypedDict):
     seq: int
     kind: str
     call_id: str
-    payload: dict[str, Any]
+    payload: JSONObject
 
 
 def journal_read(*, execution_id: str) -> list[JournalEntry]:
@@ -101,8 +102,8 @@ def journal_read(*, execution_id: str) -> list[JournalEntry]:
 
 
 def journal_append(
-    *, execution_id: str, kind: str, call_id: str, payload: dict[str, Any], now: datetime
-) -> dict[str, Any]:
+    *, execution_id: str, kind: str, call_id: str, payload: JSONObject, now: datetime
+) -> JSONObject:
     """Append one entry to the execution's journal; answer the payload the journal holds for it.
 
     Safe under a concurrent writer of the same execution (a run resumed twice at once, a

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from django.db import transaction
 
@@ -34,6 +33,7 @@ from dispatch.services.audit import (
 from dispatch.services.resources import moved_refs, resource_move
 from dispatch.services.statements import is_postgres, rows, run, value
 from protocols.denials import Denial
+from protocols.jsontypes import JSONObject
 from protocols.lifecycle import (
     OPERATION_LIFECYCLE,
     OperationEvent,
@@ -136,10 +136,10 @@ def operation_move(
     actor: str,
     end_attempt: str | None = None,
     error: str = "",
-    result: dict[str, Any] | None = None,
+    result: JSONObject | None = None,
     evidence: str | None = None,
     updated_at: datetime | None = None,
-    details: dict[str, Any] | None = None,
+    details: JSONObject | None = None,
     absence_proven: bool = False,
 ) -> bool:
     """Move `operation` by `event`, as the settlement of attempt number `attempt`.
@@ -221,7 +221,7 @@ def operation_move(
 
 
 def _outcome_issuance(operation: Operation, target: OperationState,
-                      result: dict[str, Any] | None, now: datetime) -> Issuance | None:
+                      result: JSONObject | None, now: datetime) -> Issuance | None:
     """What the outcome hook registered with the operation's contract issues on its move to
     `target` (`dispatch.hooks`), or None. The contract the proposal was made under; after an
     upgrade, the newest of its name (an admin's resolve of an old operation still runs its
@@ -269,7 +269,7 @@ def attempt_start(operation: Operation, number: int, now: datetime) -> StartedAt
 
 
 def attempt_open(
-    operation: Operation, number: int, now: datetime, *, details: dict[str, Any],
+    operation: Operation, number: int, now: datetime, *, details: JSONObject,
 ) -> StartedAttempt | None:
     """Inside the caller's transaction: start attempt `number`, the one after the latest, while
     the operation is claimed and no attempt of it is open; None if that does not hold."""
@@ -307,7 +307,7 @@ def attempt_hold(
 
 def _attempt_insert(
     operation: Operation, number: int, now: datetime, *, previous: int,
-    details: dict[str, Any],
+    details: JSONObject,
 ) -> bool:
     """Inside the caller's transaction: move `attempts_made` from `previous` to `number` (the
     guard), insert the attempt row and its audit event, before any I/O; False if the guard

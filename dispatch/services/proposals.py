@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.db import IntegrityError, transaction
 
@@ -27,6 +26,7 @@ from protocols.canonical import (
 )
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
+from protocols.jsontypes import JSONObject, JSONValue
 from protocols.lifecycle import (
     ResourceEvent,
 )
@@ -54,7 +54,7 @@ def proposal_create(
     *,
     principal: Principal,
     operation: object,
-    arguments: Any,
+    arguments: JSONValue,
     execution_id: object = None,
     approval_expires_in: object = None,
     dispatch_on_approval: object = False,
@@ -72,7 +72,7 @@ def proposal_intake(
     *,
     principal: Principal,
     operation: object,
-    arguments: Any,
+    arguments: JSONValue,
     execution_id: object = None,
     approval_expires_in: object = None,
     dispatch_on_approval: object = False,
@@ -141,7 +141,7 @@ def _checked_call_id(call_id: object) -> str | None:
 
 def _first_proposal_of_call(
     principal: Principal, call_scope: str, call_id: str, contract: OperationContract,
-    full: dict[str, Any],
+    full: JSONObject,
 ) -> Proposal | None:
     """The proposal of this call, if any; `proposal_mismatch` if it is another action."""
     existing = Proposal.objects.filter(principal=principal, call_scope=call_scope,
@@ -158,7 +158,7 @@ def _first_proposal_of_call(
     return existing
 
 
-def _same_arguments(stored: Any, full: dict[str, Any]) -> bool:
+def _same_arguments(stored: JSONValue, full: JSONObject) -> bool:
     """The same canonical bytes (`1` and `1.0`, `true` and `1` differ; key order does not)."""
     try:
         return canonicalize(stored) == canonicalize(full)

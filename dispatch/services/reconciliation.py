@@ -34,6 +34,7 @@ from dispatch.services.leases import lease
 from dispatch.services.operations import operation_evidence, operation_move
 from protocols.contracts import Reconciliation
 from protocols.denials import Denial, DenialCode
+from protocols.jsontypes import JSONObject
 from protocols.lifecycle import OperationEvent, OperationState
 from protocols.roles import Role
 
@@ -43,13 +44,13 @@ log = logging.getLogger(__name__)
 COUNTS = ("unknown", "reconciled", "retried", "requeued", "inconclusive", "stuck")
 
 
-def reconcile_operations(*, now: datetime, enqueue: bool = True) -> dict[str, Any]:
+def reconcile_operations(*, now: datetime, enqueue: bool = True) -> JSONObject:
     """One pass: stale claims become unknown; unknowns are looked up at the destination.
 
     Only one pass runs at a time; a second caller returns at once with `"skipped": true`.
     Safe beside workers anyway: every change is a conditional update.
     """
-    counts: dict[str, Any] = dict.fromkeys(COUNTS, 0)
+    counts: JSONObject = dict.fromkeys(COUNTS, 0)
     with lease("reconcile-pass", ttl=settings.RECONCILE_LEASE_SECONDS) as held:
         if not held:
             return {**counts, "skipped": True}
@@ -168,7 +169,7 @@ def _note(operation: Operation, evidence: str, now: datetime) -> None:
     operation_evidence(operation=operation, evidence=evidence, actor="reconciler", now=now)
 
 
-def lookup_bounded(handler: Handler, operation_id: str, snapshot: dict[str, Any]) -> LookupResult:
+def lookup_bounded(handler: Handler, operation_id: str, snapshot: JSONObject) -> LookupResult:
     """Ask the destination, for at most `RECONCILE_LOOKUP_TIMEOUT` seconds. A lookup that
     raises or does not answer settles nothing: inconclusive, for this operation only."""
     timeout = float(settings.RECONCILE_LOOKUP_TIMEOUT)

@@ -22,6 +22,7 @@ from dispatch.services.audit import audit_moves, audit_record
 from protocols.canonical import CanonicalizationError, digest, materialize_defaults
 from protocols.contracts import ResourceKind, compile_schema, schema_errors
 from protocols.denials import Denial, DenialCode
+from protocols.jsontypes import JSONObject, JSONValue
 from protocols.lifecycle import (
     RESOURCE_PROTOCOLS,
     ApprovalState,
@@ -44,7 +45,7 @@ def _validator(kind_name: str) -> Any:
     return compile_schema(get_runtime().resource_kinds[kind_name].payload_schema)
 
 
-def _validated_payload(kind: ResourceKind, payload: Any) -> tuple[dict[str, Any], str]:
+def _validated_payload(kind: ResourceKind, payload: JSONValue) -> tuple[JSONObject, str]:
     errors = schema_errors(_validator(kind.name), payload, root="/payload")
     if errors:
         raise Denial(DenialCode.SCHEMA_INVALID, errors=errors)
@@ -57,7 +58,7 @@ def _validated_payload(kind: ResourceKind, payload: Any) -> tuple[dict[str, Any]
 
 
 def resource_create(
-    *, principal: Principal, kind: object, payload: Any, now: datetime
+    *, principal: Principal, kind: object, payload: JSONValue, now: datetime
 ) -> tuple[Resource, Revision]:
     """A new resource of `kind`, for a principal with a tool that takes that kind."""
     spec = resource_kind(kind)
@@ -80,7 +81,7 @@ def resource_create(
 
 
 def revision_create(
-    *, principal: Principal, resource_id: object, base_revision: object, payload: Any,
+    *, principal: Principal, resource_id: object, base_revision: object, payload: JSONValue,
     now: datetime,
 ) -> tuple[Resource, Revision]:
     """A new revision in the initial state, if `base_revision` is still current (CAS); by the
@@ -115,14 +116,14 @@ def resource_current(resource: Resource) -> Revision:
     return Revision.objects.get(resource_id=resource.id, number=resource.current_revision)
 
 
-def moved_refs(refs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def moved_refs(refs: list[JSONObject]) -> list[JSONObject]:
     """The refs of the resources an operation moves: every one but those it only reads."""
     return [ref for ref in refs if not ref.get("read")]
 
 
 def resource_move(
-    ref: dict[str, Any], event: ResourceEvent, *, now: datetime,
-    also: dict[str, Any] | None = None,
+    ref: JSONObject, event: ResourceEvent, *, now: datetime,
+    also: JSONObject | None = None,
 ) -> None:
     """Move a referenced resource by `event`: THE one owner of a resource's state.
 
@@ -156,7 +157,7 @@ def _moves(event: ResourceEvent, kinds: tuple[str, ...]) -> tuple[Q, Case]:
     return allowed, Case(*whens, output_field=models.CharField())
 
 
-def _refusal(ref: dict[str, Any], event: ResourceEvent) -> Denial:
+def _refusal(ref: JSONObject, event: ResourceEvent) -> Denial:
     # Failure path only: one read to say which precondition failed.
     current = Resource.objects.filter(id=ref["id"]).values_list(
         "current_revision", "state", "kind").first()
@@ -202,7 +203,7 @@ def resources_release(
 
 
 def revision_has_other_live_approvals(
-    *, ref: dict[str, Any], proposal_id: str, now: datetime
+    *, ref: JSONObject, proposal_id: str, now: datetime
 ) -> bool:
     """Another proposal of this exact revision still waits for, or holds, an approval.
 

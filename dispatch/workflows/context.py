@@ -7,14 +7,17 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any, NoReturn
+from typing import NoReturn, TypeVar
 
 from dispatch.agent.adapters import ModelAdapter
 from dispatch.models import Principal
 from dispatch.workflows.journal import Journal
 from dispatch.workflows.values import Denied, Mode, StepOutcome
 from protocols.denials import Denial
+from protocols.jsontypes import JSONObject, JSONValue
 from protocols.workflow.ir import Workflow
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -32,21 +35,21 @@ class RunContext:
     agents: Mapping[str, ModelAdapter] = field(default_factory=dict)
 
     def record(self, key: str, step: str, status: str, *, code: str | None = None,
-               message: str = "", detail: dict[str, Any] | None = None) -> None:
+               message: str = "", detail: JSONObject | None = None) -> None:
         """An outcome of this run that is not journaled (control flow, a wait)."""
         self.outcomes.append(StepOutcome(key, step, status, code, message, detail or {}))
 
-    def settle(self, key: str, outcome: StepOutcome) -> dict[str, Any]:
+    def settle(self, key: str, outcome: StepOutcome) -> JSONObject:
         """Journal a settled step; a re-run replays it without calling anything."""
         stored = self.journal.put(key, {"outcome": asdict(outcome)}, self.now)
         return self._replayed(stored)
 
-    def replay(self, key: str) -> dict[str, Any] | None:
+    def replay(self, key: str) -> JSONObject | None:
         """The journaled step's detail (with `_status`), or None if it has not settled."""
         stored = self.journal.results.get(key)
         return None if stored is None else self._replayed(stored)
 
-    def _replayed(self, stored: dict[str, Any]) -> dict[str, Any]:
+    def _replayed(self, stored: JSONObject) -> JSONObject:
         outcome = StepOutcome(**stored["outcome"])
         self.outcomes.append(outcome)
         if outcome.status == "denied":
@@ -64,7 +67,7 @@ class RunContext:
         self.outcomes.append(outcome)
         raise Denied(outcome)
 
-    def guard(self, key: str, step: str, thunk: Callable[[], Any]) -> Any:
+    def guard(self, key: str, step: str, thunk: Callable[[], T]) -> T:
         """Evaluate values of a step; a value the runtime refuses is that step's denial."""
         try:
             return thunk()
@@ -72,6 +75,6 @@ class RunContext:
             self.deny(key, step, denial, journal=False)
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> JSONValue:
     """A denial's details as the JSON the journal stores (not hashed: plain JSON is right)."""
     return json.loads(json.dumps(value, default=str))

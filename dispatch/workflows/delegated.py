@@ -20,7 +20,6 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from django.utils import timezone
 
@@ -42,9 +41,10 @@ from dispatch.services.delegations import (
 )
 from dispatch.services.executions import journal_read
 from dispatch.workflows.context import RunContext
-from dispatch.workflows.values import StepOutcome, Wait, data
+from dispatch.workflows.values import Env, StepOutcome, Wait, data
 from protocols.denials import Denial, DenialCode
 from protocols.grants import scope_as_json
+from protocols.jsontypes import JSONObject, JSONValue
 from protocols.workflow.ir import AgentCall
 
 
@@ -52,7 +52,7 @@ class LeaseLost(Exception):
     """The step's lease is no longer this run's (ended by reconciliation, or taken over)."""
 
 
-def agent(ctx: RunContext, step: AgentCall, env: dict[str, Any], key: str) -> None:
+def agent(ctx: RunContext, step: AgentCall, env: Env, key: str) -> None:
     done = ctx.replay(key)
     if done is None:
         done = _run(ctx, step, env, key)
@@ -60,7 +60,7 @@ def agent(ctx: RunContext, step: AgentCall, env: dict[str, Any], key: str) -> No
         env[step.bind] = copy.deepcopy(done["result"])
 
 
-def _run(ctx: RunContext, step: AgentCall, env: dict[str, Any], key: str) -> dict[str, Any]:
+def _run(ctx: RunContext, step: AgentCall, env: Env, key: str) -> JSONObject:
     delegate = step.delegate
     assert delegate is not None  # an agent step without one is refused before the run
     adapter = ctx.agents[step.agent]  # a missing adapter is refused before the run
@@ -119,7 +119,7 @@ def _run(ctx: RunContext, step: AgentCall, env: dict[str, Any], key: str) -> dic
 
 
 def _not_ours(ctx: RunContext, step: AgentCall, key: str,
-              delegation_id: str) -> dict[str, Any]:
+              delegation_id: str) -> JSONObject:
     """Someone else holds the step's lease (the run waits), or it ended meanwhile."""
     found = delegation_for(execution_id=ctx.execution_id, step=key)
     assert found is not None and found.id == delegation_id  # a record is never deleted
@@ -130,7 +130,7 @@ def _not_ours(ctx: RunContext, step: AgentCall, key: str,
 
 
 def _settle_ended(ctx: RunContext, step: AgentCall, key: str,
-                  found: Delegation) -> dict[str, Any]:
+                  found: Delegation) -> JSONObject:
     """The delegation ended without this run settling the step: with the sub-agent's answer
     if it finished first, else the step's grant was revoked under it."""
     entries = journal_read(execution_id=found.agent_execution_id)
@@ -147,7 +147,7 @@ def _settle_ended(ctx: RunContext, step: AgentCall, key: str,
 
 
 def _settle_finished(ctx: RunContext, step: AgentCall, key: str, found: Delegation,
-                     final: str, outcomes: Sequence[ToolOutcome]) -> dict[str, Any]:
+                     final: str, outcomes: Sequence[ToolOutcome]) -> JSONObject:
     try:
         result = _returned(step.returns, final)
     except Denial as denial:
@@ -158,16 +158,16 @@ def _settle_finished(ctx: RunContext, step: AgentCall, key: str, found: Delegati
         **_detail(found), "result": result, "calls": calls}))
 
 
-def _returned(returns: str, text: str) -> Any:
+def _returned(returns: str, text: str) -> JSONValue:
     """The sub-agent's final answer as the step's data: its text read as JSON where it is
     JSON (NaN and infinities are not), else the text itself; `returns: bool` takes only
     `true` or `false`."""
 
-    def refuse(constant: str) -> Any:
+    def refuse(constant: str) -> JSONValue:
         raise ValueError(constant)
 
     try:
-        value: Any = json.loads(text, parse_constant=refuse)
+        value: JSONValue = json.loads(text, parse_constant=refuse)
     except ValueError:
         value = text
     if returns == "bool" and not isinstance(value, bool):
@@ -176,6 +176,6 @@ def _returned(returns: str, text: str) -> Any:
     return value
 
 
-def _detail(found: Delegation) -> dict[str, Any]:
+def _detail(found: Delegation) -> JSONObject:
     return {"delegation_id": found.id, "grant_id": found.grant_id,
             "principal": found.principal.name, "agent_execution_id": found.agent_execution_id}

@@ -23,6 +23,7 @@ from dispatch.workflows.values import (
     TRUSTED,
     DecisionValue,
     Denied,
+    Env,
     HandleValue,
     OutcomeValue,
     PermitValue,
@@ -33,6 +34,7 @@ from dispatch.workflows.values import (
     value,
 )
 from protocols.denials import Denial, DenialCode
+from protocols.jsontypes import JSONObject
 from protocols.lifecycle import ExecutionEvent, Outcome
 from protocols.workflow.ir import (
     AgentCall,
@@ -52,7 +54,7 @@ from protocols.workflow.ir import (
     Try,
 )
 
-_Adapter = Callable[[RunContext, Any, dict[str, Any], str], None]
+_Adapter = Callable[[RunContext, Any, JSONObject, str], None]
 _STEPS: dict[type, _Adapter] = {
     Create: steps.create, Edit: steps.edit, Propose: steps.propose,
     RequestApproval: steps.request_approval, Dispatch: steps.dispatch,
@@ -65,9 +67,9 @@ class Interpreter:
         self.ctx = ctx
         ctx.expires = approval_windows(ctx.workflow.steps)
 
-    def run(self, pinned: dict[str, dict[str, Any]]) -> WorkflowRun:
+    def run(self, pinned: dict[str, JSONObject]) -> WorkflowRun:
         ctx = self.ctx
-        env: dict[str, Any] = {}
+        env: Env = {}
         for name, pin in pinned.items():
             handle = pin.get("handle")
             env[name] = HandleValue(**handle) if handle else copy.deepcopy(pin["data"])
@@ -95,11 +97,11 @@ class Interpreter:
 
     # -- blocks and control flow
 
-    def block(self, block: Block, env: dict[str, Any], loops: tuple[int, ...]) -> None:
+    def block(self, block: Block, env: Env, loops: tuple[int, ...]) -> None:
         for step in block:
             self.step(step, env, loops)
 
-    def step(self, step: Step, env: dict[str, Any], loops: tuple[int, ...]) -> None:
+    def step(self, step: Step, env: Env, loops: tuple[int, ...]) -> None:
         key = step_key(step.span.path, loops)
         adapter = _STEPS.get(type(step))
         if adapter is not None:
@@ -119,7 +121,7 @@ class Interpreter:
                                   f"step kind {type(step).__name__} is not supported by the "
                                   "runtime yet", path=step.span.path)
 
-    def if_(self, step: If, env: dict[str, Any], key: str, loops: tuple[int, ...]) -> None:
+    def if_(self, step: If, env: Env, key: str, loops: tuple[int, ...]) -> None:
         condition = self.ctx.guard(key, "if", lambda: value(env, step.condition))
         if not isinstance(condition, bool):
             self.ctx.deny(key, "if", Denial(DenialCode.SCHEMA_INVALID, errors=[{
@@ -128,9 +130,9 @@ class Interpreter:
         self.ctx.record(key, "if", "then" if condition else "else")
         self.block(step.then if condition else step.orelse, env, loops)
 
-    def match(self, step: Match, env: dict[str, Any], key: str, loops: tuple[int, ...]) -> None:
+    def match(self, step: Match, env: Env, key: str, loops: tuple[int, ...]) -> None:
         subject = self.ctx.guard(key, "match", lambda: value(env, step.subject))
-        fields: dict[str, Any]
+        fields: JSONObject
         tag: str
         if isinstance(subject, DecisionValue):
             tag = subject.tag
@@ -165,7 +167,7 @@ class Interpreter:
             env[name] = bound if isinstance(bound, TRUSTED) else copy.deepcopy(bound)
         self.block(arm.body, env, loops)
 
-    def loop(self, step: Loop, env: dict[str, Any], key: str, loops: tuple[int, ...]) -> None:
+    def loop(self, step: Loop, env: Env, key: str, loops: tuple[int, ...]) -> None:
         items: list[Any]
         if step.over is not None:
             over_expr = step.over
@@ -185,7 +187,7 @@ class Interpreter:
             for name in env:  # the body may rebind outer names (the checker keeps them equal)
                 env[name] = body[name]
 
-    def try_(self, step: Try, env: dict[str, Any], key: str, loops: tuple[int, ...]) -> None:
+    def try_(self, step: Try, env: Env, key: str, loops: tuple[int, ...]) -> None:
         body = dict(env)
         try:
             self.block(step.body, body, loops)

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
-from typing import Any
 
 from dispatch.models import TranscriptEntry
 from dispatch.services.executions import journal_append, journal_read
 from dispatch.services.proposals import CALL_ID
 from dispatch.workflows.values import StepOutcome, WorkflowRun
+from protocols.jsontypes import JSONObject
 
 HEADER = "workflow"  # the call_id of the journal header; step keys start with `steps[`
 _MAX_KEY = 80  # TranscriptEntry.call_id (Proposal.call_id holds 200)
@@ -29,18 +29,18 @@ class Journal:
 
     def __init__(self, execution_id: str) -> None:
         self.execution_id = execution_id
-        self.calls: dict[str, dict[str, Any]] = {}
-        self.results: dict[str, dict[str, Any]] = {}
-        self.finals: dict[str, dict[str, Any]] = {}
-        self._tables: dict[str, dict[str, dict[str, Any]]] = {
+        self.calls: dict[str, JSONObject] = {}
+        self.results: dict[str, JSONObject] = {}
+        self.finals: dict[str, JSONObject] = {}
+        self._tables: dict[str, dict[str, JSONObject]] = {
             TranscriptEntry.Kind.TOOL_CALL: self.calls,
             TranscriptEntry.Kind.TOOL_RESULT: self.results,
             TranscriptEntry.Kind.FINAL: self.finals}
         for entry in journal_read(execution_id=execution_id):
             self._tables[entry["kind"]][entry["call_id"]] = entry["payload"]
 
-    def put(self, key: str, payload: dict[str, Any], now: datetime, *,
-            kind: str = TranscriptEntry.Kind.TOOL_RESULT) -> dict[str, Any]:
+    def put(self, key: str, payload: JSONObject, now: datetime, *,
+            kind: str = TranscriptEntry.Kind.TOOL_RESULT) -> JSONObject:
         recorded = journal_append(execution_id=self.execution_id, kind=kind, call_id=key,
                                   payload=payload, now=now)
         self._tables[kind][key] = recorded
@@ -56,7 +56,7 @@ def step_key(path: str, loops: tuple[int, ...]) -> str:
     return "h:" + hashlib.sha256(key.encode()).hexdigest()[:60]
 
 
-def run_from(final: dict[str, Any], execution_id: str, name: str) -> WorkflowRun:
+def run_from(final: JSONObject, execution_id: str, name: str) -> WorkflowRun:
     """The run a final journal entry records."""
     outcomes = tuple(StepOutcome(**o) for o in final["outcomes"])
     denial = StepOutcome(**final["denial"]) if final.get("denial") else None

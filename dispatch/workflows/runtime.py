@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
 
 from django.utils import timezone
 
@@ -35,6 +34,7 @@ from dispatch.workflows.values import Mode, WorkflowRefused, WorkflowRun
 from protocols.canonical import CanonicalizationError
 from protocols.contracts import ContractRegistry
 from protocols.denials import Denial, DenialCode
+from protocols.jsontypes import JSONObject, JSONValue
 from protocols.lifecycle import RESOURCE_PROTOCOLS, protocol_tables
 from protocols.workflow import CheckedWorkflow
 from protocols.workflow.ir import AgentCall, Approve, Block, Loop, Parallel, Race, Receive, Workflow
@@ -49,7 +49,7 @@ def run_workflow(
     *,
     principal: Principal,
     execution_id: str | None = None,
-    inputs: Mapping[str, Any] | None = None,
+    inputs: Mapping[str, JSONValue] | None = None,
     now: datetime | None = None,
     mode: Mode = "inline",
     agents: Mapping[str, ModelAdapter] | None = None,
@@ -208,13 +208,13 @@ def _shape_of(workflow: Workflow) -> str:
 # --- inputs --------------------------------------------------------------------------------------
 
 
-def _raw_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
+def _raw_inputs(inputs: Mapping[str, JSONValue]) -> JSONObject:
     return {name: value.id if isinstance(value, Resource) else value
             for name, value in inputs.items()}
 
 
 def _pin_inputs(workflow: Workflow, principal: Principal,
-                inputs: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+                inputs: Mapping[str, JSONValue] | None) -> dict[str, JSONObject]:
     """Validate the inputs against their declarations; pin handles at their current revision."""
     raw = _raw_inputs(inputs or {})
     declared = {i.name: i for i in workflow.inputs}
@@ -222,7 +222,7 @@ def _pin_inputs(workflow: Workflow, principal: Principal,
     if undeclared:
         raise WorkflowRefused(DenialCode.INPUT_INVALID,
                               "undeclared inputs: " + ", ".join(undeclared))
-    pinned: dict[str, dict[str, Any]] = {}
+    pinned: dict[str, JSONObject] = {}
     for name, spec in declared.items():
         if name not in raw:
             raise WorkflowRefused(DenialCode.INPUT_INVALID, f"input `{name}` is required")
@@ -242,7 +242,7 @@ def _pin_inputs(workflow: Workflow, principal: Principal,
 
 
 def _pin_handle(name: str, kind: str, state: str | None, principal: Principal,
-                value: Any) -> dict[str, Any]:
+                value: JSONValue) -> JSONObject:
     """A handle comes from the trusted store, never from the caller's fields
     (docs/design.md#resources)."""
     try:

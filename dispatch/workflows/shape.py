@@ -13,9 +13,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Mapping
 from enum import Enum
-from typing import Any
 
 from protocols.canonical import canonicalize, digest
+from protocols.jsontypes import JSONValue
 from protocols.workflow.ir import Block, If, Loop, Match, Parallel, Race, Step, Try, Workflow
 
 
@@ -48,7 +48,7 @@ def shape_digest(workflow: Workflow) -> str:
     return digest(_shape(workflow))
 
 
-def _shape(node: Any) -> Any:
+def _shape(node: JSONValue) -> JSONValue:
     if dataclasses.is_dataclass(node) and not isinstance(node, type):
         return {"_": type(node).__name__, **{f.name: _shape(getattr(node, f.name))
                                              for f in dataclasses.fields(node)

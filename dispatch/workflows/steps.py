@@ -11,7 +11,7 @@ revision it made.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from dispatch.models import ApprovalRequest, Attempt, Decision, Proposal, Revision, TranscriptEntry
 from dispatch.runtime import get_runtime
@@ -23,6 +23,7 @@ from dispatch.services.resources import resource_create, revision_create
 from dispatch.workflows.context import RunContext
 from dispatch.workflows.values import (
     DecisionValue,
+    Env,
     HandleValue,
     OutcomeValue,
     PermitValue,
@@ -36,12 +37,13 @@ from dispatch.workflows.values import (
 from protocols.approvals import effective_approval_state
 from protocols.canonical import CanonicalizationError, digest, materialize_defaults
 from protocols.denials import Denial, DenialCode
+from protocols.jsontypes import JSONObject, JSONValue
 from protocols.lifecycle import ApprovalState, Outcome
 from protocols.workflow.authority import covers
 from protocols.workflow.ir import Create, Dispatch, Edit, Propose, Ref, RequestApproval
 
 
-def create(ctx: RunContext, step: Create, env: dict[str, Any], key: str) -> None:
+def create(ctx: RunContext, step: Create, env: Env, key: str) -> None:
     done = ctx.replay(key)
     if done is None:
         payload = ctx.guard(key, "create", lambda: data(env, step.payload))
@@ -56,7 +58,7 @@ def create(ctx: RunContext, step: Create, env: dict[str, Any], key: str) -> None
         env[step.bind] = HandleValue(done["resource_id"], done["revision"], done["kind"])
 
 
-def edit(ctx: RunContext, step: Edit, env: dict[str, Any], key: str) -> None:
+def edit(ctx: RunContext, step: Edit, env: Env, key: str) -> None:
     done = ctx.replay(key)
     if done is None:
         handle = ctx.guard(key, "edit", lambda: trusted(env, step.handle, HandleValue))
@@ -79,7 +81,7 @@ def edit(ctx: RunContext, step: Edit, env: dict[str, Any], key: str) -> None:
         env[name] = HandleValue(done["resource_id"], done["revision"], done["kind"])
 
 
-def _adopt_edit(ctx: RunContext, key: str, handle: HandleValue, payload: Any) -> int | None:
+def _adopt_edit(ctx: RunContext, key: str, handle: HandleValue, payload: JSONValue) -> int | None:
     """After a crash between an edit and its journal entry, the revision the run made."""
     if key not in ctx.journal.calls:
         return None
@@ -96,7 +98,7 @@ def _adopt_edit(ctx: RunContext, key: str, handle: HandleValue, payload: Any) ->
     return made.number if same else None
 
 
-def propose(ctx: RunContext, step: Propose, env: dict[str, Any], key: str) -> None:
+def propose(ctx: RunContext, step: Propose, env: Env, key: str) -> None:
     done = ctx.replay(key)
     if done is None:
         arguments = ctx.guard(key, "propose", lambda: {
@@ -122,7 +124,7 @@ def propose(ctx: RunContext, step: Propose, env: dict[str, Any], key: str) -> No
 
 
 def _within_declared_authority(ctx: RunContext, operation: str,
-                               arguments: dict[str, Any]) -> None:
+                               arguments: JSONObject) -> None:
     """Effective authority is the intersection of the workflow's declared authority, the
     principal's grants and deployment policy (docs/design.md#grants): values the checker could not
     see (a handle's sender, a JSON input) must lie within what the workflow declares too."""
@@ -138,7 +140,7 @@ def _within_declared_authority(ctx: RunContext, operation: str,
                      selected=selected)
 
 
-def request_approval(ctx: RunContext, step: RequestApproval, env: dict[str, Any],
+def request_approval(ctx: RunContext, step: RequestApproval, env: Env,
                      key: str) -> None:
     done = ctx.replay(key)
     if done is None:
@@ -171,7 +173,7 @@ def request_approval(ctx: RunContext, step: RequestApproval, env: dict[str, Any]
         env[step.bind] = DecisionValue(done["proposal_id"], tag, done.get("reason", ""))
 
 
-def dispatch(ctx: RunContext, step: Dispatch, env: dict[str, Any], key: str) -> None:
+def dispatch(ctx: RunContext, step: Dispatch, env: Env, key: str) -> None:
     done = ctx.replay(key)
     if done is None:
         proposal = ctx.guard(key, "dispatch",
@@ -188,7 +190,7 @@ def dispatch(ctx: RunContext, step: Dispatch, env: dict[str, Any], key: str) -> 
         except Denial as denial:
             ctx.deny(key, "dispatch", denial)
         operation = driven.operation
-        detail: dict[str, Any] = {"proposal_id": proposal.id, "operation_id": operation.id,
+        detail: JSONObject = {"proposal_id": proposal.id, "operation_id": operation.id,
                                   "operation_state": operation.state}
         if isinstance(driven, Running):
             ctx.record(key, "dispatch", "running", detail=detail)

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 from protocols.denials import Denial, DenialCode
+from protocols.jsontypes import JSONObject, JSONValue
 from protocols.workflow.ir import Expr
 from protocols.workflow.ir import Literal as Lit
 
 RunState = Literal["waiting", "finished", "denied"]
 Mode = Literal["inline", "worker"]
+Env: TypeAlias = dict[str, Any]
+"""A run's environment: each bound name to its value (JSON data or a trusted step's value)."""
 
 
 # --- the public API -----------------------------------------------------------------------------
@@ -39,7 +42,7 @@ class StepOutcome:
     status: str
     code: str | None = None
     message: str = ""
-    detail: dict[str, Any] = field(default_factory=dict)
+    detail: JSONObject = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,7 @@ class PermitValue:
 @dataclass(frozen=True)
 class OutcomeValue:
     tag: str
-    result: Any = None
+    result: JSONValue = None
     error: str = ""
 
 
@@ -128,7 +131,7 @@ class Denied(Exception):
 # --- evaluation ---------------------------------------------------------------------------------
 
 
-def value(env: dict[str, Any], expr: Expr) -> Any:
+def value(env: Env, expr: Expr) -> Any:
     """A literal (a copy), or the binding `expr` names with its JSON fields read."""
     if isinstance(expr, Lit):
         return copy.deepcopy(expr.value)
@@ -148,7 +151,7 @@ def value(env: dict[str, Any], expr: Expr) -> Any:
     return found
 
 
-def data(env: dict[str, Any], expr: Expr) -> Any:
+def data(env: Env, expr: Expr) -> JSONValue:
     """JSON data only: never a trusted value."""
     found = value(env, expr)
     if isinstance(found, TRUSTED):
@@ -157,7 +160,7 @@ def data(env: dict[str, Any], expr: Expr) -> Any:
     return copy.deepcopy(found)
 
 
-def trusted(env: dict[str, Any], expr: Expr, kind: type) -> Any:
+def trusted(env: Env, expr: Expr, kind: type) -> Any:
     """A trusted value of `kind`: only trusted steps mint them, data never stands in."""
     found = value(env, expr)
     if not isinstance(found, kind):
@@ -166,7 +169,7 @@ def trusted(env: dict[str, Any], expr: Expr, kind: type) -> Any:
     return found
 
 
-def argument(env: dict[str, Any], expr: Expr) -> Any:
+def argument(env: Env, expr: Expr) -> JSONValue:
     """A proposal argument: data, or a handle as the `{"id", "revision"}` the store resolves."""
     found = value(env, expr)
     if isinstance(found, HandleValue):

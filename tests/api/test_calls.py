@@ -14,7 +14,7 @@ from django.test import Client
 
 from dispatch.models import Operation
 from dispatch.services.dispatcher import proposal_dispatch
-from dispatch.services.execution import operation_execute
+from dispatch.services.worker import operation_execute
 from tests.api.conftest import API, Caller, assert_error, draft_payload, schema_errors
 from tests.conftest import MAILBOX, World
 from tests.support.destinations import Destinations

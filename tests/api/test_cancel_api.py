@@ -14,8 +14,8 @@ from django.test import Client
 
 from demo.destinations.runner import list_all
 from dispatch.models import AuditEvent, Permit
-from dispatch.services.execution import operation_execute
 from dispatch.services.principals import agent_create, human_create
+from dispatch.services.worker import operation_execute
 from tests.api.conftest import API, Caller, assert_error, schema_errors
 from tests.api.test_calls import create_draft, propose_email
 from tests.conftest import ALL_TOOLS, World

@@ -17,9 +17,9 @@ except ImportError:  # the conftest's browser fixture says the same; under CI it
 
 from dispatch.models import ApprovalRequest, Operation
 from dispatch.services.dispatcher import proposal_dispatch
-from dispatch.services.execution import operation_execute
 from dispatch.services.principals import human_create
 from dispatch.services.resources import revision_create
+from dispatch.services.worker import operation_execute
 from tests.conftest import World
 from tests.support.destinations import Destinations
 

@@ -12,7 +12,7 @@ import pytest
 
 from demo.destinations.runner import list_all
 from dispatch.models import Operation, Permit
-from dispatch.services.execution import operation_execute
+from dispatch.services.worker import operation_execute
 from tests.concurrency.test_claim_race import run_race
 from tests.conftest import make_world
 from tests.support.destinations import Destinations

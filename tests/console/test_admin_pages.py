@@ -11,8 +11,8 @@ import pytest
 from dispatch.models import AuditEvent, Grant, Operation
 from dispatch.services.authority import grant_delegate
 from dispatch.services.dispatcher import proposal_dispatch
-from dispatch.services.execution import operation_execute
 from dispatch.services.principals import human_create, subagent_create
+from dispatch.services.worker import operation_execute
 from tests.conftest import World
 from tests.console.conftest import Browser, text
 from tests.support.destinations import Destinations

@@ -48,7 +48,7 @@ def test_the_page_says_why_an_email_is_not_renewable(
     live: World, as_user: Callable[[str, str], Browser],
 ) -> None:
     from dispatch.services.dispatcher import proposal_dispatch
-    from dispatch.services.execution import operation_execute
+    from dispatch.services.worker import operation_execute
 
     proposal, _ = live.approved_email(to=["x@lose-response.test"])
     operation = operation_execute(operation_id=proposal_dispatch(

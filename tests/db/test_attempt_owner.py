@@ -19,9 +19,9 @@ from dispatch.models import Attempt, AuditEvent, BudgetCounter, Operation
 from dispatch.runtime import get_runtime
 from dispatch.services.attempts import attempt_next
 from dispatch.services.dispatcher import proposal_dispatch
-from dispatch.services.execution import operation_execute
 from dispatch.services.operations import attempt_hold, attempt_start
 from dispatch.services.reconciliation import reconcile_operations
+from dispatch.services.worker import operation_execute
 from protocols.contracts import Idempotency, Reconciliation
 from tests.conftest import World
 from tests.support.destinations import Destinations

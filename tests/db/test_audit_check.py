@@ -16,10 +16,10 @@ from django.core.management import CommandError, call_command
 from dispatch.models import AuditEvent, Operation
 from dispatch.services.cancellation import proposal_cancel
 from dispatch.services.dispatcher import proposal_dispatch
-from dispatch.services.execution import operation_execute
 from dispatch.services.operations import attempt_start
 from dispatch.services.proposals import proposal_create
 from dispatch.services.reconciliation import operation_resolve, reconcile_operations
+from dispatch.services.worker import operation_execute
 from tests.conftest import World, make_world
 from tests.support.destinations import Destinations
 

@@ -17,11 +17,11 @@ from django.core.management import call_command
 from dispatch.models import AuditEvent, Operation, Proposal
 from dispatch.services.cancellation import proposal_cancel
 from dispatch.services.dispatcher import proposal_dispatch
-from dispatch.services.execution import operation_execute
 from dispatch.services.operations import attempt_start
 from dispatch.services.proposals import proposal_create
 from dispatch.services.reconciliation import operation_resolve, reconcile_operations
 from dispatch.services.resources import resource_create
+from dispatch.services.worker import operation_execute
 from tests.conftest import MAILBOX, World
 from tests.support.destinations import Destinations
 

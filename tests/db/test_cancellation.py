@@ -14,12 +14,12 @@ from demo.destinations.runner import list_all
 from dispatch.models import Attempt, AuditEvent, Operation, Permit, Proposal, Resource
 from dispatch.services.cancellation import operation_cancel, proposal_cancel
 from dispatch.services.dispatcher import proposal_dispatch
-from dispatch.services.execution import operation_execute
 from dispatch.services.operations import attempt_start
 from dispatch.services.principals import agent_create, human_create
 from dispatch.services.proposals import proposal_create
 from dispatch.services.reconciliation import reconcile_operations
 from dispatch.services.renewals import operation_reauthorize
+from dispatch.services.worker import operation_execute
 from protocols.denials import Denial, DenialCode
 from tests.conftest import ALL_TOOLS, World
 from tests.db.test_renewals import LATER, grant, stopped_transfer

@@ -12,7 +12,7 @@ from demo.destinations.runner import list_all
 from dispatch.handlers import HandlerContext
 from dispatch.runtime import get_runtime
 from dispatch.services.dispatcher import proposal_dispatch
-from dispatch.services.execution import operation_execute
+from dispatch.services.worker import operation_execute
 from tests.conftest import World
 from tests.support.destinations import Destinations
 from tests.support.runtime import ChangedEmailSendHandler

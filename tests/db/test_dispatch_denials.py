@@ -29,11 +29,11 @@ from dispatch.services.approvals import approval_decide, approvals_expire_stale
 from dispatch.services.authority import grant_delegate, grant_issue, grant_revoke
 from dispatch.services.budgets import budget_take
 from dispatch.services.dispatcher import proposal_dispatch
-from dispatch.services.execution import operation_execute
 from dispatch.services.principals import agent_create, human_create
 from dispatch.services.proposals import proposal_create
 from dispatch.services.reconciliation import operation_resolve
 from dispatch.services.resources import resource_create, revision_create
+from dispatch.services.worker import operation_execute
 from protocols.denials import Denial, DenialCode
 from tests.conftest import ALL_TOOLS, MAILBOX, World
 from tests.support.destinations import Destinations

@@ -9,8 +9,8 @@ import pytest
 from demo.destinations.runner import list_all
 from dispatch.models import AuditEvent, Operation, Resource
 from dispatch.services.dispatcher import proposal_dispatch
-from dispatch.services.execution import operation_execute
 from dispatch.services.reconciliation import operation_resolve, reconcile_operations
+from dispatch.services.worker import operation_execute
 from tests.conftest import World
 from tests.support.destinations import Destinations
 

@@ -15,8 +15,8 @@ from demo.destinations.runner import list_all
 from demo.destinations.sources import replace_source
 from dispatch.models import Attestation, AuditEvent, Operation, Permit, Receipt, Resource
 from dispatch.services.dispatcher import proposal_dispatch
-from dispatch.services.execution import operation_execute
 from dispatch.services.reconciliation import reconcile_operations
+from dispatch.services.worker import operation_execute
 from protocols.canonical import digest_bytes
 from protocols.denials import Denial, DenialCode
 from tests.conftest import World

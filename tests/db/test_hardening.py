@@ -16,7 +16,6 @@ from dispatch.services import reconciliation
 from dispatch.services.approvals import approval_decide
 from dispatch.services.authority import grant_delegate, grant_revoke
 from dispatch.services.dispatcher import proposal_dispatch
-from dispatch.services.execution import _settle_attempt, operation_execute
 from dispatch.services.leases import lease
 from dispatch.services.operations import attempt_start
 from dispatch.services.principals import agent_create, human_create, token_authenticate
@@ -25,6 +24,7 @@ from dispatch.services.reconciliation import (
     operation_reconcile,
     reconcile_operations,
 )
+from dispatch.services.worker import _settle_attempt, operation_execute
 from protocols.denials import Denial, DenialCode
 from tests.conftest import ALL_TOOLS, MAILBOX, World
 from tests.support.destinations import Destinations

@@ -136,10 +136,10 @@ def test_an_extension_adds_a_kind_and_an_action_on_it(helpdesk: None, now: datet
     from dispatch.services.audit import audit_replay
     from dispatch.services.authority import grant_issue
     from dispatch.services.dispatcher import proposal_dispatch
-    from dispatch.services.execution import operation_execute
     from dispatch.services.principals import agent_create, human_create
     from dispatch.services.proposals import proposal_create
     from dispatch.services.resources import resource_create
+    from dispatch.services.worker import operation_execute
 
     assert get_runtime().resource_kinds["ticket"] is TICKET_KIND
     agent, _ = agent_create(name="helper", tenant="helpdesk", tools=["ticket.resolve"])

@@ -16,8 +16,8 @@ from dispatch.handlers import HandlerContext
 from dispatch.models import Attempt, Operation
 from dispatch.runtime import get_runtime
 from dispatch.services.dispatcher import proposal_dispatch
-from dispatch.services.execution import OUTPUT_INVALID, operation_execute
 from dispatch.services.proposals import proposal_create
+from dispatch.services.worker import OUTPUT_INVALID, operation_execute
 from tests.conftest import World
 from tests.support.destinations import Destinations
 

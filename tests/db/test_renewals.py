@@ -18,9 +18,9 @@ from dispatch.models import Attempt, AuditEvent, Grant, Operation, Renewal
 from dispatch.runtime import get_runtime
 from dispatch.services.authority import grant_revoke
 from dispatch.services.dispatcher import proposal_dispatch
-from dispatch.services.execution import operation_execute
 from dispatch.services.principals import agent_create, human_create
 from dispatch.services.renewals import operation_reauthorize, renewal_decide, renewal_refusal
+from dispatch.services.worker import operation_execute
 from protocols.contracts import ApprovalRequirement, Idempotency, Reconciliation
 from protocols.denials import Denial, DenialCode
 from tests.conftest import ALL_TOOLS, World

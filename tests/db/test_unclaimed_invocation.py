@@ -15,9 +15,9 @@ from dispatch.handlers import HandlerContext, UnclaimedInvocationError
 from dispatch.models import Operation
 from dispatch.runtime import get_runtime
 from dispatch.services.dispatcher import proposal_dispatch
-from dispatch.services.execution import handler_invoke, operation_execute
 from dispatch.services.operations import StartedAttempt, attempt_start
 from dispatch.services.proposals import proposal_create
+from dispatch.services.worker import handler_invoke, operation_execute
 from tests.conftest import World
 from tests.support.destinations import Destinations
 

@@ -13,7 +13,7 @@ import pytest
 from dispatch.models import Attempt, AuditEvent, Operation
 from dispatch.runtime import get_runtime
 from dispatch.services.dispatcher import proposal_dispatch
-from dispatch.services.execution import operation_execute
+from dispatch.services.worker import operation_execute
 from tests.conftest import World
 from tests.support.standins import bank_standin, bank_url, smtp_standin
 

@@ -16,8 +16,8 @@ from django.utils import timezone
 from demo.destinations.runner import list_all
 from dispatch.models import Attempt, Operation, Permit, Resource
 from dispatch.services.dispatcher import proposal_dispatch
-from dispatch.services.execution import operation_execute
 from dispatch.services.reconciliation import operation_resolve, reconcile_operations
+from dispatch.services.worker import operation_execute
 from protocols.denials import Denial, DenialCode
 from tests.conftest import World
 from tests.support.destinations import Destinations

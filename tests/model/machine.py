@@ -311,7 +311,7 @@ class LifecycleModel(RuleBasedStateMachine):
         """A worker runs the task of the proposal's operation, if it is claimed and `script`
         is not None (None: the task was lost, or is late); the destination answers its calls
         as `script` says."""
-        from dispatch.services.execution import operation_execute
+        from dispatch.services.worker import operation_execute
 
         if script is None:
             return
@@ -745,8 +745,8 @@ class LifecycleModel(RuleBasedStateMachine):
         every claimed operation, three times over. Then nothing may be `claimed` (which no
         worker is running), and the budgets must be whole."""
         from dispatch.services.audit import audit_replay
-        from dispatch.services.execution import operation_execute
         from dispatch.services.reconciliation import reconcile_operations
+        from dispatch.services.worker import operation_execute
 
         self._note("-- drain")
         for destination in self.destinations.values():
@@ -873,9 +873,9 @@ def model_runtime() -> Iterator[None]:
         approvals,
         claims,
         dispatcher,
-        execution,
         reconciliation,
         renewals,
+        worker,
     )
 
     saved: list[tuple[Any, str, Any]] = []
@@ -884,13 +884,13 @@ def model_runtime() -> Iterator[None]:
         saved.append((module, name, getattr(module, name)))
         setattr(module, name, value)
 
-    for module in (approvals, claims, dispatcher, execution, renewals):
+    for module in (approvals, claims, dispatcher, renewals, worker):
         patch(module, "failpoint", _failpoint)
     patch(queue, "execute_now", _enqueue)
     patch(reconciliation, "execute_now", _enqueue)
-    patch(execution, "time", _TIME)
+    patch(worker, "time", _TIME)
     patch(handlers, "time", _TIME)
-    patch(execution, "_settle_attempt", _settle_or_fail(execution._settle_attempt))
+    patch(worker, "_settle_attempt", _settle_or_fail(worker._settle_attempt))
     extensions = [*settings.DISPATCH_EXTENSIONS, "tests.model.extension"]
     # A production-like backoff (it is simulated: nothing sleeps), longer than the
     # cancellation probe's interval, as in production.

@@ -15,7 +15,7 @@ the services of ours that answer it:
 - `begin`: `executions.execution_create` (the run) and `proposals.proposal_intake` per action:
   the harness's action id is the `call_id`, and an argument, so the approval binds it too;
 - the run itself: `executions.proposal_drive(execute=True)` per action, which finds or claims
-  (`dispatcher.proposal_dispatch`) and runs (`execution.operation_execute`) its operation;
+  (`dispatcher.proposal_dispatch`) and runs (`worker.operation_execute`) its operation;
 - `wait_for_pending`: the proposals whose approval request is `pending`;
 - `approve`, `reject`: `approvals.approval_decide` by an operator. Reviewed arguments are
   another proposal of the agent, which the operator grants; the original is denied;

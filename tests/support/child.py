@@ -31,8 +31,8 @@ def main(action: str, *args: str) -> None:
     from dispatch.services.authority import grant_delegate, grant_revoke
     from dispatch.services.cancellation import operation_cancel
     from dispatch.services.dispatcher import proposal_dispatch
-    from dispatch.services.execution import operation_execute
     from dispatch.services.renewals import renewal_decide
+    from dispatch.services.worker import operation_execute
     from protocols.denials import Denial
 
     def principal(pk: str) -> Principal:

@@ -14,7 +14,7 @@ def main(principal_id: str, proposal_id: str) -> None:
 
     from dispatch.models import Principal
     from dispatch.services.dispatcher import proposal_dispatch
-    from dispatch.services.execution import operation_execute
+    from dispatch.services.worker import operation_execute
 
     principal = Principal.objects.get(id=principal_id)
     operation = proposal_dispatch(principal=principal, proposal_id=proposal_id,

@@ -55,7 +55,7 @@ class Researcher:
 
     def run(self, proposal: Proposal) -> Operation:
         from dispatch.services.dispatcher import proposal_dispatch
-        from dispatch.services.execution import operation_execute
+        from dispatch.services.worker import operation_execute
 
         claimed = proposal_dispatch(principal=self.agent, proposal_id=proposal.id,
                                     now=self.world.now, enqueue=False)

@@ -377,7 +377,7 @@ def test_pure_core_records_are_not_models(tmp_path: Path) -> None:
 #: every one after it `attempt_next`'s, which checks again what the claim checked.
 ATTEMPT_STARTERS = {"attempt_open": {"dispatch/services/operations.py:attempt_start",
                                       "dispatch/services/attempts.py:attempt_next"},
-                    "attempt_start": {"dispatch/services/execution.py:_next_attempt"}}
+                    "attempt_start": {"dispatch/services/worker.py:_next_attempt"}}
 
 
 def _callers(name: str) -> set[str]:

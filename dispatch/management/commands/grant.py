@@ -10,10 +10,11 @@ from dispatch.models import Principal
 from dispatch.services.authority import grant_issue
 from protocols.denials import Denial
 from protocols.expiry import expiry_after
+from protocols.jsontypes import JSONObject
 
 
-def parse_scopes(items: list[str]) -> dict[str, Any]:
-    scope: dict[str, Any] = {}
+def parse_scopes(items: list[str]) -> JSONObject:
+    scope: JSONObject = {}
     for item in items:
         key, sep, values = item.partition("=")
         if not sep or not key or not values:

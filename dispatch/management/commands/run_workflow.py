@@ -22,6 +22,7 @@ from dispatch.agent.adapters import ModelAdapter, ScriptError
 from dispatch.models import Principal
 from dispatch.runtime import get_runtime
 from dispatch.workflows import StepOutcome, WorkflowRefused, run_workflow
+from protocols.jsontypes import JSONObject
 from protocols.workflow import CheckedWorkflow, check_source
 from protocols.workflow.report import render_text, unreadable
 
@@ -91,8 +92,8 @@ def _named(pair: str, flag: str, form: str) -> tuple[str, str]:
     return name, value
 
 
-def _inputs(pairs: list[str]) -> dict[str, Any]:
-    values: dict[str, Any] = {}
+def _inputs(pairs: list[str]) -> JSONObject:
+    values: JSONObject = {}
     for pair in pairs:
         key, raw = _named(pair, "--input", "NAME=VALUE")
         try:

@@ -44,6 +44,7 @@ from dispatch.services.operations import (
 from dispatch.services.statements import cache_related, columns, instance, rows, width
 from protocols.contracts import OperationContract, SchedulingContract
 from protocols.denials import DenialCode
+from protocols.jsontypes import JSONObject
 from protocols.lifecycle import OperationEvent, OperationState
 
 log = logging.getLogger(__name__)
@@ -207,7 +208,7 @@ def _next_attempt(
 
 def handler_invoke(
     handler: Handler, ctx: HandlerContext, started: StartedAttempt | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """THE entry point to a protected handler (docs/design.md#dispatcher): it runs only for a
     started, open attempt of an operation that holds a committed claim, of this handler's operation;
     anything else raises `UnclaimedInvocationError` before any I/O. `started`, minted by the
@@ -228,7 +229,7 @@ def handler_invoke(
 
 def _run_handler(
     handler: Handler, ctx: HandlerContext, contract: OperationContract, started: StartedAttempt,
-) -> tuple[str, dict[str, Any] | None, str]:
+) -> tuple[str, JSONObject | None, str]:
     failpoint("attempt.before_call")
     try:
         result = handler_invoke(handler, ctx, started)
@@ -268,7 +269,7 @@ def _unusable(contract: OperationContract) -> str:
 
 
 def _record_outcome(
-    operation: Operation, number: int, outcome: str, result: dict[str, Any] | None,
+    operation: Operation, number: int, outcome: str, result: JSONObject | None,
     error: str, now: datetime,
 ) -> None:
     """Step 9. If the outcome cannot be recorded after an effect, record `unknown`."""
@@ -287,7 +288,7 @@ def _record_outcome(
 
 
 def _settle_attempt(
-    operation: Operation, number: int, outcome: str, result: dict[str, Any] | None,
+    operation: Operation, number: int, outcome: str, result: JSONObject | None,
     error: str, now: datetime,
 ) -> None:
     moved = operation_move(

@@ -1,15 +1,13 @@
-"""Read-side helpers of the API: the JSON shapes of docs/rest-api.md#calls, built from objects that
-an authorizing loader (`dispatch.services.access`) already returned, or tenant-scoped lists.
+"""The API's presenters: the JSON shapes of docs/rest-api.md#calls, built from objects that an
+authorizing loader (`dispatch.services.access`) or a tenant-scoped selector (`dispatch.selectors`)
+already returned.
 
-Nothing here writes, and nothing here loads a protected object by a client-supplied id.
+Nothing here writes, queries by a client-supplied id, or decides who may see what.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
-
-from django.db.models import QuerySet
 
 from dispatch.models import (
     ApprovalRequest,
@@ -17,18 +15,17 @@ from dispatch.models import (
     Grant,
     Operation,
     Permit,
-    Principal,
     Proposal,
     Resource,
     Revision,
 )
-from dispatch.selectors import AuditFilter, audit_events
 from dispatch.services.resources import resource_current
 from protocols.approvals import effective_approval_state
 from protocols.contracts import OperationContract
+from protocols.jsontypes import JSONObject
 
 
-def resource_view(resource: Resource, revision: Revision | None = None) -> dict[str, Any]:
+def resource_view(resource: Resource, revision: Revision | None = None) -> JSONObject:
     revision = revision or resource_current(resource)
     return {"id": resource.id, "kind": resource.kind, "revision": revision.number,
             "digest": revision.digest, "state": resource.state, "payload": revision.payload}
@@ -37,7 +34,7 @@ def resource_view(resource: Resource, revision: Revision | None = None) -> dict[
 def proposal_view(
     proposal: Proposal, *, now: datetime, fresh: bool = False,
     approval: ApprovalRequest | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """The proposal of docs/rest-api.md#calls. `fresh`: this request just made it, with `approval`
     (or none): it has no operation and no permit yet, and nothing is read back."""
     if not fresh:
@@ -60,7 +57,7 @@ def proposal_view(
 
 def approval_view(
     approval: ApprovalRequest, *, now: datetime, fresh: bool = False,
-) -> dict[str, Any]:
+) -> JSONObject:
     # Expired, whether or not the periodic expiry has recorded it yet.
     state = effective_approval_state(approval.state, approval.expires_at, now).value
     permit_id = None if fresh else Permit.objects.filter(approval_id=approval.id).values_list(
@@ -69,7 +66,7 @@ def approval_view(
             "expires_at": approval.expires_at, "permit_id": permit_id}
 
 
-def operation_view(operation: Operation) -> dict[str, Any]:
+def operation_view(operation: Operation) -> JSONObject:
     attempts = [
         {"number": a.number, "started_at": a.started_at, "ended_at": a.ended_at,
          "outcome": a.outcome or None, "error": a.error or None}
@@ -79,7 +76,7 @@ def operation_view(operation: Operation) -> dict[str, Any]:
             "attempts": attempts, "result": operation.result}
 
 
-def contract_view(contract: OperationContract) -> dict[str, Any]:
+def contract_view(contract: OperationContract) -> JSONObject:
     approval = contract.approval_requirement
     return {
         "name": contract.qualified_name,
@@ -93,7 +90,7 @@ def contract_view(contract: OperationContract) -> dict[str, Any]:
     }
 
 
-def grant_view(grant: Grant) -> dict[str, Any]:
+def grant_view(grant: Grant) -> JSONObject:
     return {"id": grant.id, "issuer": grant.issuer, "subject": grant.subject.name,
             "operations": list(grant.operations), "scope": grant.scope,
             "not_before": grant.not_before, "expires_at": grant.expires_at,
@@ -101,22 +98,7 @@ def grant_view(grant: Grant) -> dict[str, Any]:
             "budget": grant.budget}
 
 
-def grants_of_principal(principal: Principal) -> QuerySet[Grant]:
-    """The caller's own grants (docs/rest-api.md#calls `GET grants/`), revoked and expired ones
-    included."""
-    return Grant.objects.filter(subject=principal, tenant_id=principal.tenant_id).select_related(
-        "subject")
-
-
-def audit_view(event: AuditEvent) -> dict[str, Any]:
+def audit_view(event: AuditEvent) -> JSONObject:
     return {"id": event.id, "at": event.at, "kind": event.kind, "actor": event.actor,
             "operation_id": event.operation_id or None, "proposal_id": event.proposal_id or None,
             "digest": event.digest or None, "details": event.details}
-
-
-def audit_of_tenant(
-    principal: Principal, *, operation: str | None, proposal: str | None, kind: str | None,
-) -> QuerySet[AuditEvent]:
-    """The audit of the caller's tenant only; callers check the admin role first."""
-    return audit_events(viewer=principal, filters=AuditFilter(
-        kind=kind or "", operation_id=operation or "", proposal_id=proposal or ""))
