@@ -332,3 +332,12 @@ RECONCILE_LEASE_SECONDS: float = env.float("RECONCILE_LEASE_SECONDS", default=30
 # sub-agent turn: once it lapses, reconciliation revokes the step's grant (its worker is taken for
 # dead). Keep it above the longest turn: a model call plus a handler within its contract timeout.
 DELEGATION_LEASE_SECONDS: float = env.float("DELEGATION_LEASE_SECONDS", default=120.0)
+
+# --- The MCP gateway (docs/mcp.md) ----------------------------------------------------------------
+# Seconds a `tools/call` that needs no task waits for the action to settle (approval included)
+# before it answers `approval_pending` or the operation as it stands.
+MCP_WAIT_SECONDS: float = env.float("MCP_WAIT_SECONDS", default=30.0)
+# The console's address as people reach it: the `approval_url` an MCP answer gives.
+CONSOLE_BASE_URL: str = env.str("CONSOLE_BASE_URL", default="http://127.0.0.1:8000")
+# The largest MCP request body taken, in bytes; a larger one is 413.
+MCP_MAX_BODY_BYTES: int = env.int("MCP_MAX_BODY_BYTES", default=1024 * 1024)

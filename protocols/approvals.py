@@ -57,6 +57,13 @@ _APPROVAL_DENIALS = {
 }
 
 
+def approval_refusal(state: ApprovalState) -> Denial | None:
+    """The refusal of a dispatch under an approval in `state` (its effective state), or None for
+    a granted one, whose permit decides (`permit_refusal`)."""
+    code = _APPROVAL_DENIALS.get(state)
+    return None if code is None else Denial(code)
+
+
 def permit_refusal(
     *,
     approval_state: ApprovalState | str | None,
@@ -76,9 +83,10 @@ def permit_refusal(
     """
     if approval_state is None or approval_expires_at is None:
         return Denial(DenialCode.APPROVAL_REQUIRED)
-    state = effective_approval_state(approval_state, approval_expires_at, now)
-    if state in _APPROVAL_DENIALS:
-        return Denial(_APPROVAL_DENIALS[state])
+    refusal = approval_refusal(effective_approval_state(approval_state, approval_expires_at,
+                                                        now))
+    if refusal is not None:
+        return refusal
     if permit is None:
         return Denial(DenialCode.PERSISTENCE_FAILURE, reason="granted approval has no permit")
     if permit.state == PermitState.CLAIMED:

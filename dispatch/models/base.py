@@ -160,6 +160,11 @@ class Proposal(models.Model):
     call_scope = models.CharField(max_length=80, blank=True, default="")
     cancelled_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField()
+    # Where the proposal came in (docs/mcp.md#operators): "" for the REST API and the embedded
+    # runtime, "mcp" for the MCP gateway; `client` is the name and version the MCP client gave,
+    # shown to the operator as the client's own claim, never as authority.
+    channel = models.CharField(max_length=20, blank=True, default="")
+    client = models.CharField(max_length=200, blank=True, default="")
 
     class Meta:
         indexes = [

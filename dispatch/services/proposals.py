@@ -40,6 +40,19 @@ CALL_ID = re.compile(r"[ -~]{1,200}")
 CALL_ID_RULE = "must be a string of 1 to 200 printable ASCII characters"
 
 
+#: The longest client description a proposal keeps.
+CLIENT_MAX = 200
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a proposal came in: `channel` "" (the REST API, the embedded runtime) or "mcp", and
+    the client's own name and version as it gave them (shown to operators, never trusted)."""
+
+    channel: str = ""
+    client: str = ""
+
+
 @dataclass(frozen=True)
 class Intake:
     """The proposal of one request, and whether this request made it (docs/rest-api.md#calls: 201
@@ -78,6 +91,7 @@ def proposal_intake(
     dispatch_on_approval: object = False,
     call_id: object = None,
     now: datetime,
+    origin: Origin = Origin(),
 ) -> Intake:
     """Snapshot one exact action and open its approval request if the contract needs one.
 
@@ -116,7 +130,8 @@ def proposal_intake(
     try:
         proposal, approval = _proposal_insert(
             admission, execution_id=execution_id, dispatch_on_approval=dispatch_on_approval,
-            call_scope=call_scope, call_id=call or "", expires_in=expires_in, now=now)
+            call_scope=call_scope, call_id=call or "", expires_in=expires_in, now=now,
+            origin=origin)
         return Intake(proposal, created=True, approval=approval)
     except IntegrityError:
         # Another request of this call committed first, after the look-up above: the unique
@@ -168,7 +183,7 @@ def _same_arguments(stored: JSONValue, full: JSONObject) -> bool:
 
 def _proposal_insert(
     admission: Admission, *, execution_id: str, dispatch_on_approval: bool, call_scope: str,
-    call_id: str, expires_in: int | None, now: datetime,
+    call_id: str, expires_in: int | None, now: datetime, origin: Origin,
 ) -> tuple[Proposal, ApprovalRequest | None]:
     principal, contract, runtime = admission.principal, admission.contract, admission.runtime
     full, resolved, proposal_digest = admission.arguments, admission.resolved, admission.digest
@@ -182,7 +197,7 @@ def _proposal_insert(
             destination_fingerprint=runtime.destination_fingerprint(contract),
             policy_fingerprint=runtime.policy_fingerprint(contract),
             dispatch_on_approval=dispatch_on_approval, call_scope=call_scope, call_id=call_id,
-            created_at=now,
+            created_at=now, channel=origin.channel, client=origin.client[:CLIENT_MAX],
         )
         for ref in resolved.refs:
             ProposalResource.objects.create(proposal=proposal, resource_id=ref["id"],
