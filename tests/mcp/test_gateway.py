@@ -1,0 +1,75 @@
+"""The MCP gateway end to end, with the official SDK's client over stdio and streamable HTTP,
+against a gateway process, a real Celery worker and the real destinations (docs/mcp.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import httpx2 as httpx
+import pytest
+from mcp import Client
+
+from demo.destinations.runner import list_all
+from dispatch.models import Operation, Proposal
+from tests.mcp.conftest import Gateway, Stack, http_client
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.redis, pytest.mark.slow]
+
+OWN_TOOLS = ["crm.lookup", "email.send", "payments.transfer",
+             "resource.create", "resource.revise", "proposal.status"]
+
+
+def test_tools_are_the_agents_contracts_with_their_annotations(
+        stack: Stack, gateway: Gateway) -> None:
+    async def listed() -> Any:
+        async with http_client(gateway.url, stack.world.owner_token) as client:
+            return (await client.list_tools()).tools
+
+    tools = {tool.name: tool for tool in anyio.run(listed)}
+    assert sorted(tools) == sorted(OWN_TOOLS)
+    lookup, transfer = tools["crm.lookup"], tools["payments.transfer"]
+    assert lookup.annotations.read_only_hint is True
+    assert lookup.annotations.destructive_hint is False
+    assert transfer.annotations.read_only_hint is False
+    assert transfer.annotations.destructive_hint is True
+    assert "approval" in transfer.description and "Runs without" in lookup.description
+    assert transfer.input_schema["required"] == ["amount", "currency", "from_account",
+                                                 "to_account"] or set(
+        transfer.input_schema["required"]) >= {"amount", "from_account", "to_account"}
+
+
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+def test_an_ungated_lookup_runs_on_the_worker_and_answers_the_operation(
+        stack: Stack, gateway: Gateway, transport: str) -> None:
+    async def call() -> Any:
+        if transport == "http":
+            async with http_client(gateway.url, stack.world.owner_token) as client:
+                return await client.call_tool("crm.lookup", {"customer_id": "cus-001"})
+        async with Client(stack.stdio(stack.world.owner_token)) as client:
+            return await client.call_tool("crm.lookup", {"customer_id": "cus-001"})
+
+    answer = anyio.run(call)
+    assert answer.is_error is False, answer.structured_content
+    body = answer.structured_content
+    operation = Operation.objects.get(id=body["operation"]["id"])
+    assert body == {"proposal_id": operation.proposal_id,
+                    "operation": {"id": operation.id, "state": "completed",
+                                  "result": operation.result}}
+    proposal = Proposal.objects.get(id=operation.proposal_id)
+    assert proposal.channel == "mcp"
+    assert proposal.client  # the SDK's client names itself
+
+
+@pytest.mark.parametrize("header", [None, "Bearer wrong-token", "Basic abc", "Bearer"])
+def test_a_request_without_a_live_token_is_401_before_any_mcp(
+        stack: Stack, gateway: Gateway, header: str | None) -> None:
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if header is not None:
+        headers["Authorization"] = header
+    response = httpx.post(gateway.url, headers=headers, json={
+        "jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}})
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"].startswith("Bearer")
+    assert response.json()["error"]["code"] == -32001
+    assert not list_all(stack.destinations.directory)["email"]
