@@ -61,6 +61,14 @@ def task_of(standing: Standing, *, now: datetime) -> types.Task:
                       ttl=None, poll_interval=POLL_MS)
 
 
+def legacy_task(standing: Standing, *, now: datetime) -> JSONObject:
+    """`task_of` on the wire: `ttl` is required and null (the store keeps the task for as long
+    as it keeps the proposal), which the SDK's serializer would leave out."""
+    wire: JSONObject = task_of(standing, now=now).model_dump(by_alias=True, mode="json",
+                                                            exclude_none=True)
+    return {**wire, "ttl": None}
+
+
 def modern_task(standing: Standing, *, now: datetime, detailed: bool) -> JSONObject:
     """The 2026-07-28 extension's task: flat, with the result (or the failure) inline."""
     task: JSONObject = {
@@ -152,7 +160,7 @@ def install(server: Any, gateway: Gateway) -> None:
         now = timezone.now()
         if _modern(ctx):
             return modern_task(found, now=now, detailed=True)
-        return types.GetTaskResult(**task_of(found, now=now).model_dump())
+        return legacy_task(found, now=now)
 
     async def tasks_result(ctx: ServerRequestContext[Any, Any],
                            params: types.GetTaskPayloadRequestParams) -> Any:
@@ -170,14 +178,14 @@ def install(server: Any, gateway: Gateway) -> None:
         found = await in_thread(_cancel, principal, params.task_id)
         if _modern(ctx):
             return {}
-        return types.CancelTaskResult(**task_of(found, now=timezone.now()).model_dump())
+        return legacy_task(found, now=timezone.now())
 
     async def tasks_list(ctx: ServerRequestContext[Any, Any],
                          params: types.PaginatedRequestParams | None) -> Any:
         principal = await gateway.principal(ctx)
         now = timezone.now()
-        return types.ListTasksResult(
-            tasks=[task_of(found, now=now) for found in await in_thread(_recent, principal)])
+        return {"tasks": [legacy_task(found, now=now)
+                          for found in await in_thread(_recent, principal)]}
 
     async def legacy_task_call(ctx: ServerRequestContext[Any, Any],
                                call_next: CallNext) -> HandlerResult:
@@ -190,7 +198,7 @@ def install(server: Any, gateway: Gateway) -> None:
         answer = await gateway.propose(ctx, call)
         if isinstance(answer, types.CallToolResult):  # refused, or a gateway tool: no task
             return answer
-        return types.CreateTaskResult(task=task_of(answer, now=timezone.now()))
+        return {"task": legacy_task(answer, now=timezone.now())}
 
     server.add_request_handler("tasks/get", types.GetTaskRequestParams, tasks_get)
     server.add_request_handler("tasks/result", types.GetTaskPayloadRequestParams, tasks_result)
