@@ -94,3 +94,7 @@ def screenshot(page: Any) -> Callable[[str], None]:
             README_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(target, README_SCREENSHOTS / f"{name}.png")
     return take
+
+
+# The MCP gateway's stack, for the approval of an MCP task in the browser (tests/support/mcp.py).
+from tests.support.mcp import gateway, stack  # noqa: E402, F401
