@@ -11,5 +11,5 @@ COPY static static
 COPY manage.py ./
 RUN pip install --no-cache-dir -c constraints.txt .
 ENV PYTHONUNBUFFERED=1
-EXPOSE 8000
+EXPOSE 8000 8001
 CMD ["gunicorn", "config.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3"]
