@@ -52,6 +52,9 @@ def test_an_mcp_task_waits_for_the_operator_in_the_browser_then_completes(
     login("approver", "approver-pw")
     page.goto(f"/console/approvals/{approval.id}/")
     expect(page.get_by_text("supplier invoice 88").first).to_be_visible()
+    # Who is asking: the agent, through MCP, and the client as it names itself.
+    expect(page.get_by_text("Proposed through MCP by owner")).to_be_visible()
+    expect(page.get_by_text("client: mcp")).to_be_visible()
     page.get_by_role("button", name="Approve").click()
     expect(page.get_by_text("Approved. Permit")).to_be_visible()
 
