@@ -121,7 +121,7 @@ _TABLE: dict[DenialCode, tuple[int, str]] = {
     DenialCode.APPROVER_IS_REQUESTER: (
         403, "Nobody decides an approval they requested; another operator must decide it."),
     DenialCode.ATTESTATION_MISSING: (
-        403, "No attestation with that id is visible; run evidence.attest on the report first."),
+        403, "No attestation with that id is visible; have the report attested first."),
     DenialCode.ATTESTATION_FAILED: (
         403, "The validator failed this report; mend what its findings say and attest again."),
     DenialCode.ATTESTATION_UNBOUND: (

@@ -48,11 +48,8 @@ STILL_NAMED: dict[str, str] = {
     "dispatch/services/evidence.py": "the validator's view of a report (attestation_judge)",
     "console/evidence_views.py": "the console's publication and question pages",
     "protocols/contracts.py": "the attestation requirement's declaration, fingerprinted as is",
-    "protocols/denials.py": "the attestation denials' hint names the attesting operation",
     "protocols/workflow/compat.py": "the workflow checker's model of the research flow",
     "protocols/workflow/evidence.py": "the workflow checker's model of the research flow",
-    "dispatch/management/commands/create_agent.py": "its help's example names demo tools",
-    "dispatch/management/commands/grant.py": "its help's example names a demo operation",
 }
 
 

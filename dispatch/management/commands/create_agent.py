@@ -13,7 +13,7 @@ class Command(BaseCommand):
     help = ("Create an agent principal with a tool set and print its bearer token alone "
             "(shown once; only its hash is stored). Creates the tenant if needed.\n"
             "Example: manage.py create_agent support-bot --tenant acme "
-            "--tools email.send,crm.lookup")
+            "--tools tickets.reply,tickets.read")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name", help="unique principal name")

@@ -25,12 +25,12 @@ def parse_scopes(items: list[str]) -> JSONObject:
 
 class Command(BaseCommand):
     help = ("Issue a grant to a principal for an operation and print the grant id.\n"
-            "Example: manage.py grant support-bot email.send "
-            "--scope mailbox=support@acme.example --expires-in 86400")
+            "Example: manage.py grant support-bot tickets.reply "
+            "--scope queue=billing --expires-in 86400")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("subject", help="principal name")
-        parser.add_argument("operation", help="qualified operation name, e.g. email.send")
+        parser.add_argument("operation", help="qualified operation name, e.g. tickets.reply")
         parser.add_argument("--scope", action="append", default=[],
                             help="KEY=VALUE[,VALUE...] or KEY=* (repeatable)")
         parser.add_argument("--expires-in", type=int, default=None, help="seconds")
