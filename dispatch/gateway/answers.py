@@ -32,6 +32,9 @@ from protocols.denials import Denial, DenialCode
 from protocols.jsontypes import JSONObject
 from protocols.lifecycle import ApprovalState, OperationState
 
+#: The channel of a proposal made through the gateway (`Proposal.channel`).
+MCP = "mcp"
+
 #: The operation states an MCP answer reports as the call's end: an outcome, or `unknown`
 #: (honest: the effect may or may not have happened; an admin settles it, docs/design.md#outcomes).
 SETTLED = frozenset({
@@ -68,6 +71,8 @@ class Standing:
             return f"operation {self.operation.id} is {self.operation.state}"
         if self.status is Status.CANCELLED:
             return "the proposal was cancelled before it ran"
+        if self.approval_id is None:
+            return "not dispatched yet"
         return "waiting for an operator's decision"
 
 
@@ -84,12 +89,18 @@ def outcome_body(standing: Standing) -> JSONObject:
 
 
 def proposal_standing(principal: Principal, proposal_id: object, *, now: datetime) -> Standing:
-    """The standing of one of the principal's tenant's proposals (`not_found` otherwise)."""
+    """The standing of one of the principal's tenant's proposals (`not_found` otherwise). Only
+    the agent's own MCP call is dispatched here (`standing_of`): reading another's proposal
+    never acts for it."""
     proposal = access_proposal_by_id(principal, proposal_id)
-    return standing_of(proposal, now=now)
+    own_call = proposal.principal_id == principal.id and proposal.channel == MCP
+    return standing_of(proposal, now=now, dispatch=own_call)
 
 
-def standing_of(proposal: Proposal, *, now: datetime) -> Standing:
+def standing_of(proposal: Proposal, *, now: datetime, dispatch: bool) -> Standing:
+    """Where `proposal` stands. `dispatch`: the caller is the agent whose MCP call made it, and
+    a granted (or ungated) proposal with no claim and no refusal yet is dispatched now, as that
+    agent: the call asked for `dispatch_on_approval`."""
     operation = Operation.objects.filter(proposal_id=proposal.id).first()
     if operation is not None:
         settled = OperationState(operation.state) in SETTLED
@@ -105,9 +116,15 @@ def standing_of(proposal: Proposal, *, now: datetime) -> Standing:
         refusal = approval_refusal(state)
         if refusal is not None:
             return Standing(proposal, Status.FAILED, denial=refusal)
-        refused = _claim_refused_since_grant(approval)
-        if refused is not None:
-            return Standing(proposal, Status.FAILED, denial=refused)
+        decided_at = (Decision.objects.filter(approval_id=approval.id)
+                      .values_list("decided_at", flat=True).first())
+        refused = _claim_refused(proposal, since=decided_at)
+    else:
+        refused = _claim_refused(proposal, since=None)
+    if refused is not None:  # answered once: asking again dispatches nothing more
+        return Standing(proposal, Status.FAILED, denial=refused)
+    if not dispatch:
+        return Standing(proposal, Status.WORKING)
     # Granted (or ungated) with no claim yet: dispatch it as the requesting agent would.
     try:
         operation = proposal_dispatch(principal=proposal.principal, proposal_id=proposal.id,
@@ -118,17 +135,15 @@ def standing_of(proposal: Proposal, *, now: datetime) -> Standing:
     return Standing(proposal, Status.COMPLETED if settled else Status.WORKING, operation)
 
 
-def _claim_refused_since_grant(approval: ApprovalRequest) -> Denial | None:
-    """The code the dispatcher audited when it refused the granted proposal's claim (at the
-    decision, `dispatch_on_approval`, or a dispatch since), if it did. A refusal from before the
-    grant (a dispatch tried while the approval was pending) is history, not the answer."""
-    decided_at = (Decision.objects.filter(approval_id=approval.id)
-                  .values_list("decided_at", flat=True).first())
-    if decided_at is None:
-        return None
-    code = (AuditEvent.objects.filter(proposal_id=approval.proposal_id, kind="dispatch.denied",
-                                      at__gte=decided_at)
-            .order_by("-id").values_list("details__code", flat=True).first())
+def _claim_refused(proposal: Proposal, *, since: datetime | None) -> Denial | None:
+    """The code the dispatcher audited when it last refused this proposal's claim (at the
+    decision, `dispatch_on_approval`, or a dispatch since), if it did. For an approved proposal
+    only a refusal `since` the decision counts: one from before it (a dispatch tried while the
+    approval was pending) is history, not the answer."""
+    refusals = AuditEvent.objects.filter(proposal_id=proposal.id, kind="dispatch.denied")
+    if since is not None:
+        refusals = refusals.filter(at__gte=since)
+    code = refusals.order_by("-id").values_list("details__code", flat=True).first()
     if not isinstance(code, str) or code not in DenialCode.__members__.values():
         return None
     return Denial(DenialCode(code))

@@ -18,7 +18,7 @@ import mcp_types as types
 from jsonschema import Draft202012Validator
 
 from dispatch.api.presenters import proposal_view, resource_view
-from dispatch.gateway.answers import Standing, proposal_standing, standing_of
+from dispatch.gateway.answers import MCP, Standing, proposal_standing, standing_of
 from dispatch.gateway.results import standing_result, tool_result
 from dispatch.gateway.tools import GATEWAY_TOOLS, PROPOSAL_STATUS, RESOURCE_CREATE
 from dispatch.models import Principal
@@ -68,7 +68,7 @@ def origin_of(ctx: Any) -> Origin:
         client = f"{info.name} {info.version}".strip()
     except AttributeError:
         client = ""
-    return Origin(channel="mcp", client=client)
+    return Origin(channel=MCP, client=client)
 
 
 def gateway_call(
@@ -82,7 +82,7 @@ def gateway_call(
     intake = proposal_intake(principal=principal, operation=name, arguments=arguments,
                              dispatch_on_approval=True, call_id=call_id, now=now,
                              origin=origin)
-    return standing_of(intake.proposal, now=now)
+    return standing_of(intake.proposal, now=now, dispatch=True)
 
 
 def _gateway_tool(principal: Principal, name: str, arguments: JSONObject, *,

@@ -31,7 +31,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from dispatch.gateway.answers import Standing, Status, standing_of
+from dispatch.gateway.answers import MCP, Standing, Status, standing_of
 from dispatch.gateway.results import denial_result, standing_result
 from dispatch.gateway.store import in_thread
 from dispatch.models import Principal, Proposal
@@ -112,10 +112,11 @@ def _modern(ctx: ServerRequestContext[Any, Any]) -> bool:
 
 def _own_standing(principal: Principal, task_id: str) -> Standing:
     """The standing of a task (a proposal) the principal made; anything else is unknown."""
-    proposal = Proposal.objects.filter(id=task_id, principal_id=principal.id).first()
+    proposal = Proposal.objects.filter(id=task_id, principal_id=principal.id,
+                                       channel=MCP).first()
     if proposal is None:
         raise MCPError(code=types.INVALID_PARAMS, message=f"unknown task {task_id!r}")
-    return standing_of(proposal, now=timezone.now())
+    return standing_of(proposal, now=timezone.now(), dispatch=True)
 
 
 def _cancel(principal: Principal, task_id: str) -> Standing:
@@ -133,9 +134,9 @@ def _cancel(principal: Principal, task_id: str) -> Standing:
 
 def _recent(principal: Principal) -> list[Standing]:
     now = timezone.now()
-    proposals = Proposal.objects.filter(principal_id=principal.id, channel="mcp").order_by(
+    proposals = Proposal.objects.filter(principal_id=principal.id, channel=MCP).order_by(
         "-created_at")[:LIST_MAX]
-    return [standing_of(proposal, now=now) for proposal in proposals]
+    return [standing_of(proposal, now=now, dispatch=True) for proposal in proposals]
 
 
 class Gateway(Protocol):
