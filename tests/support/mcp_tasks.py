@@ -67,29 +67,27 @@ async def legacy_list(client: Client) -> types.ListTasksResult:
 # --- 2026-07-28 ----------------------------------------------------------------------------------
 
 
-class CreatedTask(types.Result):
-    """The extension's task answer to a call (flat)."""
+class TaskFields(types.Result):
+    """The extension's task, flat."""
+
+    task_id: str
+    status: str
+    status_message: str | None = None
+    created_at: str
+    last_updated_at: str
+    ttl_ms: int | None = None
+    poll_interval_ms: int | None = None
+
+
+class CreatedTask(TaskFields):
+    """The task answer to a call."""
 
     result_type: Literal["task"] = "task"
-    task_id: str
-    status: str
-    status_message: str | None = None
-    created_at: str
-    last_updated_at: str
-    ttl_ms: int | None = None
-    poll_interval_ms: int | None = None
 
 
-class DetailedTask(types.Result):
+class DetailedTask(TaskFields):
     """`tasks/get`: the task with its result or error inline."""
 
-    task_id: str
-    status: str
-    status_message: str | None = None
-    created_at: str
-    last_updated_at: str
-    ttl_ms: int | None = None
-    poll_interval_ms: int | None = None
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
 
