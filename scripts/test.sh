@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything into .venv and run the whole suite: ruff, mypy (strict, with the Django
-# and DRF plugins, over protocols/ dispatch/ console/ demo/ config/), the import contracts,
-# every test on SQLite, then the database tests again on PostgreSQL.
+# and DRF plugins, over protocols/ dispatch/ console/ demo/ config/ and the Python client in
+# clients/python), the import contracts, every test on SQLite (with the client's own tests), then
+# the database tests again on PostgreSQL.
 # With CI=true, PostgreSQL and Redis are required: a missing server fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +14,7 @@ PG_URL="${TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/console}"
 
 echo "== ruff"
 .venv/bin/ruff check .
-echo "== mypy (strict with the Django/DRF plugins: protocols dispatch console demo config)"
+echo "== mypy (strict with the Django/DRF plugins: protocols dispatch console demo config clients)"
 .venv/bin/mypy
 echo "== import contracts (protocols/ is pure)"
 .venv/bin/lint-imports
@@ -32,7 +33,8 @@ except Exception as exc:
     sys.exit(1)
 PYEOF
 then
-  DATABASE_URL="$PG_URL" $PY -m pytest --ignore=tests/unit --ignore=tests/destinations "$@"
+  DATABASE_URL="$PG_URL" $PY -m pytest --ignore=tests/unit --ignore=tests/destinations \
+    --ignore=clients/python/tests "$@"
 elif [ "${CI:-}" = "true" ]; then
   echo "CI=true: the PostgreSQL tests are required and PostgreSQL is down" >&2
   exit 1

@@ -1,0 +1,322 @@
+"""`Client` and `AsyncClient`: one principal's view of the console's REST API.
+
+Every method is one call of the API (or a wait made of them) and answers the call's JSON object
+as a `dict`. A refusal raises `Denied`; a wait past its timeout raises `Timeout`; a console that
+cannot be reached raises `TransportError`. Only calls that are safe to repeat are retried, and
+only after a transport failure: reads, and a proposal that carries a `call_id` (the console
+answers the first proposal again). A refusal is never retried: whether to try again is the
+caller's decision, made on its code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+
+from exact_console import _calls
+from exact_console._calls import POLL_FIRST, RETRIES, Call, decided, next_poll, settled
+from exact_console.errors import Timeout, TransportError
+
+__all__ = ["AsyncClient", "Client"]
+
+JSON = dict[str, Any]
+
+
+def _decision_timeout(proposal_id: str, timeout: float, last: JSON) -> Timeout:
+    return Timeout(f"proposal {proposal_id}: no decision within {timeout} s",
+                   code="approval_pending", last=last)
+
+
+def _outcome_timeout(operation_id: str, timeout: float, last: JSON) -> Timeout:
+    state = str(last.get("state"))
+    return Timeout(f"operation {operation_id}: still {state} after {timeout} s",
+                   code=state, last=last)
+
+
+def _unreachable(call: Call, error: httpx.TransportError, attempts: int) -> TransportError:
+    tries = "once" if attempts == 1 else f"{attempts} times"
+    return TransportError(f"{call.method} {call.path}: {type(error).__name__}: {error} "
+                          f"(tried {tries})")
+
+
+class Client:
+    """The synchronous client. `base_url` is the console's root (`http://127.0.0.1:8000`), the
+    API is under `/api/v1/`. One connection pool serves every call; close it with `close()` or
+    by using the client as a context manager. `timeout` bounds each request (seconds);
+    `retries` bounds the retries of a call that is safe to repeat; `transport` replaces the
+    network (tests pass an `httpx.MockTransport`)."""
+
+    def __init__(self, base_url: str, token: str, *, timeout: float = 10.0,
+                 retries: int = RETRIES, transport: httpx.BaseTransport | None = None) -> None:
+        self.root = _calls.api_root(base_url)
+        self.retries = retries
+        self._http = httpx.Client(base_url=self.root, headers=_calls.headers(token),
+                                  timeout=timeout, transport=transport)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    # --- calls ------------------------------------------------------------------------------
+
+    def contracts(self) -> JSON:
+        """`{"results": [contract, ...]}`: the contracts this principal can see."""
+        return self._send(_calls.contracts())
+
+    def propose(self, operation: str, arguments: JSON, *, call_id: str | None = None,
+                execution_id: str | None = None, dispatch_on_approval: bool | None = None,
+                approval_expires_in: int | None = None) -> JSON:
+        """The new proposal (or, for a `call_id` already used, the first one)."""
+        return self._send(_calls.propose(
+            operation, arguments, call_id=call_id, execution_id=execution_id,
+            dispatch_on_approval=dispatch_on_approval, approval_expires_in=approval_expires_in))
+
+    def proposal(self, proposal_id: str) -> JSON:
+        return self._send(_calls.proposal(proposal_id))
+
+    def dispatch(self, proposal_id: str, *, permit: str | None = None) -> JSON:
+        """`{"operation_id", "state"}`: the claim is decided; the handler runs on a worker."""
+        return self._send(_calls.dispatch(proposal_id, permit))
+
+    def operation(self, operation_id: str) -> JSON:
+        return self._send(_calls.operation(operation_id))
+
+    def cancel_proposal(self, proposal_id: str, *, reason: str | None = None) -> JSON:
+        return self._send(_calls.cancel_proposal(proposal_id, reason))
+
+    def cancel_operation(self, operation_id: str, *, reason: str | None = None) -> JSON:
+        return self._send(_calls.cancel_operation(operation_id, reason))
+
+    def reauthorize(self, operation_id: str, *, reason: str | None = None) -> JSON:
+        return self._send(_calls.reauthorize(operation_id, reason))
+
+    def create_resource(self, kind: str, payload: JSON) -> JSON:
+        return self._send(_calls.create_resource(kind, payload))
+
+    def resource(self, resource_id: str) -> JSON:
+        return self._send(_calls.resource(resource_id))
+
+    def revise(self, resource_id: str, *, base_revision: int, payload: JSON) -> JSON:
+        return self._send(_calls.revise(resource_id, base_revision, payload))
+
+    def decide(self, approval_id: str, *, decision: str, digest: str,
+               reason: str | None = None) -> JSON:
+        """A human's decision (`grant` or `deny`) on the exact `digest` they were shown."""
+        return self._send(_calls.decide(approval_id, decision, digest, reason))
+
+    def decide_renewal(self, renewal_id: str, *, decision: str, digest: str,
+                       reason: str | None = None) -> JSON:
+        return self._send(_calls.decide_renewal(renewal_id, decision, digest, reason))
+
+    def resolve(self, operation_id: str, *, outcome: str, evidence: str) -> JSON:
+        """An admin settles an `unknown` operation (`completed` or `no_effect`)."""
+        return self._send(_calls.resolve(operation_id, outcome, evidence))
+
+    def grants(self, *, cursor: str | None = None, page_size: int | None = None) -> JSON:
+        return self._send(_calls.grants(cursor, page_size))
+
+    def delegate(self, grant_id: str, *, subject: str, operations: list[str], scope: JSON,
+                 expires_at: str | None = None) -> JSON:
+        return self._send(_calls.delegate(grant_id, subject, operations, scope, expires_at))
+
+    def audit(self, *, operation: str | None = None, proposal: str | None = None,
+              kind: str | None = None, cursor: str | None = None,
+              page_size: int | None = None) -> JSON:
+        """A page of the tenant's audit, newest first (admins only)."""
+        return self._send(_calls.audit(operation, proposal, kind, cursor, page_size))
+
+    def next_page(self, page: JSON) -> JSON | None:
+        """The page after `page` (of `grants` or `audit`), or None after the last."""
+        call = _calls.next_page(self.root, page)
+        return None if call is None else self._send(call)
+
+    # --- waits ------------------------------------------------------------------------------
+
+    def wait_for_decision(self, proposal_id: str, *, timeout: float) -> JSON:
+        """The proposal once no human is still to decide it (granted, denied, expired or
+        revoked, or no approval needed); `Timeout` (code `approval_pending`) after `timeout`
+        seconds. A denial is an answer here, not an exception: dispatching it is refused."""
+        deadline = time.monotonic() + timeout
+        delay = POLL_FIRST
+        while True:
+            current = self.proposal(proposal_id)
+            if decided(current):
+                return current
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _decision_timeout(proposal_id, timeout, current)
+            time.sleep(min(delay, remaining))
+            delay = next_poll(delay)
+
+    def wait_for_outcome(self, operation_id: str, *, timeout: float) -> JSON:
+        """The operation once it has settled (`completed`, `failed_no_effect`, `unknown` or
+        reconciled); `Timeout` (code: its state) after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        delay = POLL_FIRST
+        while True:
+            current = self.operation(operation_id)
+            if settled(current):
+                return current
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _outcome_timeout(operation_id, timeout, current)
+            time.sleep(min(delay, remaining))
+            delay = next_poll(delay)
+
+    # --- transport --------------------------------------------------------------------------
+
+    def _send(self, call: Call) -> JSON:
+        attempt = 0
+        while True:
+            try:
+                response = self._http.request(call.method, call.path, json=call.body)
+            except httpx.TransportError as error:
+                if not call.retry or attempt >= self.retries:
+                    raise _unreachable(call, error, attempt + 1) from error
+                time.sleep(_calls.retry_delay(attempt))
+                attempt += 1
+                continue
+            return _calls.answer(response)
+
+
+class AsyncClient:
+    """`Client`'s methods as coroutines, on one `httpx.AsyncClient`; `async with` closes it."""
+
+    def __init__(self, base_url: str, token: str, *, timeout: float = 10.0,
+                 retries: int = RETRIES,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.root = _calls.api_root(base_url)
+        self.retries = retries
+        self._http = httpx.AsyncClient(base_url=self.root, headers=_calls.headers(token),
+                                       timeout=timeout, transport=transport)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        trace: TracebackType | None) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    # --- calls ------------------------------------------------------------------------------
+
+    async def contracts(self) -> JSON:
+        return await self._send(_calls.contracts())
+
+    async def propose(self, operation: str, arguments: JSON, *, call_id: str | None = None,
+                      execution_id: str | None = None,
+                      dispatch_on_approval: bool | None = None,
+                      approval_expires_in: int | None = None) -> JSON:
+        return await self._send(_calls.propose(
+            operation, arguments, call_id=call_id, execution_id=execution_id,
+            dispatch_on_approval=dispatch_on_approval, approval_expires_in=approval_expires_in))
+
+    async def proposal(self, proposal_id: str) -> JSON:
+        return await self._send(_calls.proposal(proposal_id))
+
+    async def dispatch(self, proposal_id: str, *, permit: str | None = None) -> JSON:
+        return await self._send(_calls.dispatch(proposal_id, permit))
+
+    async def operation(self, operation_id: str) -> JSON:
+        return await self._send(_calls.operation(operation_id))
+
+    async def cancel_proposal(self, proposal_id: str, *, reason: str | None = None) -> JSON:
+        return await self._send(_calls.cancel_proposal(proposal_id, reason))
+
+    async def cancel_operation(self, operation_id: str, *, reason: str | None = None) -> JSON:
+        return await self._send(_calls.cancel_operation(operation_id, reason))
+
+    async def reauthorize(self, operation_id: str, *, reason: str | None = None) -> JSON:
+        return await self._send(_calls.reauthorize(operation_id, reason))
+
+    async def create_resource(self, kind: str, payload: JSON) -> JSON:
+        return await self._send(_calls.create_resource(kind, payload))
+
+    async def resource(self, resource_id: str) -> JSON:
+        return await self._send(_calls.resource(resource_id))
+
+    async def revise(self, resource_id: str, *, base_revision: int, payload: JSON) -> JSON:
+        return await self._send(_calls.revise(resource_id, base_revision, payload))
+
+    async def decide(self, approval_id: str, *, decision: str, digest: str,
+                     reason: str | None = None) -> JSON:
+        return await self._send(_calls.decide(approval_id, decision, digest, reason))
+
+    async def decide_renewal(self, renewal_id: str, *, decision: str, digest: str,
+                             reason: str | None = None) -> JSON:
+        return await self._send(_calls.decide_renewal(renewal_id, decision, digest, reason))
+
+    async def resolve(self, operation_id: str, *, outcome: str, evidence: str) -> JSON:
+        return await self._send(_calls.resolve(operation_id, outcome, evidence))
+
+    async def grants(self, *, cursor: str | None = None, page_size: int | None = None) -> JSON:
+        return await self._send(_calls.grants(cursor, page_size))
+
+    async def delegate(self, grant_id: str, *, subject: str, operations: list[str],
+                       scope: JSON, expires_at: str | None = None) -> JSON:
+        return await self._send(_calls.delegate(grant_id, subject, operations, scope,
+                                                expires_at))
+
+    async def audit(self, *, operation: str | None = None, proposal: str | None = None,
+                    kind: str | None = None, cursor: str | None = None,
+                    page_size: int | None = None) -> JSON:
+        return await self._send(_calls.audit(operation, proposal, kind, cursor, page_size))
+
+    async def next_page(self, page: JSON) -> JSON | None:
+        call = _calls.next_page(self.root, page)
+        return None if call is None else await self._send(call)
+
+    # --- waits ------------------------------------------------------------------------------
+
+    async def wait_for_decision(self, proposal_id: str, *, timeout: float) -> JSON:
+        deadline = time.monotonic() + timeout
+        delay = POLL_FIRST
+        while True:
+            current = await self.proposal(proposal_id)
+            if decided(current):
+                return current
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _decision_timeout(proposal_id, timeout, current)
+            await asyncio.sleep(min(delay, remaining))
+            delay = next_poll(delay)
+
+    async def wait_for_outcome(self, operation_id: str, *, timeout: float) -> JSON:
+        deadline = time.monotonic() + timeout
+        delay = POLL_FIRST
+        while True:
+            current = await self.operation(operation_id)
+            if settled(current):
+                return current
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _outcome_timeout(operation_id, timeout, current)
+            await asyncio.sleep(min(delay, remaining))
+            delay = next_poll(delay)
+
+    # --- transport --------------------------------------------------------------------------
+
+    async def _send(self, call: Call) -> JSON:
+        attempt = 0
+        while True:
+            try:
+                response = await self._http.request(call.method, call.path, json=call.body)
+            except httpx.TransportError as error:
+                if not call.retry or attempt >= self.retries:
+                    raise _unreachable(call, error, attempt + 1) from error
+                await asyncio.sleep(_calls.retry_delay(attempt))
+                attempt += 1
+                continue
+            return _calls.answer(response)

@@ -1,0 +1,66 @@
+"""Framework-neutral tool specs, one per contract of `GET contracts/`.
+
+An agent framework's adapter turns each into its own kind of tool; calling the tool proposes
+the action, and the effect runs in the console's handler behind its dispatcher, never in the
+agent's process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from exact_console.client import Client
+
+__all__ = ["Tool", "tools"]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One contract as a tool: `name` is its qualified name (`email.send`), `input_schema` the
+    JSON schema of its arguments, `needs_approval` whether a human must grant each call before
+    it runs. `contract` is the whole contract as the console described it."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    needs_approval: bool
+    contract: dict[str, Any] = field(repr=False, compare=False)
+
+
+def describe(contract: Mapping[str, Any]) -> str:
+    """What the model reads: the contract, its effects, and the approval it needs."""
+    effects = ", ".join(contract.get("effects") or []) or "none"
+    approval = contract.get("approval")
+    if approval is None:
+        how = "Runs without an approval."
+    else:
+        how = (f"Needs an operator's approval (role {approval.get('role')}) of these exact "
+               "arguments before it runs. Nothing you write in the arguments can approve it.")
+    return (f"{contract['name']} (contract v{contract.get('version')}). "
+            f"Effects: {effects}. {how}")
+
+
+def tool(contract: Mapping[str, Any]) -> Tool:
+    return Tool(name=str(contract["name"]), description=describe(contract),
+                input_schema=dict(contract.get("input_schema") or {}),
+                needs_approval=contract.get("approval") is not None,
+                contract=dict(contract))
+
+
+def tools(source: Client | Mapping[str, Any],
+          operations: Iterable[str] | None = None) -> list[Tool]:
+    """The tools of `client.contracts()`, in the console's order; only those named in
+    `operations` when it is given (a name the console does not list is a `ValueError`).
+    `source` may also be a contracts answer already fetched, e.g. `await
+    async_client.contracts()`."""
+    answer = source.contracts() if isinstance(source, Client) else source
+    found = [tool(contract) for contract in answer["results"]]
+    if operations is None:
+        return found
+    wanted = list(operations)
+    missing = sorted(set(wanted) - {t.name for t in found})
+    if missing:
+        raise ValueError(f"no contract named {', '.join(missing)} among the console's contracts")
+    return [t for t in found if t.name in wanted]
