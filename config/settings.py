@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -341,3 +342,8 @@ MCP_WAIT_SECONDS: float = env.float("MCP_WAIT_SECONDS", default=30.0)
 CONSOLE_BASE_URL: str = env.str("CONSOLE_BASE_URL", default="http://127.0.0.1:8000")
 # The largest MCP request body taken, in bytes; a larger one is 413.
 MCP_MAX_BODY_BYTES: int = env.int("MCP_MAX_BODY_BYTES", default=1024 * 1024)
+
+# --- The console (docs/design.md#console) ---------------------------------------------------------
+# An amount an action moves above this, in its currency's major units, is marked "large" on the
+# queue and the approval page (`dispatch.presentation.is_large`).
+CONSOLE_LARGE_AMOUNT: Decimal = Decimal(env.str("CONSOLE_LARGE_AMOUNT", default="10000"))

@@ -10,11 +10,15 @@ import hmac
 import json
 import re
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
+from dispatch.presentation import MessagePresentation, Summary, is_large
 from protocols.addresses import AddressError, parse_mailbox
+from protocols.contracts import Effect
 from protocols.scripts import scripts
 
 # Fields shown first in a one-line summary of a snapshot, when present.
@@ -170,6 +174,76 @@ def paragraphs(text: str) -> list[str]:
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     return [reveal(part.strip("\n")) for part in re.split(r"\n[ \t]*\n", text.strip())
             if part.strip()]
+
+
+# Effects that reach beyond the store: money moved, or something sent. Shown red.
+ALARMING_EFFECTS = frozenset({Effect.FINANCIAL_WRITE.value, Effect.EXTERNAL_WRITE.value})
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The sentence on top of an approval, as shown: its text with invisible characters
+    revealed (the template escapes it), the effects that earn a red badge, and whether it moves
+    a large amount."""
+
+    text: str
+    alarming: tuple[str, ...]
+    large: bool
+
+
+def headline(summary: Summary, effects: Iterable[str], large_amount: Decimal) -> Headline:
+    return Headline(text=reveal(summary.text),
+                    alarming=tuple(sorted(set(effects) & ALARMING_EFFECTS)),
+                    large=is_large(summary, large_amount))
+
+
+@dataclass(frozen=True)
+class HeaderLine:
+    label: str
+    values: tuple[str, ...]
+    listed: bool  # a list in the payload, shown as one (an empty one reads "none")
+
+
+@dataclass(frozen=True)
+class MessageView:
+    """A resource argument read as its kind's presentation declares: header lines (every
+    payload member, the undeclared ones under their own names), the body as text, and the
+    reference's bookkeeping (id, revision, digest, links) as dotted fields."""
+
+    argument: str
+    kind: str
+    title: str
+    headers: tuple[HeaderLine, ...]
+    body: str | None
+    bookkeeping: tuple[tuple[str, str], ...]
+
+
+def _header(label: str, value: Any) -> HeaderLine:
+    if isinstance(value, list):
+        return HeaderLine(label, tuple(compact_json(v) for v in value), listed=True)
+    return HeaderLine(label, (compact_json(value),), listed=False)
+
+
+def message_view(argument: str, kind: str, presentation: MessagePresentation,
+                 resolved: Any) -> MessageView | None:
+    """`resolved` (a snapshot's resource argument) as a message; None if it holds no payload
+    object to read."""
+    if not isinstance(resolved, dict) or not isinstance(resolved.get("payload"), dict):
+        return None
+    payload = resolved["payload"]
+    named = {header.member for header in presentation.headers} | {presentation.body}
+    headers = [_header(h.label, payload[h.member]) for h in presentation.headers
+               if h.member in payload]
+    headers += [_header(member, value) for member, value in payload.items()
+                if member not in named]
+    body = payload.get(presentation.body) if presentation.body else None
+    rest = {key: value for key, value in resolved.items() if key != "payload"}
+    return MessageView(
+        argument=argument, kind=kind, title=presentation.title, headers=tuple(headers),
+        body=None if body is None else reveal(body if isinstance(body, str)
+                                              else compact_json(body)),
+        bookkeeping=tuple((path, compact_json(value))
+                          for path, value in flatten(rest, argument)))
 
 
 def parse_snapshot(canonical: str) -> dict[str, Any]:

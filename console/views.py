@@ -7,6 +7,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
@@ -24,6 +25,7 @@ from console.forms import (
     QueueFilterForm,
 )
 from console.presenters import (
+    Headline,
     address_views,
     cancellation_outcome,
     compact_json,
@@ -31,10 +33,11 @@ from console.presenters import (
     digest_matches,
     duration,
     flatten,
+    headline,
+    message_view,
     paragraphs,
     parse_snapshot,
     pretty_json,
-    snapshot_summary,
 )
 from console.roles import is_htmx, page, refused, role_required
 from dispatch import selectors
@@ -50,6 +53,8 @@ from protocols.usage import Usage
 
 if TYPE_CHECKING:
     from dispatch.models import ApprovalRequest, Principal
+    from protocols.contracts import OperationContract
+    from protocols.jsontypes import JSONObject
 
 # A plain headline for the refusals a decision can meet; the service's message follows it.
 DECISION_REFUSALS = {
@@ -114,12 +119,22 @@ def approval_list(request: HttpRequest, principal: Principal) -> HttpResponse:
     return response
 
 
+def _headline(operation: str, contract: OperationContract | None,
+              arguments: JSONObject) -> Headline:
+    """The sentence on top of an approval, with its red effects and large-amount flag."""
+    summary = selectors.action_summary(operation, contract, arguments)
+    effects = [e.value for e in contract.possible_effects] if contract else []
+    return headline(summary, effects, settings.CONSOLE_LARGE_AMOUNT)
+
+
 def _queue_row(approval: ApprovalRequest, now: datetime) -> dict[str, Any]:
     proposal = approval.proposal
+    snapshot = parse_snapshot(proposal.canonical)
+    contract = selectors.contract_for_fingerprint(proposal.contract_fingerprint)
     return {
         "approval": approval,
         "proposal": proposal,
-        "summary": snapshot_summary(parse_snapshot(proposal.canonical)),
+        "headline": _headline(proposal.operation, contract, snapshot.get("arguments", {})),
         "age": duration(now - approval.created_at),
         "time_left": duration(approval.expires_at - now),
         "soon": (approval.expires_at - now).total_seconds() < 600,
@@ -241,18 +256,27 @@ def _detail_page(
     decision = getattr(approval, "decision", None) if decided else None
     permit = getattr(approval, "permit", None) if decided else None
     operation = selectors.operation_for_proposal(viewer=principal, proposal_id=proposal.id)
-    addresses = address_views(snapshot.get("arguments", {}))
+    arguments = snapshot.get("arguments", {})
+    addresses = address_views(arguments)
+    messages_shown = [view for view in (
+        message_view(argument, kind, presentation, arguments.get(argument))
+        for argument, (kind, presentation) in selectors.resource_presentations(contract).items()
+    ) if view is not None]
+    shown = {view.argument for view in messages_shown}
     publication = selectors.publication_evidence(
         viewer=principal, proposal=proposal, contract=contract,
-        arguments=snapshot.get("arguments", {}))
+        arguments=arguments)
     context = {
         "approval": approval,
         "proposal": proposal,
         "state": state.value,
         "open": state is ApprovalState.PENDING,
         "snapshot_text": pretty_json(snapshot),
-        "fields": [(path, compact_json(value))
-                   for path, value in flatten(snapshot.get("arguments", {}))],
+        "headline": _headline(proposal.operation, contract, arguments),
+        "message_views": messages_shown,
+        # what a message above does not already show, each argument's every leaf
+        "fields": [(path, compact_json(value)) for path, value in flatten(arguments)
+                   if path.partition(".")[0] not in shown],
         "destination": snapshot.get("destination"),
         "addresses": addresses,
         "mixed_scripts": any(a.mixed for a in addresses),

@@ -28,6 +28,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from dispatch.handlers import Handler
 from dispatch.hooks import AdmissionCheck, OutcomeHook
+from dispatch.presentation import MessagePresentation, Summarizer
 from protocols.canonical import digest
 from protocols.contracts import ContractRegistry, OperationContract, ResourceKind, compile_schema
 from protocols.denials import Denial, DenialCode
@@ -66,13 +67,20 @@ class Runtime:
     outcome_hooks: dict[tuple[str, int], OutcomeHook] = field(default_factory=dict)
     admission_checks: dict[tuple[str, int], tuple[AdmissionCheck, ...]] = field(
         default_factory=dict)
+    # what the console reads (`dispatch.presentation`): each contract's one-sentence summary,
+    # keyed like the handlers, and how each resource kind's payload reads
+    summaries: dict[tuple[str, int], Summarizer] = field(default_factory=dict)
+    presentations: dict[str, MessagePresentation] = field(default_factory=dict)
 
     def register(self, contract: OperationContract, handler: Handler, *,
                  on_outcome: OutcomeHook | None = None,
-                 admission: tuple[AdmissionCheck, ...] = ()) -> OperationContract:
+                 admission: tuple[AdmissionCheck, ...] = (),
+                 summary: Summarizer | None = None) -> OperationContract:
         """Register a trusted contract with its handler (embedding API, docs/design.md#extensions),
         and what its extension adds to it (`dispatch.hooks`): `on_outcome`, run inside each
-        outcome's transaction, and `admission`, the checks every stage runs before it acts.
+        outcome's transaction, and `admission`, the checks every stage runs before it acts; and
+        `summary`, the sentence the console puts on top of its approvals
+        (`dispatch.presentation`), never part of its fingerprint.
 
         The handler's implementation fingerprint must be the contract's; a second
         registration of a name and version with another fingerprint is refused. A contract
@@ -107,6 +115,8 @@ class Runtime:
             self.outcome_hooks[key] = on_outcome
         if admission:
             self.admission_checks[key] = admission
+        if summary is not None:
+            self.summaries[key] = summary
         return registered
 
     def resource_event(self, fingerprint: str, moved: OperationState,
@@ -119,9 +129,12 @@ class Runtime:
             return ResourceEvent(event.value)
         return moves[moved]
 
-    def register_resource_kind(self, kind: ResourceKind) -> ResourceKind:
+    def register_resource_kind(
+        self, kind: ResourceKind, *, presentation: MessagePresentation | None = None,
+    ) -> ResourceKind:
         """Register a kind of resource that agents may create and operations may act on,
-        declared whole by its extension: name, protocol table, payload schema, links.
+        declared whole by its extension: name, protocol table, payload schema, links; and, for
+        the console only, how its payload reads (`presentation`, `dispatch.presentation`).
 
         Refused (`ValueError`, saying what) unless its table is named for the kind and holds
         together (`protocols.lifecycle.protocol_problems`: every state reachable, final states
@@ -152,6 +165,8 @@ class Runtime:
         existing = self.resource_kinds.setdefault(kind.name, kind)
         if existing != kind:
             raise ValueError(f"resource kind {kind.name!r} is already registered otherwise")
+        if presentation is not None:
+            self.presentations[kind.name] = presentation
         return existing
 
     def register_validator(self, name: str, version: int, policy: str,

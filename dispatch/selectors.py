@@ -35,6 +35,7 @@ from dispatch.models import (
     Revision,
     TranscriptEntry,
 )
+from dispatch.presentation import MessagePresentation, Summary, summarize
 from dispatch.runtime import get_runtime
 from dispatch.services.access import access_approval_for_review, access_operation_for_page
 from dispatch.services.authority import has_role
@@ -129,6 +130,28 @@ def operation_names(*, approval_only: bool = False) -> list[str]:
 def contract_for_fingerprint(fingerprint: str) -> OperationContract | None:
     """The registered contract a proposal was made under, or None if it is gone."""
     return get_runtime().registry.by_fingerprint(fingerprint)
+
+
+def action_summary(operation: str, contract: OperationContract | None,
+                   arguments: JSONObject) -> Summary:
+    """The sentence on top of an approval (`dispatch.presentation.summarize`): the one its
+    contract's extension declared, or `<operation> with N arguments`."""
+    summarizer = None if contract is None else get_runtime().summaries.get(
+        (contract.qualified_name, contract.contract_version))
+    return summarize(summarizer, operation, arguments)
+
+
+def resource_presentations(
+    contract: OperationContract | None,
+) -> dict[str, tuple[str, MessagePresentation]]:
+    """For each resource argument of `contract` whose kind declares how its payload reads:
+    the kind and its presentation, by argument name."""
+    if contract is None:
+        return {}
+    declared = get_runtime().presentations
+    return {argument: (kind, declared[kind])
+            for argument, kind in sorted(contract.protocol_preconditions.items())
+            if kind in declared}
 
 
 def principal_get(*, viewer: Principal, principal_id: object) -> Principal:

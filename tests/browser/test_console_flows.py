@@ -32,7 +32,7 @@ def state_of(proposal: Any) -> str:
 
 def busy_queue(world: World) -> Any:
     """A queue that looks like a working day; returns the newest email proposal."""
-    world.propose_transfer(amount="1250", memo="Invoice 2024-117")
+    world.propose_transfer(amount="24500", memo="Invoice 2024-117")
     world.propose_email(world.draft(to=["grace@example.com"], subject="Your invoice"))
     world.propose_transfer(amount="89.9", memo="Refund order 5521")
     draft = world.draft(to=["ada@example.com"], subject="Draft reply")
