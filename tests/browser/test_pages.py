@@ -28,3 +28,20 @@ def test_the_api_reference_lists_the_operations(page: Any) -> None:
     expect(page.get_by_text("Propose an exact action").first).to_be_visible()
     expect(page.locator("#operations-proposals-proposals_create")).to_be_visible()
     assert errors == []
+
+
+def test_an_unknown_page_is_the_consoles_404(page: Any) -> None:
+    response = page.goto("/console/no/such/page/")
+    assert response.status == 404
+    expect(page.get_by_role("heading", name="Page not found")).to_be_visible()
+    page.get_by_role("link", name="Back to the console").click()
+    page.wait_for_url("**/accounts/login/?next=/console/")
+
+
+def test_the_favicon_is_answered_with_an_image(page: Any) -> None:
+    page.goto("/accounts/login/")
+    href = page.locator('link[rel="icon"]').get_attribute("href")
+    for url in (href, "/favicon.ico"):
+        response = page.request.get(url)
+        assert response.status == 200, url
+        assert response.headers["content-type"].startswith("image/"), url
