@@ -22,6 +22,7 @@ from console.presenters import (
     snapshot_summary,
 )
 from console.roles import page, role_required
+from console.sections import section_of_operation
 from console.views import not_found_page, page_link
 from dispatch import selectors
 from dispatch.services.authority import has_role
@@ -185,6 +186,7 @@ def _operation_page(
     pending = selectors.renewal_pending(viewer=principal, operation=operation)
     now = timezone.now()
     return page(request, "console/operation_detail.html", {
+        "section": section_of_operation(operation.state, admin=has_role(principal, Role.ADMIN)),
         "renewal": pending,
         "renewal_form": renewal_form or DecisionForm(
             initial={"digest": operation.proposal.digest}),

@@ -17,6 +17,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from console.sections import section_of_view
 from dispatch.models import Principal
 from dispatch.services.authority import has_role
 from dispatch.services.principals import principal_for_user
@@ -36,10 +37,13 @@ def page(
     request: HttpRequest, template: str, context: dict[str, Any], *,
     principal: Principal | None, status: int = 200,
 ) -> HttpResponse:
-    """Render a console page with the viewer's identity for the header and navigation."""
+    """Render a console page with the viewer's identity for the header and navigation, and
+    its section (console.sections) unless the view names one."""
+    match = request.resolver_match
     context = {
         "principal": principal,
         "is_admin": principal is not None and has_role(principal, Role.ADMIN),
+        "section": section_of_view(match.url_name if match else None),
         **context,
     }
     return render(request, template, context, status=status)

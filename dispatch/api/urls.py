@@ -4,10 +4,11 @@ JSON `not_found`. The OpenAPI schema is at `schema/`, a browsable page of it at 
 from __future__ import annotations
 
 from django.urls import path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView
 from rest_framework.negotiation import DefaultContentNegotiation
 
 from dispatch.api import base, decisions, evidence, intake, records
+from dispatch.api.docs import ApiDocsView
 
 app_name = "api"
 urlpatterns = [
@@ -47,6 +48,6 @@ urlpatterns = [
     # The schema view offers YAML and JSON (`?format=json`), so it keeps DRF's negotiation.
     path("schema/", SpectacularAPIView.as_view(
         content_negotiation_class=DefaultContentNegotiation), name="schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    path("docs/", ApiDocsView.as_view(url_name="api:schema"), name="docs"),
     re_path(r"^.*$", base.NotFoundApi.as_view(), name="not-found"),
 ]

@@ -124,8 +124,15 @@ def test_every_request_body_is_required(document: dict[str, Any]) -> None:
     assert all(body.get("required") is True for body in bodies.values()), bodies
 
 
-def test_docs_page_is_served() -> None:
+def test_docs_page_is_served_without_inline_script_or_style() -> None:
     response = Client().get("/api/v1/docs/")
     assert response.status_code == 200
-    assert b"swagger-ui" in response.content
-    assert b"/api/v1/schema/" in response.content
+    body = response.content.decode()
+    assert "swagger-ui" in body
+    assert "<script>" not in body
+    assert "<style" not in body
+    assert '<script src="/api/v1/docs/?script="></script>' in body
+    script = Client().get("/api/v1/docs/?script=")
+    assert script.status_code == 200
+    assert script["Content-Type"].startswith("application/javascript")
+    assert "/api/v1/schema/" in script.content.decode()

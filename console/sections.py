@@ -1,0 +1,50 @@
+"""The console's sections: the item the navigation marks as current and the first link of a
+page's breadcrumb are one value, so they cannot disagree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from protocols.lifecycle import OperationState
+
+
+@dataclass(frozen=True)
+class Section:
+    key: str
+    label: str
+    url_name: str
+
+
+APPROVALS: Final = Section("approvals", "Approvals", "console:approval-list")
+UNKNOWN_OUTCOMES: Final = Section("unknown", "Unknown outcomes", "console:operation-unknown-list")
+GRANTS: Final = Section("grants", "Grants", "console:grant-list")
+AUDIT: Final = Section("audit", "Audit", "console:audit-list")
+
+#: The section of each console view (by URL name); an operation's page decides by the operation.
+BY_VIEW: Final = {
+    "approval-list": APPROVALS,
+    "approval-detail": APPROVALS,
+    "approval-decide": APPROVALS,
+    "approval-cancel": APPROVALS,
+    "question-detail": APPROVALS,
+    "operation-unknown-list": UNKNOWN_OUTCOMES,
+    "grant-list": GRANTS,
+    "grant-issue": GRANTS,
+    "grant-revoke": GRANTS,
+    "audit-list": AUDIT,
+}
+
+
+def section_of_view(url_name: str | None) -> Section | None:
+    return BY_VIEW.get(url_name or "")
+
+
+def section_of_operation(state: str, *, admin: bool) -> Section:
+    """An operator reaches an operation from an approval; an admin from the unknown outcomes
+    while it is unknown, and from the audit otherwise."""
+    if not admin:
+        return APPROVALS
+    if state == OperationState.UNKNOWN:
+        return UNKNOWN_OUTCOMES
+    return AUDIT
