@@ -1,0 +1,158 @@
+"""A LangChain agent loop over HTTP: a chat model's tool call, made a `ToolMessage` by the
+client's LangChain tools (`exact_console.langchain`), is a proposal an operator decides, and the
+email is sent by the console's handler (run by the eager task queue), once."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
+from langchain_core.tools import BaseTool
+
+from demo.destinations.runner import list_all
+from dispatch.models import ApprovalRequest, Proposal
+from exact_console import Client
+from exact_console.langchain import tools
+from tests.api.conftest import draft_payload
+from tests.conftest import World
+from tests.support.destinations import Destinations
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+#: How long a tool waits for the decision and the outcome, and the operator for the proposal.
+WAIT = 30.0
+
+
+class ToolCallingFake(FakeMessagesListChatModel):
+    """LangChain's fake chat model, answering its scripted messages; it takes tools as a real
+    chat model does (they are what the script's tool calls name)."""
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ToolCallingFake:
+        return self
+
+
+def run_agent(model: ToolCallingFake, agent_tools: list[BaseTool], task: str) -> list[BaseMessage]:
+    """The smallest tool-calling loop: ask the model, run the tool calls it makes, feed their
+    messages back, until it answers without one."""
+    by_name = {t.name: t for t in agent_tools}
+    bound = model.bind_tools(agent_tools)
+    messages: list[BaseMessage] = [HumanMessage(task)]
+    for _ in range(5):
+        answer = bound.invoke(messages)
+        messages.append(answer)
+        if not answer.tool_calls:
+            return messages
+        messages.extend(by_name[call["name"]].invoke(call) for call in answer.tool_calls)
+    raise AssertionError("the model never stopped calling tools")
+
+
+def operator_decides(world: World, decision: str) -> tuple[threading.Thread, list[Any]]:
+    """An operator in a thread of their own: waits for the agent's pending approval, then
+    decides it as the console's approval page would."""
+    from dispatch.services.approvals import approval_decide
+
+    decided: list[Any] = []
+
+    def decide() -> None:
+        try:
+            deadline = time.monotonic() + WAIT
+            while time.monotonic() < deadline:
+                approval = (ApprovalRequest.objects.select_related("proposal")
+                            .filter(proposal__principal=world.owner, state="pending").first())
+                if approval is not None:
+                    decided.append(approval_decide(
+                        approver=world.approver, approval_id=approval.id, decision=decision,
+                        digest=approval.proposal.digest, now=timezone.now()))
+                    return
+                time.sleep(0.1)
+        finally:
+            connection.close()
+
+    return threading.Thread(target=decide, daemon=True), decided
+
+
+@pytest.fixture
+def agent(destinations: Destinations, live_server: Any, world: World,
+          eager: None) -> Iterator[Client]:
+    # `destinations` first: the world's proposals bind the running destinations.
+    with Client(live_server.url, world.owner_token, timeout=60) as client:
+        yield client
+
+
+def send_call(agent: Client, call_id: str) -> ToolCall:
+    draft = agent.create_resource("email_draft", draft_payload())
+    return ToolCall(name="email_send", args={"draft": {"id": draft["id"], "revision": 1}},
+                    id=call_id, type="tool_call")
+
+
+def script(call: ToolCall) -> ToolCallingFake:
+    return ToolCallingFake(responses=[AIMessage("", tool_calls=[call]),
+                                      AIMessage("The refund email is sent.")])
+
+
+def in_thread(operator: threading.Thread, run: Callable[[], list[BaseMessage]]
+              ) -> list[BaseMessage]:
+    operator.start()
+    try:
+        return run()
+    finally:
+        operator.join(WAIT)
+
+
+def test_a_tool_call_granted_by_the_operator_sends_the_email_once(
+        agent: Client, world: World, destinations: Destinations) -> None:
+    # The LangChain tools are the contracts; the draft is made with the client first.
+    call = send_call(agent, "call_send_1")
+    agent_tools: list[BaseTool] = list(tools(agent, timeout=WAIT))
+    assert {"email_send", "crm_lookup"} <= {t.name for t in agent_tools}
+    operator, decided = operator_decides(world, "grant")
+
+    messages = in_thread(operator, lambda: run_agent(script(call), agent_tools,
+                                                     "Send the refund email."))
+
+    assert len(decided) == 1
+    [answer] = [m for m in messages if isinstance(m, ToolMessage)]
+    assert (answer.status, answer.tool_call_id, answer.name) == (
+        "success", "call_send_1", "email_send")
+    operation = answer.artifact
+    assert operation["state"] == "completed"
+    assert json.loads(str(answer.content)) == operation["result"] == {
+        "message_id": f"{operation['id']}@console.invalid"}
+    assert messages[-1].content == "The refund email is sent."
+    sent = list_all(destinations.directory)["email"]
+    assert [m["message_id"] for m in sent] == [f"{operation['id']}@console.invalid"]
+
+    # A replayed run invokes the same tool call again: the first proposal answers, nothing
+    # more is proposed or sent.
+    [send] = [t for t in agent_tools if t.name == "email_send"]
+    again = send.invoke(call)
+    assert (again.status, again.content) == ("success", answer.content)
+    assert Proposal.objects.filter(principal=world.owner).count() == 1
+    assert Proposal.objects.get(principal=world.owner).call_id == "call_send_1"
+    assert len(list_all(destinations.directory)["email"]) == 1
+
+
+def test_a_denied_tool_call_is_the_models_error_text_approval_denied(
+        agent: Client, world: World, destinations: Destinations) -> None:
+    call = send_call(agent, "call_send_2")
+    agent_tools: list[BaseTool] = list(tools(agent, timeout=WAIT))
+    operator, decided = operator_decides(world, "deny")
+
+    messages = in_thread(operator, lambda: run_agent(script(call), agent_tools,
+                                                     "Send the refund email."))
+
+    assert len(decided) == 1
+    [answer] = [m for m in messages if isinstance(m, ToolMessage)]
+    assert answer.status == "error"
+    assert str(answer.content).startswith("approval_denied: ")
+    assert answer.tool_call_id == "call_send_2"
+    assert list_all(destinations.directory)["email"] == []
+    assert Proposal.objects.filter(principal=world.owner).count() == 1
