@@ -26,8 +26,8 @@ from exact_console import Client
 from exact_console.pydantic_ai import results_from_console, toolset
 from tests.api.conftest import draft_arguments
 from tests.conftest import World
+from tests.support.approvers import WAIT, operator_decides, while_operator_decides
 from tests.support.destinations import Destinations
-from tests.support.operator import WAIT, operator_decides, while_operator_decides
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
