@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from django.test import Client
 
+from exact_console import Client as ConsoleClient
 from tests.conftest import World
+from tests.support.destinations import Destinations
 
 API = "/api/v1/"
 
@@ -113,3 +115,19 @@ def draft_payload(**overrides: Any) -> dict[str, Any]:
                "subject": "Your refund", "body": "We have refunded your order."}
     payload.update(overrides)
     return payload
+
+
+@pytest.fixture
+def agent(destinations: Destinations, live_server: Any, world: World,
+          eager: None) -> Iterator[ConsoleClient]:
+    """The owner's agent over HTTP with the Python client, against the live server; the
+    dispatch runs eagerly."""
+    # `destinations` first: the world's proposals bind the running destinations.
+    with ConsoleClient(live_server.url, world.owner_token, timeout=60) as client:
+        yield client
+
+
+def draft_arguments(agent: ConsoleClient) -> dict[str, Any]:
+    """The arguments of `email.send` for a draft the agent makes first."""
+    draft = agent.create_resource("email_draft", draft_payload())
+    return {"draft": {"id": draft["id"], "revision": 1}}

@@ -5,30 +5,24 @@ email is sent by the console's handler (run by the eager task queue), once."""
 from __future__ import annotations
 
 import json
-import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from django.db import connection
-from django.utils import timezone
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool
 
 from demo.destinations.runner import list_all
-from dispatch.models import ApprovalRequest, Proposal
+from dispatch.models import Proposal
 from exact_console import Client
 from exact_console.langchain import tools
-from tests.api.conftest import draft_payload
+from tests.api.conftest import draft_arguments
 from tests.conftest import World
+from tests.support.approvers import WAIT, operator_decides, while_operator_decides
 from tests.support.destinations import Destinations
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-
-#: How long a tool waits for the decision and the outcome, and the operator for the proposal.
-WAIT = 30.0
 
 
 class ToolCallingFake(FakeMessagesListChatModel):
@@ -54,57 +48,14 @@ def run_agent(model: ToolCallingFake, agent_tools: list[BaseTool], task: str) ->
     raise AssertionError("the model never stopped calling tools")
 
 
-def operator_decides(world: World, decision: str) -> tuple[threading.Thread, list[Any]]:
-    """An operator in a thread of their own: waits for the agent's pending approval, then
-    decides it as the console's approval page would."""
-    from dispatch.services.approvals import approval_decide
-
-    decided: list[Any] = []
-
-    def decide() -> None:
-        try:
-            deadline = time.monotonic() + WAIT
-            while time.monotonic() < deadline:
-                approval = (ApprovalRequest.objects.select_related("proposal")
-                            .filter(proposal__principal=world.owner, state="pending").first())
-                if approval is not None:
-                    decided.append(approval_decide(
-                        approver=world.approver, approval_id=approval.id, decision=decision,
-                        digest=approval.proposal.digest, now=timezone.now()))
-                    return
-                time.sleep(0.1)
-        finally:
-            connection.close()
-
-    return threading.Thread(target=decide, daemon=True), decided
-
-
-@pytest.fixture
-def agent(destinations: Destinations, live_server: Any, world: World,
-          eager: None) -> Iterator[Client]:
-    # `destinations` first: the world's proposals bind the running destinations.
-    with Client(live_server.url, world.owner_token, timeout=60) as client:
-        yield client
-
-
 def send_call(agent: Client, call_id: str) -> ToolCall:
-    draft = agent.create_resource("email_draft", draft_payload())
-    return ToolCall(name="email_send", args={"draft": {"id": draft["id"], "revision": 1}},
-                    id=call_id, type="tool_call")
+    return ToolCall(name="email_send", args=draft_arguments(agent), id=call_id,
+                    type="tool_call")
 
 
 def script(call: ToolCall) -> ToolCallingFake:
     return ToolCallingFake(responses=[AIMessage("", tool_calls=[call]),
                                       AIMessage("The refund email is sent.")])
-
-
-def in_thread(operator: threading.Thread, run: Callable[[], list[BaseMessage]]
-              ) -> list[BaseMessage]:
-    operator.start()
-    try:
-        return run()
-    finally:
-        operator.join(WAIT)
 
 
 def test_a_tool_call_granted_by_the_operator_sends_the_email_once(
@@ -115,7 +66,7 @@ def test_a_tool_call_granted_by_the_operator_sends_the_email_once(
     assert {"email_send", "crm_lookup"} <= {t.name for t in agent_tools}
     operator, decided = operator_decides(world, "grant")
 
-    messages = in_thread(operator, lambda: run_agent(script(call), agent_tools,
+    messages = while_operator_decides(operator, lambda: run_agent(script(call), agent_tools,
                                                      "Send the refund email."))
 
     assert len(decided) == 1
@@ -146,7 +97,7 @@ def test_a_denied_tool_call_is_the_models_error_text_approval_denied(
     agent_tools: list[BaseTool] = list(tools(agent, timeout=WAIT))
     operator, decided = operator_decides(world, "deny")
 
-    messages = in_thread(operator, lambda: run_agent(script(call), agent_tools,
+    messages = while_operator_decides(operator, lambda: run_agent(script(call), agent_tools,
                                                      "Send the refund email."))
 
     assert len(decided) == 1

@@ -21,24 +21,18 @@ This module is the only one of the package that imports LangChain.
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Iterable
 from typing import Any
 
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 
-from exact_console._calls import decided
+from exact_console import _calling
 from exact_console.client import Client
-from exact_console.errors import Denied, Timeout
 from exact_console.tools import Tool
 from exact_console.tools import tools as specs
 
 __all__ = ["ConsoleTool", "tools"]
-
-#: The operation states in which the effect happened: the call answers the result.
-DONE = frozenset({"completed", "reconciled_completed"})
 
 
 class ConsoleTool(BaseTool):
@@ -62,59 +56,17 @@ class ConsoleTool(BaseTool):
         return (tool_call_id,), arguments
 
     def _run(self, call_id: str, /, **arguments: Any) -> ToolMessage:
-        try:
-            operation = self._call(call_id, arguments)
-        except Denied as refusal:
-            return self._error(call_id, refusal.code, refusal.message, refusal.details)
-        except Timeout as waited:
-            return self._error(call_id, waited.code, str(waited), waited.last)
-        if operation["state"] not in DONE:
-            return self._error(call_id, str(operation["state"]), _ended(operation), operation)
-        return ToolMessage(json.dumps(operation.get("result"), sort_keys=True),
-                           tool_call_id=call_id, name=self.name, artifact=operation)
-
-    def _call(self, call_id: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """The settled operation of this call: proposed (or found again by its call id), decided,
-        dispatched and waited for, all within one `timeout`."""
-        deadline = time.monotonic() + self.timeout
-        proposal = self.client.propose(self.operation, arguments, call_id=call_id,
-                                       dispatch_on_approval=True)
-        if not decided(proposal):
-            proposal = self.client.wait_for_decision(proposal["id"], timeout=_left(deadline))
-        operation_id = proposal.get("operation_id")
-        if operation_id is None:
-            # Needs no approval, or the grant's claim has not been made: dispatching is the
-            # console's answer either way (a denied, expired or revoked approval is refused
-            # with its code).
-            try:
-                operation_id = self.client.dispatch(proposal["id"])["operation_id"]
-            except Denied as refusal:
-                if refusal.code != "permit_claimed":
-                    raise
-                # The grant claimed it between the read and the dispatch.
-                operation_id = self.client.proposal(proposal["id"]).get("operation_id")
-                if operation_id is None:
-                    raise
-        return self.client.wait_for_outcome(str(operation_id), timeout=_left(deadline))
-
-    def _error(self, call_id: str, code: str, message: str, details: Any) -> ToolMessage:
-        return ToolMessage(f"{code}: {message}", tool_call_id=call_id, name=self.name,
-                           status="error", artifact={"code": code, "details": details})
-
-
-def _left(deadline: float) -> float:
-    return max(0.0, deadline - time.monotonic())
-
-
-def _ended(operation: dict[str, Any]) -> str:
-    attempts = operation.get("attempts") or []
-    error = attempts[-1].get("error") if attempts else None
-    why = f" ({error})" if error else ""
-    return f"operation {operation.get('id')} ended {operation.get('state')}{why}"
+        answer = _calling.call(self.client, self.operation, arguments, call_id,
+                               timeout=self.timeout)
+        if answer.ok:
+            return ToolMessage(answer.text, tool_call_id=call_id, name=self.name,
+                               artifact=answer.operation)
+        return ToolMessage(answer.text, tool_call_id=call_id, name=self.name, status="error",
+                           artifact={"code": answer.code, "details": answer.details})
 
 
 def tool(spec: Tool, client: Client, *, timeout: float = 60.0) -> ConsoleTool:
-    return ConsoleTool(name=spec.name.replace(".", "_"), description=spec.description,
+    return ConsoleTool(name=_calling.tool_name(spec), description=spec.description,
                        args_schema=spec.input_schema, client=client, operation=spec.name,
                        timeout=timeout)
 

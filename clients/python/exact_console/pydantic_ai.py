@@ -1,0 +1,133 @@
+"""The console's contracts as a Pydantic AI toolset (`pip install ./clients/python[pydantic-ai]`).
+
+    from pydantic_ai import Agent
+    from exact_console import Client
+    from exact_console.pydantic_ai import toolset
+
+    with Client("http://127.0.0.1:8000", token) as console:
+        agent = Agent(model, toolsets=[toolset(console, timeout=600)])   # email_send, ...
+        result = agent.run_sync("Send the refund email.")
+
+A tool is the contract, nothing more: the model calling it proposes the exact arguments with
+`call_id` = the call's `tool_call_id` and `dispatch_on_approval`, waits for the human's decision
+and the operation's outcome, and returns the operation's result. The effect runs in the
+console's handler, behind its dispatcher, never in the agent's process. A refusal (the code and
+message of the console's denial) and a wait past the timeout (`approval_pending`) come back to
+the model as the tool's failed return, `"<code>: <message>"` (Pydantic AI's `ToolFailed`: the
+model sees it; nothing retries it, and it uses none of the tool's retries). Calling it again
+with the same tool-call id (a resumed or replayed run) answers from the first proposal: the
+console never makes a second one.
+
+With `deferred=True` a call whose approval is pending does not wait: it is deferred
+(`CallDeferred`, with the proposal's id and the approval page in its metadata), and the run ends
+with `DeferredToolRequests`. `results_from_console(client, requests)` reads the console's
+decisions and outcomes into the `DeferredToolResults` that resume the run.
+
+This module is the only one of the package that imports Pydantic AI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic_ai import (
+    CallDeferred,
+    DeferredToolRequests,
+    DeferredToolResults,
+    RunContext,
+    ToolFailed,
+    ToolReturn,
+)
+from pydantic_ai.tools import Tool as PydanticTool
+from pydantic_ai.toolsets import FunctionToolset
+
+from exact_console import _calling
+from exact_console._calls import decided
+from exact_console.client import Client
+from exact_console.tools import Tool
+from exact_console.tools import tools as specs
+
+__all__ = ["results_from_console", "tool", "toolset"]
+
+#: The key of a deferred call's metadata that marks it as the console's.
+METADATA_KEY = "exact_console"
+
+
+def result(answer: _calling.Answer) -> ToolReturn | ToolFailed:
+    """What the model sees: the operation's result (the operation itself rides along as
+    metadata, which the model does not see), or a `ToolFailed` with the answer's error text."""
+    if not answer.ok:
+        return ToolFailed(answer.text)
+    operation = answer.operation or {}
+    return ToolReturn(operation.get("result"), metadata=operation)
+
+
+def told(answer: _calling.Answer) -> ToolReturn:
+    """A tool's return of `answer`; its `ToolFailed` raised."""
+    returned = result(answer)
+    if isinstance(returned, ToolFailed):
+        raise returned
+    return returned
+
+
+def tool(spec: Tool, client: Client, *, timeout: float = 60.0,
+         deferred: bool = False) -> PydanticTool[Any]:
+    """One contract as a Pydantic AI tool, named as the contract with `.` replaced by `_`, its
+    parameters the contract's JSON schema (the console validates the arguments: a
+    `schema_invalid` refusal tells the model where it went wrong)."""
+
+    def call(ctx: RunContext[Any], **arguments: Any) -> ToolReturn:
+        call_id = ctx.tool_call_id
+        if call_id is None:
+            raise ValueError(f"{spec.name}: called without a tool-call id, which is the "
+                             "proposal's call_id")
+        if not deferred:
+            return told(_calling.call(client, spec.name, arguments, call_id, timeout=timeout))
+        begun = _calling.begin(client, spec.name, arguments, call_id)
+        if isinstance(begun, _calling.Answer):
+            return told(begun)
+        if not decided(begun):
+            raise CallDeferred({METADATA_KEY: {
+                "operation": spec.name, "proposal_id": begun["id"],
+                "approval_url": _calling.approval_url(client, begun)}})
+        return told(_calling.answer(client, begun, timeout=timeout))
+
+    return PydanticTool.from_schema(call, name=_calling.tool_name(spec),
+                                    description=spec.description,
+                                    json_schema=spec.input_schema, takes_ctx=True)
+
+
+def toolset(client: Client, *, timeout: float = 60.0, operations: Iterable[str] | None = None,
+            deferred: bool = False) -> FunctionToolset[Any]:
+    """A toolset of one tool per contract of `client.contracts()` (only those named in
+    `operations` when given). `timeout` (seconds) bounds each call's wait for the decision and
+    the outcome together; with `deferred`, a call whose approval is pending is deferred instead
+    (see the module)."""
+    return FunctionToolset([tool(spec, client, timeout=timeout, deferred=deferred)
+                            for spec in specs(client, operations)])
+
+
+def results_from_console(client: Client, requests: DeferredToolRequests, *,
+                         timeout: float = 60.0) -> DeferredToolResults:
+    """The results of the deferred calls of this toolset whose approval a human has decided,
+    read from the console: each call is proposed again with its own tool-call id and arguments
+    (the console answers the first proposal, or refuses other arguments as
+    `proposal_mismatch`), then waited for as an undeferred call is, within `timeout`. A call
+    still pending is left out (`requests.remaining(results)` lists it); calls of other tools
+    are left out too. Nothing here approves anything: only the console's decision counts."""
+    results = DeferredToolResults()
+    for part in requests.calls:
+        ours = requests.metadata.get(part.tool_call_id, {}).get(METADATA_KEY)
+        if not isinstance(ours, dict):
+            continue
+        begun = _calling.begin(client, str(ours["operation"]), part.args_as_dict(),
+                               part.tool_call_id)
+        if isinstance(begun, _calling.Answer):
+            answer = begun
+        elif not decided(begun):
+            continue
+        else:
+            answer = _calling.answer(client, begun, timeout=timeout)
+        results.calls[part.tool_call_id] = result(answer)
+    return results
