@@ -64,6 +64,7 @@ def operation_list_unknown(request: HttpRequest, principal: Principal) -> HttpRe
 
 #: The states the operations list filters by, in lifecycle order.
 STATES = tuple(state.value for state in OperationState)
+OPERATIONS_PAGE = 25
 
 
 @require_GET
@@ -74,7 +75,7 @@ def operation_list(request: HttpRequest, principal: Principal) -> HttpResponse:
     if state not in STATES:
         state = ""
     listing = selectors.operation_list(
-        viewer=principal, state=state,
+        viewer=principal, state=state, limit=OPERATIONS_PAGE,
         after=paging.decode_time_id(request.GET.get("after")),
         before=paging.decode_time_id(request.GET.get("before")))
     return page(request, "console/operation_list.html", {

@@ -73,6 +73,7 @@ POLL_SECONDS = 5
 EXPIRING_SOON = timedelta(minutes=5)
 # How often an approval's page asks after the operation it let run, until it settles.
 FOLLOW_SECONDS = 2
+DECIDED_PAGE = 25
 SETTLED = frozenset({OperationState.COMPLETED, OperationState.FAILED_NO_EFFECT,
                      OperationState.UNKNOWN, OperationState.RECONCILED_COMPLETED,
                      OperationState.RECONCILED_NO_EFFECT})
@@ -188,7 +189,7 @@ def page_link(request: HttpRequest, key: str | None, cursor: tuple[Any, ...] | N
 def decided_list(request: HttpRequest, principal: Principal) -> HttpResponse:
     """The tenant's decisions, newest first, whoever made them, with what each led to."""
     listing = selectors.decision_list(
-        viewer=principal, after=paging.decode_time_id(request.GET.get("after")),
+        viewer=principal, limit=DECIDED_PAGE, after=paging.decode_time_id(request.GET.get("after")),
         before=paging.decode_time_id(request.GET.get("before")))
     rows = []
     for decision in listing.rows:
