@@ -32,6 +32,7 @@ from dispatch.services.renewals import operation_reauthorize as operation_reauth
 from dispatch.services.renewals import renewal_decide as renewal_decide_service
 from dispatch.services.renewals import renewal_refusal
 from protocols.denials import Denial, DenialCode
+from protocols.lifecycle import OperationState
 from protocols.roles import Role
 
 if TYPE_CHECKING:
@@ -58,6 +59,32 @@ def operation_list_unknown(request: HttpRequest, principal: Principal) -> HttpRe
         "count": selectors.operation_count_unknown(viewer=principal),
         "older": page_link(request, "after", listing.older),
         "newer": page_link(request, "before", listing.newer),
+    }, principal=principal)
+
+
+#: The states the operations list filters by, in lifecycle order.
+STATES = tuple(state.value for state in OperationState)
+OPERATIONS_PAGE = 25
+
+
+@require_GET
+@role_required(Role.OPERATOR)
+def operation_list(request: HttpRequest, principal: Principal) -> HttpResponse:
+    """The tenant's operations, newest first, narrowed to one state by `?state=`."""
+    state = request.GET.get("state", "")
+    if state not in STATES:
+        state = ""
+    listing = selectors.operation_list(
+        viewer=principal, state=state, limit=OPERATIONS_PAGE,
+        after=paging.decode_time_id(request.GET.get("after")),
+        before=paging.decode_time_id(request.GET.get("before")))
+    return page(request, "console/operation_list.html", {
+        "operations": listing.rows,
+        "state": state,
+        "states": STATES,
+        "older": page_link(request, "after", listing.older),
+        "newer": page_link(request, "before", listing.newer),
+        "first": page_link(request, None, None) if listing.newer else "",
     }, principal=principal)
 
 

@@ -17,6 +17,8 @@ class Section:
 
 
 APPROVALS: Final = Section("approvals", "Approvals", "console:approval-list")
+DECIDED: Final = Section("decided", "Decided", "console:decided-list")
+OPERATIONS: Final = Section("operations", "Operations", "console:operation-list")
 UNKNOWN_OUTCOMES: Final = Section("unknown", "Unknown outcomes", "console:operation-unknown-list")
 GRANTS: Final = Section("grants", "Grants", "console:grant-list")
 AUDIT: Final = Section("audit", "Audit", "console:audit-list")
@@ -27,6 +29,9 @@ BY_VIEW: Final = {
     "approval-detail": APPROVALS,
     "approval-decide": APPROVALS,
     "approval-cancel": APPROVALS,
+    "approval-follow": APPROVALS,
+    "decided-list": DECIDED,
+    "operation-list": OPERATIONS,
     "question-detail": APPROVALS,
     "operation-unknown-list": UNKNOWN_OUTCOMES,
     "grant-list": GRANTS,

@@ -10,8 +10,11 @@ app_name = "console"
 urlpatterns = [
     path("", views.approval_list, name="approval-list"),
     path("approvals/<str:approval_id>/", views.approval_detail, name="approval-detail"),
+    path("decided/", views.decided_list, name="decided-list"),
+    path("approvals/<str:approval_id>/follow/", views.approval_follow, name="approval-follow"),
     path("approvals/<str:approval_id>/decide/", views.approval_decide, name="approval-decide"),
     path("approvals/<str:approval_id>/cancel/", views.approval_cancel, name="approval-cancel"),
+    path("operations/", operations.operation_list, name="operation-list"),
     path("operations/unknown/", operations.operation_list_unknown, name="operation-unknown-list"),
     path("operations/<str:operation_id>/", operations.operation_detail, name="operation-detail"),
     path("operations/<str:operation_id>/resolve/", operations.operation_resolve,

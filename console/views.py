@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +47,7 @@ from dispatch.services.authority import grant_revoke as grant_revoke_service
 from dispatch.services.cancellation import proposal_cancel as proposal_cancel_service
 from protocols.approvals import effective_approval_state
 from protocols.denials import Denial, DenialCode
-from protocols.lifecycle import ApprovalState
+from protocols.lifecycle import ApprovalState, OperationState, PermitState
 from protocols.roles import Role
 from protocols.usage import Usage
 
@@ -69,6 +69,14 @@ DECISION_REFUSALS = {
     DenialCode.ATTESTATION_UNBOUND: "The attestation is not of this exact report revision.",
 }
 POLL_SECONDS = 5
+# The queue marks a request whose window closes within this.
+EXPIRING_SOON = timedelta(minutes=5)
+# How often an approval's page asks after the operation it let run, until it settles.
+FOLLOW_SECONDS = 2
+DECIDED_PAGE = 25
+SETTLED = frozenset({OperationState.COMPLETED, OperationState.FAILED_NO_EFFECT,
+                     OperationState.UNKNOWN, OperationState.RECONCILED_COMPLETED,
+                     OperationState.RECONCILED_NO_EFFECT})
 
 
 def not_found_page(request: HttpRequest, principal: Principal, denial: Denial) -> HttpResponse:
@@ -96,7 +104,10 @@ def approval_list(request: HttpRequest, principal: Principal) -> HttpResponse:
                            operations=selectors.operation_names(approval_only=True),
                            principals=[(p.id, p.name) for p in agents])
     filters = form.filters(now)
-    queue = selectors.approval_list_pending(
+    expiring = request.GET.get("sort") == "expiring"
+    listing = (selectors.approval_list_expiring if expiring
+               else selectors.approval_list_pending)
+    queue = listing(
         viewer=principal, filters=filters,
         after=paging.decode_time_id(request.GET.get("after")),
         before=paging.decode_time_id(request.GET.get("before")),
@@ -111,6 +122,9 @@ def approval_list(request: HttpRequest, principal: Principal) -> HttpResponse:
         "newer": page_link(request, "before", queue.newer),
         "first": page_link(request, None, None) if queue.newer else "",
         "poll_seconds": POLL_SECONDS,
+        "expiring": expiring,
+        "sort_newest": _sorted_link(request, None),
+        "sort_expiring": _sorted_link(request, "expiring"),
     }
     template = "console/_approval_queue.html" if is_htmx(request) else \
         "console/approval_list.html"
@@ -137,10 +151,21 @@ def _queue_row(approval: ApprovalRequest, now: datetime) -> dict[str, Any]:
         "headline": _headline(proposal.operation, contract, snapshot.get("arguments", {})),
         "age": duration(now - approval.created_at),
         "time_left": duration(approval.expires_at - now),
-        "soon": (approval.expires_at - now).total_seconds() < 600,
+        "soon": approval.expires_at - now < EXPIRING_SOON,
         "lapsed": effective_approval_state(approval.state, approval.expires_at, now)
         is ApprovalState.EXPIRED,
     }
+
+
+def _sorted_link(request: HttpRequest, sort: str | None) -> str:
+    """The queue with its filters, sorted another way, from its first page."""
+    params = request.GET.copy()
+    for name in ("after", "before", "sort"):
+        params.pop(name, None)
+    if sort:
+        params["sort"] = sort
+    query = params.urlencode()
+    return f"{request.path}?{query}" if query else request.path
 
 
 def page_link(request: HttpRequest, key: str | None, cursor: tuple[Any, ...] | None) -> str:
@@ -154,6 +179,64 @@ def page_link(request: HttpRequest, key: str | None, cursor: tuple[Any, ...] | N
         params[key] = paging.encode(cursor)
     query = params.urlencode()
     return f"{request.path}?{query}" if query else request.path
+
+
+# --- decided -----------------------------------------------------------------------------------
+
+
+@require_GET
+@role_required(Role.OPERATOR)
+def decided_list(request: HttpRequest, principal: Principal) -> HttpResponse:
+    """The tenant's decisions, newest first, whoever made them, with what each led to."""
+    listing = selectors.decision_list(
+        viewer=principal, limit=DECIDED_PAGE, after=paging.decode_time_id(request.GET.get("after")),
+        before=paging.decode_time_id(request.GET.get("before")))
+    rows = []
+    for decision in listing.rows:
+        proposal = decision.approval.proposal
+        snapshot = parse_snapshot(proposal.canonical)
+        contract = selectors.contract_for_fingerprint(proposal.contract_fingerprint)
+        rows.append({
+            "decision": decision, "approval": decision.approval, "proposal": proposal,
+            "headline": _headline(proposal.operation, contract, snapshot.get("arguments", {})),
+            "operation": getattr(proposal, "operation_record", None),
+        })
+    return page(request, "console/decided_list.html", {
+        "rows": rows,
+        "older": page_link(request, "after", listing.older),
+        "newer": page_link(request, "before", listing.newer),
+        "first": page_link(request, None, None) if listing.newer else "",
+    }, principal=principal)
+
+
+@require_GET
+@role_required(Role.OPERATOR)
+def approval_follow(
+    request: HttpRequest, principal: Principal, approval_id: str,
+) -> HttpResponse:
+    """The fragment of a decided approval's page that follows what its permit led to; htmx
+    asks for it again every `FOLLOW_SECONDS` until the operation settles."""
+    try:
+        approval = selectors.approval_get(viewer=principal, approval_id=approval_id)
+    except Denial as denial:
+        return not_found_page(request, principal, denial)
+    return page(request, "console/_follow.html", _follow_context(principal, approval),
+                principal=principal)
+
+
+def _follow_context(principal: Principal, approval: ApprovalRequest) -> dict[str, Any]:
+    """What came of a granted approval: the operation and its state, or, before any claim,
+    whether the runtime dispatches it or who must, by when (the permit's expiry)."""
+    permit = getattr(approval, "permit", None)
+    operation = selectors.operation_for_proposal(viewer=principal,
+                                                 proposal_id=approval.proposal_id)
+    if operation is not None:
+        following = operation.state not in SETTLED
+    else:
+        following = permit is not None and permit.state == PermitState.ISSUED
+    return {"approval": approval, "proposal": approval.proposal, "permit": permit,
+            "operation": operation, "following": following,
+            "follow_seconds": FOLLOW_SECONDS}
 
 
 # --- one approval -------------------------------------------------------------------------------
@@ -289,6 +372,7 @@ def _detail_page(
         "decision": decision,
         "permit": permit,
         "operation": operation,
+        **(_follow_context(principal, approval) if decided else {}),
         "form": form,
         "denial": denial,
         "denial_headline": _refusal_headline(denial, decision, principal),

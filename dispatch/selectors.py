@@ -27,6 +27,7 @@ from dispatch.models import (
     ApprovalRequest,
     Attempt,
     AuditEvent,
+    Decision,
     Grant,
     Operation,
     Principal,
@@ -215,6 +216,35 @@ def approval_list_pending(
                    limit=limit)
 
 
+def approval_list_expiring(
+    *, viewer: Principal, filters: QueueFilter = QueueFilter(),
+    after: Sequence[Any] | None = None, before: Sequence[Any] | None = None, limit: int = 25,
+) -> Page[ApprovalRequest]:
+    """The queue by time left, soonest expiry first, keyset-paged on (expires_at, id): `after`
+    continues to later expiries, `before` back to sooner ones."""
+    queryset = _pending_approvals(viewer, filters).select_related(
+        "proposal", "proposal__principal")
+    if before is not None:
+        at, tie = before
+        rows = list(queryset.filter(expires_at__lte=at).filter(
+            Q(expires_at__lt=at) | Q(id__lt=tie)).order_by("-expires_at", "-id")[: limit + 1])
+        more_sooner = len(rows) > limit
+        rows = rows[:limit][::-1]
+        return Page(rows=rows, older=_cursor(rows[-1], ("expires_at", "id")) if rows else None,
+                    newer=_cursor(rows[0], ("expires_at", "id"))
+                    if rows and more_sooner else None)
+    if after is not None:
+        at, tie = after
+        queryset = queryset.filter(expires_at__gte=at).filter(
+            Q(expires_at__gt=at) | Q(id__gt=tie))
+    rows = list(queryset.order_by("expires_at", "id")[: limit + 1])
+    more_later = len(rows) > limit
+    rows = rows[:limit]
+    return Page(rows=rows, older=_cursor(rows[-1], ("expires_at", "id")) if more_later else None,
+                newer=_cursor(rows[0], ("expires_at", "id"))
+                if rows and after is not None else None)
+
+
 def approval_count_pending(*, viewer: Principal, filters: QueueFilter = QueueFilter()) -> Count:
     return count_capped(_pending_approvals(viewer, filters))
 
@@ -310,6 +340,38 @@ def approval_for_proposal(*, viewer: Principal, proposal_id: str) -> ApprovalReq
 
 def operation_for_proposal(*, viewer: Principal, proposal_id: str) -> Operation | None:
     return Operation.objects.filter(tenant_id=viewer.tenant_id, proposal_id=proposal_id).first()
+
+
+def operation_list(
+    *, viewer: Principal, state: str = "", after: Sequence[Any] | None = None,
+    before: Sequence[Any] | None = None, limit: int = 25,
+) -> Page[Operation]:
+    """The tenant's operations, newest claim first, narrowed to one state if asked,
+    keyset-paged on (claimed_at, id)."""
+    queryset = Operation.objects.filter(tenant_id=viewer.tenant_id).select_related(
+        "principal", "proposal__approval")
+    if state:
+        queryset = queryset.filter(state=state)
+    return _keyset(queryset, keys=("claimed_at", "id"), after=after, before=before,
+                   limit=limit)
+
+
+# --- decisions ----------------------------------------------------------------------------------
+
+
+def decision_list(
+    *, viewer: Principal, after: Sequence[Any] | None = None,
+    before: Sequence[Any] | None = None, limit: int = 25,
+) -> Page[Decision]:
+    """Decisions on the tenant's approvals, newest first, by anyone, keyset-paged on
+    (decided_at, id); each with its approver, its proposal and the operation it led to. Like the
+    queue, an operator sees the decisions of approvals for their own role."""
+    queryset = Decision.objects.filter(approval__tenant_id=viewer.tenant_id).select_related(
+        "approver", "approval__proposal", "approval__proposal__operation_record")
+    if not has_role(viewer, Role.ADMIN):
+        queryset = queryset.filter(approval__role=viewer.role)
+    return _keyset(queryset, keys=("decided_at", "id"), after=after, before=before,
+                   limit=limit)
 
 
 # --- grants -------------------------------------------------------------------------------------

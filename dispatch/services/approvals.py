@@ -77,6 +77,10 @@ def approval_decide(
     # The approver confirms the exact bytes they were shown.
     if not hmac.compare_digest(digest.encode(), proposal.digest.encode()):
         raise Denial(DenialCode.PROPOSAL_MISMATCH, reason="digest differs from the proposal's")
+    if (approval.state == ApprovalState.EXPIRED
+            and not Decision.objects.filter(approval_id=approval.id).exists()):
+        # The expiry sweep got there first: the window passed and nobody decided.
+        raise Denial(DenialCode.APPROVAL_EXPIRED)
     if approval.state != ApprovalState.PENDING:
         raise Denial(DenialCode.APPROVAL_DECIDED, state=approval.state)
     if now >= approval.expires_at:

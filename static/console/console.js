@@ -22,6 +22,25 @@
       if (isNaN(left)) { continue; }
       nodes[i].textContent = left > 0 ? duration(left) : "expired";
     }
+    closeLapsed();
+  }
+
+  /* A decision form whose window has closed: its buttons disable and say "expired" (the
+     server refuses a late decision anyway). */
+  function closeLapsed() {
+    var forms = document.querySelectorAll("form[data-closes-at]");
+    for (var i = 0; i < forms.length; i++) {
+      var closes = Date.parse(forms[i].getAttribute("data-closes-at"));
+      if (isNaN(closes) || closes > Date.now()) { continue; }
+      var buttons = forms[i].querySelectorAll("button[type=submit]");
+      for (var j = 0; j < buttons.length; j++) {
+        if (buttons[j].disabled) { continue; }
+        buttons[j].disabled = true;
+        buttons[j].textContent = buttons[j].textContent + " (expired)";
+        buttons[j].setAttribute("aria-disabled", "true");
+      }
+      forms[i].classList.add("lapsed");
+    }
   }
 
   /* Queue keys: j / k move between rows, / jumps to the filters. Never while typing. */
