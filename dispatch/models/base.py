@@ -222,6 +222,10 @@ class Decision(models.Model):
     reason = models.TextField(blank=True, default="")
     decided_at = models.DateTimeField()
 
+    class Meta:
+        # The console's Decided tab, newest first (`selectors.decision_list`).
+        indexes = [models.Index(fields=["-decided_at", "-id"], name="decision_newest")]
+
 
 class Permit(models.Model):
     """A one-shot permit minted by the approval resolver; binds everything of
@@ -283,6 +287,8 @@ class Operation(models.Model):
         indexes = [
             models.Index(fields=["state", "updated_at"], name="operation_by_state"),
             models.Index(fields=["tenant", "state", "-updated_at"], name="operation_tenant_state"),
+            # The console's operations list, newest claim first (`selectors.operation_list`).
+            models.Index(fields=["tenant", "-claimed_at", "-id"], name="operation_tenant_claimed"),
         ]
 
 
