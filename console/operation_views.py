@@ -23,7 +23,7 @@ from console.presenters import (
 )
 from console.roles import page, role_required
 from console.sections import section_of_operation
-from console.views import not_found_page, page_link
+from console.views import not_found_page, page_link, pager
 from dispatch import selectors
 from dispatch.services.authority import has_role
 from dispatch.services.cancellation import operation_cancel as operation_cancel_service
@@ -81,10 +81,7 @@ def operation_list(request: HttpRequest, principal: Principal) -> HttpResponse:
     return page(request, "console/operation_list.html", {
         "operations": listing.rows,
         "state": state,
-        "states": STATES,
-        "older": page_link(request, "after", listing.older),
-        "newer": page_link(request, "before", listing.newer),
-        "first": page_link(request, None, None) if listing.newer else "",
+        "states": STATES, **pager(request, listing),
     }, principal=principal)
 
 

@@ -118,9 +118,7 @@ def approval_list(request: HttpRequest, principal: Principal) -> HttpResponse:
     rows = [_queue_row(approval, now) for approval in queue.rows]
     context = {
         "form": form, "rows": rows, "count": count, "total": total, "now": now,
-        "older": page_link(request, "after", queue.older),
-        "newer": page_link(request, "before", queue.newer),
-        "first": page_link(request, None, None) if queue.newer else "",
+        **pager(request, queue),
         "poll_seconds": POLL_SECONDS,
         "expiring": expiring,
         "sort_newest": _sorted_link(request, None),
@@ -168,6 +166,14 @@ def _sorted_link(request: HttpRequest, sort: str | None) -> str:
     return f"{request.path}?{query}" if query else request.path
 
 
+def pager(request: HttpRequest, listing: Any) -> dict[str, str]:
+    """The links of a keyset-paged list (`selectors.Page`): older, newer, and back to the first
+    page when this is not it."""
+    return {"older": page_link(request, "after", listing.older),
+            "newer": page_link(request, "before", listing.newer),
+            "first": page_link(request, None, None) if listing.newer else ""}
+
+
 def page_link(request: HttpRequest, key: str | None, cursor: tuple[Any, ...] | None) -> str:
     """The current URL with its filters, moved to another page (or to the first one)."""
     params = request.GET.copy()
@@ -202,10 +208,7 @@ def decided_list(request: HttpRequest, principal: Principal) -> HttpResponse:
             "operation": getattr(proposal, "operation_record", None),
         })
     return page(request, "console/decided_list.html", {
-        "rows": rows,
-        "older": page_link(request, "after", listing.older),
-        "newer": page_link(request, "before", listing.newer),
-        "first": page_link(request, None, None) if listing.newer else "",
+        "rows": rows, **pager(request, listing),
     }, principal=principal)
 
 

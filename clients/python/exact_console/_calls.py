@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -212,3 +213,21 @@ def retry_delay(attempt: int) -> float:
 
 def next_poll(delay: float) -> float:
     return min(delay * 2, POLL_MAX)
+
+
+class Schedule:
+    """A bounded wait's pauses: after each read, `pause()` is how long to sleep before the next
+    read (growing from POLL_FIRST to POLL_MAX, the last one ending at the deadline), or None
+    once the deadline has passed."""
+
+    def __init__(self, timeout: float) -> None:
+        self.deadline = time.monotonic() + timeout
+        self.delay = POLL_FIRST
+
+    def pause(self) -> float | None:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        pause = min(self.delay, remaining)
+        self.delay = next_poll(self.delay)
+        return pause

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Self
 
 import httpx
 
 from exact_console import _calls
-from exact_console._calls import POLL_FIRST, RETRIES, Call, decided, next_poll, settled
+from exact_console._calls import RETRIES, Call, Schedule, decided, settled
 from exact_console.errors import Timeout, TransportError
 
 __all__ = ["AsyncClient", "Client"]
@@ -146,32 +147,27 @@ class Client:
         """The proposal once no human is still to decide it (granted, denied, expired or
         revoked, or no approval needed); `Timeout` (code `approval_pending`) after `timeout`
         seconds. A denial is an answer here, not an exception: dispatching it is refused."""
-        deadline = time.monotonic() + timeout
-        delay = POLL_FIRST
-        while True:
-            current = self.proposal(proposal_id)
-            if decided(current):
-                return current
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise _decision_timeout(proposal_id, timeout, current)
-            time.sleep(min(delay, remaining))
-            delay = next_poll(delay)
+        return self._wait(lambda: self.proposal(proposal_id), decided, timeout,
+                          lambda last: _decision_timeout(proposal_id, timeout, last))
 
     def wait_for_outcome(self, operation_id: str, *, timeout: float) -> JSON:
         """The operation once it has settled (`completed`, `failed_no_effect`, `unknown` or
         reconciled); `Timeout` (code: its state) after `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        delay = POLL_FIRST
+        return self._wait(lambda: self.operation(operation_id), settled, timeout,
+                          lambda last: _outcome_timeout(operation_id, timeout, last))
+
+    @staticmethod
+    def _wait(read: Callable[[], JSON], done: Callable[[JSON], bool], timeout: float,
+              expired: Callable[[JSON], Timeout]) -> JSON:
+        schedule = Schedule(timeout)
         while True:
-            current = self.operation(operation_id)
-            if settled(current):
+            current = read()
+            if done(current):
                 return current
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise _outcome_timeout(operation_id, timeout, current)
-            time.sleep(min(delay, remaining))
-            delay = next_poll(delay)
+            pause = schedule.pause()
+            if pause is None:
+                raise expired(current)
+            time.sleep(pause)
 
     # --- transport --------------------------------------------------------------------------
 
@@ -281,30 +277,25 @@ class AsyncClient:
     # --- waits ------------------------------------------------------------------------------
 
     async def wait_for_decision(self, proposal_id: str, *, timeout: float) -> JSON:
-        deadline = time.monotonic() + timeout
-        delay = POLL_FIRST
-        while True:
-            current = await self.proposal(proposal_id)
-            if decided(current):
-                return current
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise _decision_timeout(proposal_id, timeout, current)
-            await asyncio.sleep(min(delay, remaining))
-            delay = next_poll(delay)
+        return await self._wait(lambda: self.proposal(proposal_id), decided, timeout,
+                                lambda last: _decision_timeout(proposal_id, timeout, last))
 
     async def wait_for_outcome(self, operation_id: str, *, timeout: float) -> JSON:
-        deadline = time.monotonic() + timeout
-        delay = POLL_FIRST
+        return await self._wait(lambda: self.operation(operation_id), settled, timeout,
+                                lambda last: _outcome_timeout(operation_id, timeout, last))
+
+    @staticmethod
+    async def _wait(read: Callable[[], Awaitable[JSON]], done: Callable[[JSON], bool],
+                    timeout: float, expired: Callable[[JSON], Timeout]) -> JSON:
+        schedule = Schedule(timeout)
         while True:
-            current = await self.operation(operation_id)
-            if settled(current):
+            current = await read()
+            if done(current):
                 return current
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise _outcome_timeout(operation_id, timeout, current)
-            await asyncio.sleep(min(delay, remaining))
-            delay = next_poll(delay)
+            pause = schedule.pause()
+            if pause is None:
+                raise expired(current)
+            await asyncio.sleep(pause)
 
     # --- transport --------------------------------------------------------------------------
 
