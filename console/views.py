@@ -287,7 +287,8 @@ def approval_decide(
         messages.success(request, f"Approved. Permit {permit.id} is bound to this exact "
                                   f"snapshot until {permit.expires_at:%Y-%m-%d %H:%M:%S} UTC.")
     else:
-        messages.success(request, "Denied. The action will not run.")
+        # Not the green of an approval: a denial reads differently at a glance.
+        messages.info(request, "Denied. The action will not run.", extra_tags="alert-denied")
     return redirect("console:approval-detail", approval_id=decided.id)
 
 

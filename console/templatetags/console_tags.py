@@ -61,6 +61,24 @@ def grant_state(grant: Any, now: datetime) -> str:
     return "active"
 
 
+@register.simple_tag
+def revoke_question(node: Any) -> str:
+    """What revoking a grant of the grants page does, asked before it is done: the grant and
+    every live grant delegated from it, at any depth (revocation takes the whole subtree)."""
+    delegated = _live_delegations(node)
+    question = f"Revoke grant {node.grant.id} of {node.grant.subject.name}"
+    if delegated:
+        question += (f" and the {delegated} grant{'' if delegated == 1 else 's'} delegated "
+                     f"from it")
+    them = "them" if delegated else "it"
+    return f"{question}? Unused permits resting on {them} are revoked too."
+
+
+def _live_delegations(node: Any) -> int:
+    return sum((child.grant.revoked_at is None) + _live_delegations(child)
+               for child in node.children)
+
+
 @register.filter
 def scope_items(scope: Any) -> list[tuple[str, str]]:
     if not isinstance(scope, dict):

@@ -67,6 +67,16 @@
     links[index].focus();
   }
 
+  /* A risky action asks first: a submit button's (or its form's) data-confirm is the question,
+     and cancelling it sends nothing. The server decides alone; this only guards the click. */
+  function onSubmit(event) {
+    var button = event.submitter, form = event.target;
+    var question = (button && button.getAttribute("data-confirm")) ||
+      (form && form.getAttribute && form.getAttribute("data-confirm"));
+    if (question && !window.confirm(question)) { event.preventDefault(); }
+  }
+
+  document.addEventListener("submit", onSubmit);
   document.addEventListener("keydown", onKey);
   document.addEventListener("DOMContentLoaded", tick);
   window.setInterval(tick, 1000);

@@ -155,10 +155,27 @@ def test_resolve_an_unknown_outcome(
     expect(page.get_by_role("heading", name="Unknown outcomes")).to_be_visible()
     screenshot("unknown")
     email = operations[0]
+    asked: list[str] = []
+
+    def answer(accept: bool) -> Any:
+        def handle(dialog: Any) -> None:
+            asked.append(dialog.message)
+            dialog.accept() if accept else dialog.dismiss()
+        return handle
+
     card = page.locator("article", has=page.locator(f"#op-{email.id}"))
+    page.once("dialog", answer(True))
     card.get_by_role("button", name="Mark no effect").click()
     expect(page.get_by_text("Write a note of the evidence before resolving.")).to_be_visible()
     page.get_by_label("Evidence note").fill("Sink log shows a bounce; nothing was delivered.")
+    page.once("dialog", answer(False))  # asked what it records, and cancelled: nothing sent
+    page.get_by_role("button", name="Mark no effect").click()
+    expect(page.get_by_label("Evidence note")).to_have_value(
+        "Sink log shows a bounce; nothing was delivered.")
+    assert Operation.objects.get(id=email.id).state == "unknown"
+    assert asked[-1].startswith("Record that the effect did not happen?")
+    assert email.id in asked[-1]
+    page.once("dialog", answer(True))
     page.get_by_role("button", name="Mark no effect").click()
     expect(page.get_by_role("status")).to_have_text(
         f"Operation {email.id} is now reconciled_no_effect.")
