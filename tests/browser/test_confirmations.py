@@ -4,17 +4,10 @@ an approval's."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
-
-try:
-    from playwright.sync_api import expect
-except ImportError:  # the conftest's browser fixture says the same; under CI it is an error
-    if os.environ.get("CI") == "true":
-        raise
-    pytest.skip("playwright is not installed", allow_module_level=True)
+from playwright.sync_api import expect
 
 from dispatch.models import ApprovalRequest, Grant
 from dispatch.services.authority import grant_delegate

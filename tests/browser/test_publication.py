@@ -4,17 +4,10 @@ recorded judgement; approves; and the publication leaves the queue."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
-
-try:
-    from playwright.sync_api import expect
-except ImportError:  # the conftest's browser fixture says the same; under CI it is an error
-    if os.environ.get("CI") == "true":
-        raise
-    pytest.skip("playwright is not installed", allow_module_level=True)
+from playwright.sync_api import expect
 
 from dispatch.models import ApprovalRequest, Attestation, Receipt
 from tests.conftest import World
