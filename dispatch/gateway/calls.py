@@ -18,7 +18,13 @@ import mcp_types as types
 from jsonschema import Draft202012Validator
 
 from dispatch.api.presenters import proposal_view, resource_view
-from dispatch.gateway.answers import MCP, Standing, proposal_standing, standing_of
+from dispatch.gateway.answers import (
+    MCP,
+    Standing,
+    operation_brief,
+    proposal_standing,
+    standing_of,
+)
 from dispatch.gateway.results import standing_result, tool_result
 from dispatch.gateway.tools import GATEWAY_TOOLS, PROPOSAL_STATUS, RESOURCE_CREATE
 from dispatch.models import Principal
@@ -94,11 +100,11 @@ def _gateway_tool(principal: Principal, name: str, arguments: JSONObject, *,
         raise Denial(DenialCode.SCHEMA_INVALID, errors=errors)
     if name == PROPOSAL_STATUS:
         standing = proposal_standing(principal, arguments["proposal_id"], now=now)
-        view = proposal_view(standing.proposal, now=now)
-        if standing.operation is not None:
-            view["operation"] = standing_result(standing).structured_content["operation"]
         if standing.denial is not None:
             return standing_result(standing)
+        view = proposal_view(standing.proposal, now=now)
+        if standing.operation is not None:
+            view["operation"] = operation_brief(standing.operation)
         return tool_result(view)
     if name == RESOURCE_CREATE:
         resource, revision = resource_create(principal=principal, kind=arguments["kind"],

@@ -90,9 +90,12 @@ class Gateway:
     # --- tools/call ---------------------------------------------------------------------------
 
     async def propose(self, ctx: ServerRequestContext[Any, Any],
-                      params: types.CallToolRequestParams) -> Standing | types.CallToolResult:
-        """Make the call's proposal (or answer a gateway tool): its standing, or a refusal."""
-        principal = await self.principal(ctx)
+                      params: types.CallToolRequestParams,
+                      principal: Principal | None = None) -> Standing | types.CallToolResult:
+        """Make the call's proposal (or answer a gateway tool): its standing, or a refusal.
+        `principal`: the caller, when the handler has already authenticated it."""
+        if principal is None:
+            principal = await self.principal(ctx)
         try:
             return await in_thread(gateway_call, principal, params.name,
                                    params.arguments or {}, call_id=call_id_of(ctx, params),
@@ -102,7 +105,8 @@ class Gateway:
 
     async def call_tool(self, ctx: ServerRequestContext[Any, Any],
                         params: types.CallToolRequestParams) -> Any:
-        answer = await self.propose(ctx, params)
+        principal = await self.principal(ctx)
+        answer = await self.propose(ctx, params, principal)
         if isinstance(answer, types.CallToolResult):
             return answer
         if answer.status is not Status.WORKING:
@@ -111,7 +115,6 @@ class Gateway:
             task = tasks.created(answer, ctx)
             if task is not None:
                 return task
-        principal = await self.principal(ctx)
         return await self.wait(ctx, principal, answer)
 
     async def wait(self, ctx: ServerRequestContext[Any, Any], principal: Principal,

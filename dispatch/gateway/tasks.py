@@ -145,7 +145,8 @@ class Gateway(Protocol):
     async def principal(self, ctx: ServerRequestContext[Any, Any]) -> Principal: ...
 
     async def propose(self, ctx: ServerRequestContext[Any, Any],
-                      params: types.CallToolRequestParams) -> Standing | types.CallToolResult: ...
+                      params: types.CallToolRequestParams,
+                      principal: Principal | None = None) -> Standing | types.CallToolResult: ...
 
 
 def install(server: Any, gateway: Gateway) -> None:
