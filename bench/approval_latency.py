@@ -1,8 +1,9 @@
 """Bench 3: approval -> handler start, through Celery on Redis with a real worker process.
 
 An operator grants `email.send` proposals made with `dispatch_on_approval: true`; the grant
-claims the permit and enqueues the dispatch after commit (docs/rest-api.md#calls). Handler start is
-the attempt's `started_at`, written by the worker just before the handler's I/O; the latency is
+commits the decision and the permit and enqueues the worker's claim after commit
+(docs/design.md#write-transactions). Handler start is the attempt's `started_at`, written by the
+worker in its claim's transaction, just before the handler's I/O; the latency is
 that minus the decision time passed to `approval_decide`. The baseline, sampled alternately on
 the same broker, is the round trip of an empty task of a throwaway Celery app
 (`bench.raw_celery`): `apply_async` then `get` of its result. One sample at a time, so nothing
@@ -237,7 +238,8 @@ def run(ctx: Context) -> Result:
     row("raw Celery round trip (baseline)", rt)
     row("raw Celery enqueue -> task start", oneway)
     table.note = ("handler start = Attempt.started_at - decision time; the request does the "
-                  "decision, the claim and the enqueue. Operation states afterwards: "
+                  "decision and the enqueue, the worker the claim with attempt 1. Operation "
+                  "states afterwards: "
                   f"{data['operation_states']}")
     result.tables.append(table)
     p99, raw_p99 = percentile(lat, 99), percentile(rt, 99)

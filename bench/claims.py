@@ -7,11 +7,12 @@ item t // 2, so every approved proposal is raced by two claimants and exactly on
 - `service`: `proposal_dispatch(enqueue=False)` — steps 1-7 of docs/design.md#write-transactions,
   the handler not run (its claim transaction also takes the budget: one more statement than the raw
   one).
+- `signed`: the `service` side, then the worker's permit token (bench/signing.py).
 - `raw`: the claim transaction alone with the driver itself (psycopg / sqlite3): conditional
   permit UPDATE ... WHERE state='issued', resource compare-and-swap UPDATE, operation INSERT,
   audit INSERT, COMMIT (`BEGIN IMMEDIATE` on SQLite).
 
-Rounds of the two sides alternate, so that both see the same noise; the ratio of each pair
+Rounds of the three sides alternate, so that all see the same noise; the ratio of each pair
 is taken, and the median of those ratios is compared with the target (>= 60 % of raw).
 Afterwards the tables are checked: one operation, one claimed permit, one `permit.claimed`
 event and one dispatching resource per won item, and no item won twice.
@@ -39,8 +40,10 @@ from bench.common import (
     ms,
     percentile,
 )
+from bench.signing import mint_figures, sign, signing_table
 
 NAME = "claims"
+MODES = ("service", "signed", "raw")  # one round of each per repeat, order rotating
 TITLE = "Claim + dispatch: service layer vs raw claim transaction"
 TARGET_RATIO = 0.60
 
@@ -61,7 +64,7 @@ def plan(quick: bool) -> dict[str, Any]:
 
 def steps(quick: bool, backends: list[str]) -> int:
     p = plan(quick)
-    return len(backends) * (2 + len(p["levels"]) * p["repeats"] * 2)
+    return len(backends) * (2 + len(p["levels"]) * p["repeats"] * len(MODES))
 
 
 # --- the raw claim transaction ------------------------------------------------------------------
@@ -73,10 +76,10 @@ RAW_RESOURCE = ("UPDATE dispatch_resource SET state = 'dispatching', updated_at 
                 "WHERE id = {p} AND current_revision = {p} AND state = 'authorized'")
 RAW_OPERATION = ("INSERT INTO dispatch_operation (id, tenant_id, proposal_id, permit_id, "
                  "principal_id, execution_id, operation, contract_fingerprint, state, "
-                 "attempts_made, uncertain, next_attempt_at, result, evidence, claimed_at, "
-                 "updated_at) "
+                 "attempts_made, uncertain, next_attempt_at, result, evidence, lookup_found, "
+                 "looked_up_at, claimed_at, updated_at) "
                  "VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, 'claimed', 0, FALSE, NULL, NULL, "
-                 "'', {p}, {p})")
+                 "'', '', NULL, {p}, {p})")
 RAW_AUDIT = ("INSERT INTO dispatch_auditevent (tenant_id, at, kind, actor, operation_id, "
              "proposal_id, digest, details) VALUES ({p}, {p}, 'permit.claimed', {p}, {p}, {p}, "
              "{p}, {j})")
@@ -183,10 +186,10 @@ def _worker(index: int, url: str, owner_id: str, commands: Any, results: Any, ba
             item = items[number]
             t0 = time.perf_counter()
             try:
-                if mode == "service":
-                    proposal_dispatch(principal=principal, proposal_id=item.proposal_id,
-                                      now=timezone.now(), enqueue=False)
-                    ok = True
+                if mode != "raw":  # `signed`: and the worker's permit token (bench/signing.py)
+                    operation = proposal_dispatch(principal=principal, now=timezone.now(),
+                                                  proposal_id=item.proposal_id, enqueue=False)
+                    ok = mode == "service" or bool(sign(operation))
                 else:
                     ok = raw.claim(item, principal.name)
             except Denial as denial:
@@ -298,21 +301,21 @@ def _budget(report: Any, world: Any) -> dict[str, Any]:
 
 
 def drive(report: Any, url: str, plan_: dict[str, Any]) -> dict[str, Any]:
-    from django.db import connection
     from django.utils import timezone
 
     from bench.fixtures import approved_emails, make_world
+    from config.forking import close_before_fork
 
     now = timezone.now()
     world = make_world(now)
     levels, size, repeats = plan_["levels"], plan_["items"], plan_["repeats"]
-    needed = len(levels) * repeats * 2 * size
+    needed = len(levels) * repeats * len(MODES) * size
     made = time.monotonic()
     items = approved_emails(world, needed, now)
     setup_seconds = time.monotonic() - made
     report(1, f"{needed} approved proposals made")
-    budget = _budget(report, world)
-    connection.close()  # no connection crosses a fork
+    budget = {**_budget(report, world), **mint_figures(world)}
+    close_before_fork()  # no connection, nor a pool of them, crosses a fork
 
     ctx = multiprocessing.get_context("fork")
     rounds: list[dict[str, Any]] = []
@@ -329,7 +332,7 @@ def drive(report: Any, url: str, plan_: dict[str, Any]) -> dict[str, Any]:
             proc.start()
         try:
             for rep in range(repeats):
-                order = ("service", "raw") if rep % 2 == 0 else ("raw", "service")
+                order = MODES[rep % 3:] + MODES[:rep % 3]
                 for mode in order:
                     chunk = items[cursor:cursor + size]
                     cursor += size
@@ -470,7 +473,9 @@ def run(ctx: Context) -> Result:
                                      at_least=False))
     table.note = (f"{p['items']} proposals per round, {p['repeats']} paired rounds per cell; "
                   "ratio = median of service/raw over the pairs.")
-    result.tables += [table, budget]
+    signing, signing_targets = signing_table(per_backend, p["levels"])
+    result.tables += [table, budget, signing]
+    result.targets += signing_targets
     result.figures = {b: {"rounds": d["rounds"], "budget": d["budget"],
                           "setup_seconds": d["setup_seconds"]}
                       for b, d in per_backend.items()}

@@ -35,6 +35,8 @@ LOAD_ENV = {
     "BUDGET_TOOL_CALLS_PER_EXECUTION": "1000000",
     "API_RATE_PER_PRINCIPAL": "100000000/minute",
     "LOG_LEVEL": "ERROR",
+    # The configuration docs/benchmarks.md measured: a psycopg pool per process (PostgreSQL).
+    "DATABASE_POOL": "1",
 }
 
 

@@ -7,10 +7,15 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun
+from celery.signals import task_postrun, task_prerun, worker_process_init
 from django.db import close_old_connections
 
+from config import broker
+from config import celery_logging as _connected  # noqa: F401 - its receivers: JSON logs, ids
+from config.forking import forget_after_fork
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+broker.register()  # `filesystem://` writes each message whole before it is visible
 
 app = Celery("console")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -28,3 +33,10 @@ def connections_as_around_a_request(task: Any = None, **_: Any) -> None:
     if getattr(getattr(task, "request", None), "is_eager", False):
         return
     close_old_connections()
+
+
+@worker_process_init.connect(weak=False)
+def no_inherited_connections(**_: Any) -> None:
+    """A prefork child makes its own connections and its own pool: what the parent held is
+    the parent's (config/forking.py)."""
+    forget_after_fork()

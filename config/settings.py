@@ -20,6 +20,8 @@ import environ
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
+from config.logging import logging_config
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
 
@@ -28,6 +30,16 @@ VAR_DIR = Path(env.str("APP_VAR_DIR", default=str(BASE_DIR / "var"))).resolve()
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 SECRET_KEY: str = env.str("SECRET_KEY", default="")
+# Ed25519 signing keys, a JSON list of {"kid", "private"} (docs/audit-seal.md#keys); empty: one
+# is generated into VAR_DIR on first use.
+SIGNING_KEYS: str = env.str("SIGNING_KEYS", default="")
+# The sealer seals events at least this many seconds old (longer than any write transaction),
+# at most AUDIT_SEAL_BATCH per block (docs/audit-seal.md#sealing).
+AUDIT_SEAL_LAG: float = env.float("AUDIT_SEAL_LAG", default=10.0)
+AUDIT_SEAL_BATCH: int = env.int("AUDIT_SEAL_BATCH", default=1000)
+# A permit token (docs/permit-tokens.md) expires this many seconds after its attempt's contract
+# timeout: the destination refuses it after that.
+PERMIT_TOKEN_MARGIN: int = env.int("PERMIT_TOKEN_MARGIN", default=60)
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured(
@@ -84,6 +96,10 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # /healthz, /readyz and /metrics, answered before anything below (config/health.py).
+    "config.health.OperationalMiddleware",
+    # The request id and the request's log line (config/middleware.py).
+    "config.middleware.RequestContextMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -144,11 +160,27 @@ def _database() -> dict[str, Any]:
         # Tests race claims across OS processes, so the test database must be a file.
         db["TEST"] = {"NAME": str(VAR_DIR / env.str("SQLITE_TEST_NAME", default="test.sqlite3"))}
     else:
-        # Keep connections across web requests: a new PostgreSQL connection costs a backend
-        # process and several milliseconds, more than a whole claim. Checked for health
-        # before reuse. (Celery's Django fixup still closes them around every task.)
-        db.setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=300))
-        db.setdefault("CONN_HEALTH_CHECKS", True)
+        # A new PostgreSQL connection costs a backend process and several milliseconds, more
+        # than a whole claim. Statements are bound and prepared on the server, each prepared on
+        # its second use on a connection (`DATABASE_PREPARE_THRESHOLD`; -1: never, and
+        # client-side binding): the hot path's fixed statements are parsed and planned once per
+        # connection (docs/design.md#dispatcher). Connections persist (CONN_MAX_AGE, health
+        # checked), or, with `DATABASE_POOL=1`, come from a psycopg pool per process
+        # (`DATABASE_POOL_MAX`). The pool is opt-in: a thread that ends holding a connection
+        # (the MCP gateway's worker threads) never gives it back, and a capped pool then
+        # refuses the next one after its timeout.
+        threshold = env.int("DATABASE_PREPARE_THRESHOLD", default=1)
+        if threshold >= 0:
+            db["OPTIONS"] = {**db.get("OPTIONS", {}), "server_side_binding": True,
+                             "prepare_threshold": threshold}
+        if env.bool("DATABASE_POOL", default=False):
+            db["OPTIONS"] = {**db.get("OPTIONS", {}), "pool": {
+                "min_size": 1, "max_size": env.int("DATABASE_POOL_MAX", default=4),
+                "timeout": 30}}
+            db["CONN_MAX_AGE"] = 0  # the pool keeps the connections
+        else:
+            db.setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=300))
+            db.setdefault("CONN_HEALTH_CHECKS", True)
         if env.str("PG_TEST_NAME", default=""):
             db["TEST"] = {"NAME": env.str("PG_TEST_NAME")}
     db["ATOMIC_REQUESTS"] = False  # services own their transactions
@@ -179,7 +211,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = VAR_DIR / "staticfiles"
+# Collected at build time in the image (Dockerfile) and served by WhiteNoise from there.
+STATIC_ROOT = Path(env.str("STATIC_ROOT", default=str(VAR_DIR / "staticfiles"))).resolve()
 
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 
@@ -260,6 +293,14 @@ CELERY_BEAT_SCHEDULE = {
     "reconcile-operations": {"task": "dispatch.tasks.reconcile_operations", "schedule": 5.0},
     "reconcile-delegations": {"task": "dispatch.tasks.reconcile_delegations", "schedule": 10.0},
     "approvals-expire-stale": {"task": "dispatch.tasks.approvals_expire_stale", "schedule": 10.0},
+    # A fallback only: a decision or an input wakes its executions at once (workflow_wake).
+    "workflow-resume-stale": {"task": "dispatch.tasks.workflow_resume_stale", "schedule": 30.0},
+    # A fallback only: the lane that ends last delivers its join (workflow_branch).
+    "workflow-join-sweep": {"task": "dispatch.tasks.workflow_join_sweep", "schedule": 30.0},
+    "notifications-due": {"task": "dispatch.tasks.notifications_due", "schedule": 5.0},
+    "executions-expire": {"task": "dispatch.tasks.executions_expire", "schedule": 2.0},
+    "scopes-sweep": {"task": "dispatch.tasks.scopes_sweep", "schedule": 10.0},
+    "audit-seal": {"task": "dispatch.tasks.audit_seal", "schedule": 5.0},
 }
 
 # --- The demo's own settings (its destinations, the fetch allow-list): demo/settings.py ---
@@ -274,6 +315,10 @@ if "demo.extension" in DISPATCH_EXTENSIONS:
 DEPLOYMENT_ALLOWED_EFFECTS: list[str] = env.list(
     "DEPLOYMENT_ALLOWED_EFFECTS", default=["read", "external_write", "financial_write", "human"]
 )
+# Approval rules by operation and argument (docs/design.md#approval-policies): a JSON list such as
+# [{"operation": "payments.transfer", "when": {"amount": {"gte": "10000.00"}}, "quorum": 2}].
+# Part of the policy fingerprint: a rule changed between a proposal and its dispatch refuses it.
+APPROVAL_RULES: Any = env.json("APPROVAL_RULES", default=[])
 # Argument and payload fields redacted before anything reaches the audit (docs/design.md#audit).
 AUDIT_REDACT_FIELDS: list[str] = env.list(
     "AUDIT_REDACT_FIELDS", default=["password", "secret", "token", "api_key", "authorization"]
@@ -282,6 +327,16 @@ AUDIT_REDACT_FIELDS: list[str] = env.list(
 # per execution.
 BUDGET_TOOL_CALLS_PER_PRINCIPAL: int = env.int("BUDGET_TOOL_CALLS_PER_PRINCIPAL", default=1000)
 BUDGET_TOOL_CALLS_PER_EXECUTION: int = env.int("BUDGET_TOOL_CALLS_PER_EXECUTION", default=100)
+# Attempts (first attempts and retries) one workflow run may start: its root scope's ceiling
+# (docs/design.md#budgets).
+BUDGET_ATTEMPTS_PER_EXECUTION: int = env.int("BUDGET_ATTEMPTS_PER_EXECUTION", default=300)
+# Attempts in flight at once a workflow run's root scope holds (what its nested scopes reserve).
+CONCURRENCY_PER_EXECUTION: int = env.int("CONCURRENCY_PER_EXECUTION", default=16)
+# Operations of one principal claimed and not yet settled at once (its attempts in flight,
+# docs/workflows.md#ceilings); a claim beyond it is `budget_exhausted` naming `concurrency`.
+# 0 (the default): no limit. On, it costs the claim one statement (the count).
+CONCURRENT_OPERATIONS_PER_PRINCIPAL: int = env.int("CONCURRENT_OPERATIONS_PER_PRINCIPAL",
+                                                   default=0)
 # Model tokens one agent execution may use (0: no limit, usage is only accounted). A hard
 # limit holds only for an adapter that declares a per-call maximum (`max_tokens_per_call`):
 # that maximum is reserved before each model call and the unused part returned after it.
@@ -327,12 +382,13 @@ SPECTACULAR_SETTINGS = {
         "REDOC_DIST": "SIDECAR"} if "drf_spectacular_sidecar" in INSTALLED_APPS else {}),
 }
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="WARNING")},
-}
+# JSON lines on stderr with the request's and the action's ids (config/logging.py);
+# `LOG_FORMAT=console` for a person to read (the default under DJANGO_DEBUG).
+LOG_FORMAT: str = env.str("LOG_FORMAT", default="console" if DEBUG else "json")
+LOG_LEVEL: str = env.str("LOG_LEVEL", default="INFO")
+LOGGING = logging_config(LOG_FORMAT, LOG_LEVEL)
+# /metrics answers only `Authorization: Bearer <METRICS_TOKEN>` when it is set (config/health.py).
+METRICS_TOKEN: str = env.str("METRICS_TOKEN", default="")
 
 # Upper bound on one destination call, below the contract timeout (tests shorten it).
 HANDLER_TIMEOUT_CAP: float = env.float("HANDLER_TIMEOUT_CAP", default=15.0)
@@ -346,8 +402,13 @@ RECONCILE_LOOKUP_TIMEOUT: float = env.float("RECONCILE_LOOKUP_TIMEOUT", default=
 # that what it returns is terminal where the handler stops on its cancelled context
 # (docs/design.md#cancellation).
 CANCEL_WAIT_SECONDS: float = env.float("CANCEL_WAIT_SECONDS", default=5.0)
-# Seconds a reconciliation lease lasts: how long a dead pass's lock holds.
-RECONCILE_LEASE_SECONDS: float = env.float("RECONCILE_LEASE_SECONDS", default=300.0)
+# An approved `dispatch_on_approval` permit still unclaimed this long after its grant had its
+# worker task lost: reconciliation enqueues it again (docs/design.md#write-transactions).
+RECONCILE_UNCLAIMED_GRACE_SECONDS: float = env.float("RECONCILE_UNCLAIMED_GRACE_SECONDS",
+                                                     default=30.0)
+# Seconds a reconciliation lease lasts from a pass's last operation: how long a dead pass's
+# lock holds. Keep it above RECONCILE_LOOKUP_TIMEOUT (one operation's lookup).
+RECONCILE_LEASE_SECONDS: float = env.float("RECONCILE_LEASE_SECONDS", default=30.0)
 # Seconds a delegated workflow step's lease lasts (docs/design.md#delegation), renewed every
 # sub-agent turn: once it lapses, reconciliation revokes the step's grant (its worker is taken for
 # dead). Keep it above the longest turn: a model call plus a handler within its contract timeout.
@@ -361,6 +422,35 @@ MCP_WAIT_SECONDS: float = env.float("MCP_WAIT_SECONDS", default=30.0)
 CONSOLE_BASE_URL: str = env.str("CONSOLE_BASE_URL", default="http://127.0.0.1:8000")
 # The largest MCP request body taken, in bytes; a larger one is 413.
 MCP_MAX_BODY_BYTES: int = env.int("MCP_MAX_BODY_BYTES", default=1024 * 1024)
+
+# --- Notifications (docs/design.md#notifications) ------------------------------------------------
+# Attempts at delivering one notification before it is given up (`failed`), and the first retry's
+# delay in seconds: each further retry waits twice as long.
+NOTIFY_MAX_ATTEMPTS: int = env.int("NOTIFY_MAX_ATTEMPTS", default=5)
+NOTIFY_BACKOFF_SECONDS: float = env.float("NOTIFY_BACKOFF_SECONDS", default=10.0)
+# Seconds one delivery may take (connect and every wait for the receiver's answer).
+NOTIFY_TIMEOUT_SECONDS: float = env.float("NOTIFY_TIMEOUT_SECONDS", default=10.0)
+# Seconds a worker holds a claimed notification: past it, one that died is taken for dead and the
+# beat sweep delivers the notification again (under the same webhook-id).
+NOTIFY_CLAIM_SECONDS: float = env.float("NOTIFY_CLAIM_SECONDS", default=60.0)
+# The approvers' email goes over SMTP to `NOTIFY_SMTP` ("host:port"); unset, to the demo's SMTP
+# destination when the demo is installed; with neither, no email is sent.
+NOTIFY_SMTP: str = env.str("NOTIFY_SMTP", default="")
+NOTIFY_EMAIL_FROM: str = env.str("NOTIFY_EMAIL_FROM", default="approvals@console.example")
+# Webhooks that hear every approval request of the deployment, each signed with its own
+# Standard Webhooks secret: a JSON list of {"url": "https://…", "secret": "whsec_…"}.
+_notify_webhooks: Any = env.json("NOTIFY_WEBHOOKS", default=[])
+if not isinstance(_notify_webhooks, list) or not all(
+        isinstance(hook, dict) and set(hook) == {"url", "secret"}
+        and str(hook["url"]).startswith(("http://", "https://"))
+        and str(hook["secret"]).startswith("whsec_") for hook in _notify_webhooks):
+    raise ImproperlyConfigured(  # never echo the value: it holds secrets
+        'NOTIFY_WEBHOOKS must be a JSON list of {"url": "http(s)://…", "secret": "whsec_…"}')
+NOTIFY_WEBHOOKS: list[dict[str, str]] = _notify_webhooks
+# Whether an agent may register a webhook on a loopback, private or link-local address. Delivery
+# goes where the agent says: keep this off in production (a webhook must not reach the
+# deployment's own network); the demo and the tests, under DJANGO_DEBUG, listen on loopback.
+WEBHOOK_ALLOW_PRIVATE: bool = env.bool("WEBHOOK_ALLOW_PRIVATE", default=DEBUG)
 
 # --- The console (docs/design.md#console) ---------------------------------------------------------
 # An amount an action moves above this, in its currency's major units, is marked "large" on the

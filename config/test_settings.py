@@ -13,6 +13,9 @@ os.environ.setdefault("RETRY_BACKOFF_SECONDS", "0.05")
 # One SQLite test database file per test run, so concurrent runs never share one.
 os.environ.setdefault("SQLITE_TEST_NAME", f"test-{os.getpid()}.sqlite3")
 os.environ.setdefault("PG_TEST_NAME", f"test_console_{os.getpid()}")
+# Warnings and errors only from the test processes and the servers they start (a test that
+# reads request lines asks for INFO).
+os.environ.setdefault("LOG_LEVEL", "WARNING")
 
 from config.settings import *  # noqa: F403
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from django import forms
 
-from dispatch.selectors import AuditFilter, QueueFilter
+from dispatch.audit_selectors import AuditFilter
+from dispatch.selectors import QueueFilter
 from dispatch.services.cancellation import REASON_MAX
 from protocols.expiry import expiry_after
 from protocols.grants import parse_scope

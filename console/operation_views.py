@@ -1,7 +1,8 @@
 """Console views of operations: the admin's unknown outcomes and their resolve, one operation's
-page with its attempts (and, for admins, its timeline), the renewed approval of a further
-attempt, and the cancellation of a claimed operation by an operator or admin. Thin, as
-`console.views`: reads through `dispatch.selectors`, writes through `dispatch.services`."""
+page with its attempts (and, for admins, its timeline), the request for a renewed approval of a
+further attempt (decided on its own page, `console.renewal_views`), and the cancellation of a
+claimed operation by an operator or admin. Thin, as `console.views`: reads through
+`dispatch.selectors`, writes through `dispatch.services`."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from console import paging
-from console.forms import CancelForm, DecisionForm, ResolveForm
+from console.forms import CancelForm, ResolveForm
+from console.outcomes import action_fields, lookup_verdict, resolution_banner
+from console.paging import page_link, pager
 from console.presenters import (
     cancellation_outcome,
     parse_snapshot,
@@ -23,15 +26,15 @@ from console.presenters import (
 )
 from console.roles import page, role_required
 from console.sections import section_of_operation
-from console.views import not_found_page, page_link, pager
+from console.views import not_found_page
 from dispatch import selectors
+from dispatch.outcome_selectors import how_to_check, renewal_latest
 from dispatch.services.authority import has_role
 from dispatch.services.cancellation import operation_cancel as operation_cancel_service
 from dispatch.services.reconciliation import operation_resolve as operation_resolve_service
 from dispatch.services.renewals import operation_reauthorize as operation_reauthorize_service
-from dispatch.services.renewals import renewal_decide as renewal_decide_service
-from dispatch.services.renewals import renewal_refusal
-from protocols.denials import Denial, DenialCode
+from dispatch.services.renewals import renewal_decider_refusal, renewal_refusal
+from protocols.denials import Denial
 from protocols.lifecycle import OperationState
 from protocols.roles import Role
 
@@ -53,7 +56,8 @@ def operation_list_unknown(request: HttpRequest, principal: Principal) -> HttpRe
         snapshot = parse_snapshot(op.proposal.canonical)
         rows.append({"operation": op, "form": ResolveForm(),
                      "summary": snapshot_summary(snapshot, limit=4),
-                     "destination": snapshot.get("destination")})
+                     "destination": snapshot.get("destination"),
+                     "verdict": lookup_verdict(op.lookup_found)})
     return page(request, "console/operation_unknown_list.html", {
         "rows": rows,
         "count": selectors.operation_count_unknown(viewer=principal),
@@ -118,7 +122,10 @@ def operation_resolve(
         operation = selectors.operation_get(viewer=principal, operation_id=operation.id)
         return _operation_page(request, principal, operation, form, denial=denial,
                                status=denial.status)
-    messages.success(request, f"Operation {resolved.id} is now {resolved.state}.")
+    withdrawn = renewal_latest(viewer=principal, operation=resolved)
+    messages.success(request, resolution_banner(
+        resolved.state, resolved.id,
+        withdrawn.attempt if withdrawn is not None and withdrawn.state == "revoked" else None))
     return redirect("console:operation-unknown-list")
 
 
@@ -171,37 +178,10 @@ def operation_cancel(
     return redirect("console:operation-detail", operation_id=operation.id)
 
 
-@require_POST
-@role_required(Role.OPERATOR)
-def renewal_decide(request: HttpRequest, principal: Principal, renewal_id: str) -> HttpResponse:
-    """Grant or deny a renewed approval, confirming the digest the page showed."""
-    form = DecisionForm(request.POST)
-    renewal = selectors.renewal_get(viewer=principal, renewal_id=renewal_id)
-    if renewal is None:
-        return not_found_page(request, principal, Denial(DenialCode.NOT_FOUND, kind="renewal"))
-    operation = selectors.operation_get(viewer=principal, operation_id=renewal.operation_id)
-    if not form.is_valid():
-        return _operation_page(request, principal, operation, ResolveForm(), status=400,
-                               renewal_form=form)
-    data = form.cleaned_data
-    try:
-        decided = renewal_decide_service(
-            approver=principal, renewal_id=renewal.id, decision=data["decision"],
-            digest=data["digest"], reason=data["reason"], now=timezone.now())
-    except Denial as denial:
-        operation = selectors.operation_get(viewer=principal, operation_id=operation.id)
-        return _operation_page(request, principal, operation, ResolveForm(), denial=denial,
-                               status=denial.status, renewal_form=form)
-    messages.success(request, f"Renewal {decided.id} {decided.state}."
-                     + (f" Attempt {decided.attempt} is queued under the same key."
-                        if decided.state == "granted" else ""))
-    return redirect("console:operation-detail", operation_id=operation.id)
-
-
 def _operation_page(
     request: HttpRequest, principal: Principal, operation: Operation, form: ResolveForm,
     *, denial: Denial | None = None, status: int = 200,
-    renewal_form: DecisionForm | None = None, cancel_form: CancelForm | None = None,
+    cancel_form: CancelForm | None = None,
 ) -> HttpResponse:
     # The timeline is the audit's, and the audit is the admins' (operators see the rest).
     events = (selectors.operation_timeline(viewer=principal, operation=operation)
@@ -212,15 +192,18 @@ def _operation_page(
     return page(request, "console/operation_detail.html", {
         "section": section_of_operation(operation.state, admin=has_role(principal, Role.ADMIN)),
         "renewal": pending,
-        "renewal_form": renewal_form or DecisionForm(
-            initial={"digest": operation.proposal.digest}),
+        "last_renewal": None if pending is not None
+        else renewal_latest(viewer=principal, operation=operation),
         "renewal_expired": pending is not None and now >= pending.expires_at,
-        "may_decide_renewal": pending is not None and now < pending.expires_at
-        and principal.id not in (pending.requested_by_id, operation.principal_id),
+        "may_decide_renewal": pending is not None
+        and renewal_decider_refusal(principal, pending) is None,
         "renewal_refusal": None if pending is not None else renewal_refusal(operation, now),
         "operation": operation,
         "summary": snapshot_summary(snapshot, limit=6),
+        "fields": action_fields(snapshot),
         "destination": snapshot.get("destination"),
+        "verdict": lookup_verdict(operation.lookup_found),
+        "how_to_check": how_to_check(operation),
         "approval": selectors.approval_for_proposal(viewer=principal,
                                                     proposal_id=operation.proposal_id),
         "events": [{"event": e, "details": pretty_json(e.details)} for e in events],

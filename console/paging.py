@@ -1,4 +1,5 @@
-"""Opaque keyset cursors for page links: `(timestamp, id)` or an integer id, base64url-encoded.
+"""Page links of the console's keyset-paged lists (`pager`), and their opaque cursors:
+`(timestamp, id)` or an integer id, base64url-encoded.
 
 A cursor that does not decode is treated as absent (the first page), never as an error.
 """
@@ -9,6 +10,8 @@ import base64
 import binascii
 from datetime import datetime
 from typing import Any
+
+from django.http import HttpRequest
 
 
 def encode(cursor: tuple[Any, ...] | None) -> str:
@@ -47,3 +50,24 @@ def decode_int(raw: str | None) -> int | None:
     if text is None or not text.isdigit():
         return None
     return int(text)
+
+
+def pager(request: HttpRequest, listing: Any) -> dict[str, str]:
+    """The links of a keyset-paged list (`selectors.Page`): older, newer, and back to the first
+    page when this is not it."""
+    return {"older": page_link(request, "after", listing.older),
+            "newer": page_link(request, "before", listing.newer),
+            "first": page_link(request, None, None) if listing.newer else ""}
+
+
+def page_link(request: HttpRequest, key: str | None, cursor: tuple[Any, ...] | None) -> str:
+    """The current URL with its filters, moved to another page (or to the first one)."""
+    params = request.GET.copy()
+    for name in ("after", "before"):
+        params.pop(name, None)
+    if key is not None:
+        if cursor is None:
+            return ""
+        params[key] = encode(cursor)
+    query = params.urlencode()
+    return f"{request.path}?{query}" if query else request.path

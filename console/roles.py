@@ -19,6 +19,8 @@ from django.shortcuts import render
 
 from console.sections import section_of_view
 from dispatch.models import Principal
+from dispatch.observability.context import bind_ids
+from dispatch.pause_selectors import pauses_in_force
 from dispatch.services.authority import has_role
 from dispatch.services.principals import principal_for_user
 from protocols.roles import Role
@@ -37,13 +39,17 @@ def page(
     request: HttpRequest, template: str, context: dict[str, Any], *,
     principal: Principal | None, status: int = 200,
 ) -> HttpResponse:
-    """Render a console page with the viewer's identity for the header and navigation, and
-    its section (console.sections) unless the view names one."""
+    """Render a console page with the viewer's identity for the header and navigation, its
+    section (console.sections) unless the view names one, and the pauses in force in the
+    viewer's tenant for the banner every page shows (docs/design.md#approval-policies)."""
     match = request.resolver_match
     context = {
         "principal": principal,
         "is_admin": principal is not None and has_role(principal, Role.ADMIN),
         "section": section_of_view(match.url_name if match else None),
+        # The tenant comes with the principal: its count of pauses costs no query.
+        "pauses": pauses_in_force(tenant_id=principal.tenant_id)
+        if principal is not None and principal.tenant.pauses and not is_htmx(request) else [],
         **context,
     }
     return render(request, template, context, status=status)
@@ -70,6 +76,8 @@ def role_required(role: Role) -> Callable[[View[P]], Callable[..., HttpResponse]
                     return HttpResponse(status=204, headers={"HX-Redirect": settings.LOGIN_URL})
                 return redirect_to_login(request.get_full_path())
             principal = principal_for_user(request.user)
+            if principal is not None:  # on the request's log lines (docs/design.md#logs)
+                bind_ids(tenant=principal.tenant_id, principal=principal.id)
             if principal is None or not has_role(principal, role):
                 needed = ROLE_LABELS[role]
                 return refused(

@@ -22,6 +22,8 @@ OPERATIONS: Final = Section("operations", "Operations", "console:operation-list"
 UNKNOWN_OUTCOMES: Final = Section("unknown", "Unknown outcomes", "console:operation-unknown-list")
 GRANTS: Final = Section("grants", "Grants", "console:grant-list")
 AUDIT: Final = Section("audit", "Audit", "console:audit-list")
+NOTIFICATIONS: Final = Section("notifications", "Notifications", "console:notification-list")
+PAUSES: Final = Section("pauses", "Pauses", "console:pause-list")
 
 #: The section of each console view (by URL name); an operation's page decides by the operation.
 BY_VIEW: Final = {
@@ -38,6 +40,11 @@ BY_VIEW: Final = {
     "grant-issue": GRANTS,
     "grant-revoke": GRANTS,
     "audit-list": AUDIT,
+    "audit-verify": AUDIT,
+    "notification-list": NOTIFICATIONS,
+    "pause-list": PAUSES,
+    "pause-create": PAUSES,
+    "pause-resume": PAUSES,
 }
 
 

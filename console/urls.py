@@ -2,8 +2,13 @@ from __future__ import annotations
 
 from django.urls import path
 
+from console import audit_views as audit
 from console import evidence_views as evidence
+from console import grant_views as grants
+from console import notification_views as notifications
 from console import operation_views as operations
+from console import pause_views as pauses
+from console import renewal_views as renewals
 from console import views
 
 app_name = "console"
@@ -23,10 +28,16 @@ urlpatterns = [
          name="operation-cancel"),
     path("operations/<str:operation_id>/reauthorize/", operations.operation_reauthorize,
          name="operation-reauthorize"),
-    path("renewals/<str:renewal_id>/decide/", operations.renewal_decide, name="renewal-decide"),
+    path("renewals/<str:renewal_id>/", renewals.renewal_detail, name="renewal-detail"),
+    path("renewals/<str:renewal_id>/decide/", renewals.renewal_decide, name="renewal-decide"),
     path("questions/<str:question_id>/", evidence.question_detail, name="question-detail"),
-    path("grants/", views.grant_list, name="grant-list"),
-    path("grants/issue/", views.grant_issue, name="grant-issue"),
-    path("grants/<str:grant_id>/revoke/", views.grant_revoke, name="grant-revoke"),
-    path("audit/", views.audit_list, name="audit-list"),
+    path("grants/", grants.grant_list, name="grant-list"),
+    path("grants/issue/", grants.grant_issue, name="grant-issue"),
+    path("grants/<str:grant_id>/revoke/", grants.grant_revoke, name="grant-revoke"),
+    path("audit/", audit.audit_list, name="audit-list"),
+    path("audit/verify/", audit.audit_verify, name="audit-verify"),
+    path("notifications/", notifications.notification_list, name="notification-list"),
+    path("pauses/", pauses.pause_list, name="pause-list"),
+    path("pauses/pause/", pauses.pause_create, name="pause-create"),
+    path("pauses/<str:pause_id>/resume/", pauses.pause_resume, name="pause-resume"),
 ]

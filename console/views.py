@@ -7,25 +7,23 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
-from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
-from console import paging
+from console import paging, votes
+from console.changes import change_views
 from console.forms import (
-    AuditFilterForm,
     CancelForm,
     DecisionForm,
-    GrantIssueForm,
     QueueFilterForm,
 )
+from console.headlines import action_headline
+from console.paging import pager
 from console.presenters import (
-    Headline,
     address_views,
     cancellation_outcome,
     compact_json,
@@ -33,17 +31,15 @@ from console.presenters import (
     digest_matches,
     duration,
     flatten,
-    headline,
     message_view,
     paragraphs,
     parse_snapshot,
     pretty_json,
 )
+from console.renewal_queue import queue_renewals
 from console.roles import is_htmx, page, refused, role_required
 from dispatch import selectors
 from dispatch.services.approvals import approval_decide as approval_decide_service
-from dispatch.services.authority import grant_issue as grant_issue_service
-from dispatch.services.authority import grant_revoke as grant_revoke_service
 from dispatch.services.cancellation import proposal_cancel as proposal_cancel_service
 from protocols.approvals import effective_approval_state
 from protocols.denials import Denial, DenialCode
@@ -53,8 +49,6 @@ from protocols.usage import Usage
 
 if TYPE_CHECKING:
     from dispatch.models import ApprovalRequest, Principal
-    from protocols.contracts import OperationContract
-    from protocols.jsontypes import JSONObject
 
 # A plain headline for the refusals a decision can meet; the service's message follows it.
 DECISION_REFUSALS = {
@@ -115,9 +109,13 @@ def approval_list(request: HttpRequest, principal: Principal) -> HttpResponse:
     count = selectors.approval_count_pending(viewer=principal, filters=filters)
     total = (selectors.approval_count_pending(viewer=principal)
              if form.active else count)
-    rows = [_queue_row(approval, now) for approval in queue.rows]
+    changed = change_views(principal, [approval.proposal for approval in queue.rows])
+    tallies = votes.queue_tallies(principal, queue.rows)
+    rows = [{**_queue_row(approval, now), "change": changed.get(approval.proposal_id),
+             "votes": tallies.get(approval.id)} for approval in queue.rows]
     context = {
         "form": form, "rows": rows, "count": count, "total": total, "now": now,
+        "renewals": queue_renewals(principal, now),
         **pager(request, queue),
         "poll_seconds": POLL_SECONDS,
         "expiring": expiring,
@@ -131,14 +129,6 @@ def approval_list(request: HttpRequest, principal: Principal) -> HttpResponse:
     return response
 
 
-def _headline(operation: str, contract: OperationContract | None,
-              arguments: JSONObject) -> Headline:
-    """The sentence on top of an approval, with its red effects and large-amount flag."""
-    summary = selectors.action_summary(operation, contract, arguments)
-    effects = [e.value for e in contract.possible_effects] if contract else []
-    return headline(summary, effects, settings.CONSOLE_LARGE_AMOUNT)
-
-
 def _queue_row(approval: ApprovalRequest, now: datetime) -> dict[str, Any]:
     proposal = approval.proposal
     snapshot = parse_snapshot(proposal.canonical)
@@ -146,7 +136,7 @@ def _queue_row(approval: ApprovalRequest, now: datetime) -> dict[str, Any]:
     return {
         "approval": approval,
         "proposal": proposal,
-        "headline": _headline(proposal.operation, contract, snapshot.get("arguments", {})),
+        "headline": action_headline(proposal.operation, contract, snapshot.get("arguments", {})),
         "age": duration(now - approval.created_at),
         "time_left": duration(approval.expires_at - now),
         "soon": approval.expires_at - now < EXPIRING_SOON,
@@ -162,27 +152,6 @@ def _sorted_link(request: HttpRequest, sort: str | None) -> str:
         params.pop(name, None)
     if sort:
         params["sort"] = sort
-    query = params.urlencode()
-    return f"{request.path}?{query}" if query else request.path
-
-
-def pager(request: HttpRequest, listing: Any) -> dict[str, str]:
-    """The links of a keyset-paged list (`selectors.Page`): older, newer, and back to the first
-    page when this is not it."""
-    return {"older": page_link(request, "after", listing.older),
-            "newer": page_link(request, "before", listing.newer),
-            "first": page_link(request, None, None) if listing.newer else ""}
-
-
-def page_link(request: HttpRequest, key: str | None, cursor: tuple[Any, ...] | None) -> str:
-    """The current URL with its filters, moved to another page (or to the first one)."""
-    params = request.GET.copy()
-    for name in ("after", "before"):
-        params.pop(name, None)
-    if key is not None:
-        if cursor is None:
-            return ""
-        params[key] = paging.encode(cursor)
     query = params.urlencode()
     return f"{request.path}?{query}" if query else request.path
 
@@ -204,11 +173,12 @@ def decided_list(request: HttpRequest, principal: Principal) -> HttpResponse:
         contract = selectors.contract_for_fingerprint(proposal.contract_fingerprint)
         rows.append({
             "decision": decision, "approval": decision.approval, "proposal": proposal,
-            "headline": _headline(proposal.operation, contract, snapshot.get("arguments", {})),
+            "headline": action_headline(proposal.operation, contract,
+                                        snapshot.get("arguments", {})),
             "operation": getattr(proposal, "operation_record", None),
         })
     return page(request, "console/decided_list.html", {
-        "rows": rows, **pager(request, listing),
+        "rows": rows, **pager(request, listing), "waiting": votes.votes_waiting(principal),
     }, principal=principal)
 
 
@@ -286,6 +256,8 @@ def approval_decide(
     if permit is not None:
         messages.success(request, f"Approved. Permit {permit.id} is bound to this exact "
                                   f"snapshot until {permit.expires_at:%Y-%m-%d %H:%M:%S} UTC.")
+    elif (tallied := votes.tally_view(principal, decided)) and tallied.pending:
+        messages.info(request, votes.vote_recorded(tallied), extra_tags="alert-vote")
     else:
         # Not the green of an approval: a denial reads differently at a glance.
         messages.info(request, "Denied. The action will not run.", extra_tags="alert-denied")
@@ -339,6 +311,7 @@ def _detail_page(
         "stale": pair.resource.current_revision != pair.revision.number,
     } for pair in pairs]
     state = effective_approval_state(approval.state, approval.expires_at, now)
+    tallied = votes.tally_view(principal, approval)
     decided = approval.state != ApprovalState.PENDING
     decision = getattr(approval, "decision", None) if decided else None
     permit = getattr(approval, "permit", None) if decided else None
@@ -350,6 +323,7 @@ def _detail_page(
         for argument, (kind, presentation) in selectors.resource_presentations(contract).items()
     ) if view is not None]
     shown = {view.argument for view in messages_shown}
+    change = change_views(principal, [proposal]).get(proposal.id)
     publication = selectors.publication_evidence(
         viewer=principal, proposal=proposal, contract=contract,
         arguments=arguments)
@@ -359,7 +333,7 @@ def _detail_page(
         "state": state.value,
         "open": state is ApprovalState.PENDING,
         "snapshot_text": pretty_json(snapshot),
-        "headline": _headline(proposal.operation, contract, arguments),
+        "headline": action_headline(proposal.operation, contract, arguments),
         "message_views": messages_shown,
         # what a message above does not already show, each argument's every leaf
         "fields": [(path, compact_json(value)) for path, value in flatten(arguments)
@@ -371,7 +345,8 @@ def _detail_page(
         "contract": contract,
         "effects": sorted(e.value for e in contract.possible_effects) if contract else [],
         "resources": resources,
-        "stale": any(r["stale"] for r in resources),
+        "stale": any(r["stale"] for r in resources) or bool(change and change.stale),
+        "change": change,
         "time_left": duration(approval.expires_at - now),
         "decision": decision,
         "permit": permit,
@@ -379,14 +354,18 @@ def _detail_page(
         **(_follow_context(principal, approval) if decided else {}),
         "form": form,
         "denial": denial,
-        "denial_headline": _refusal_headline(denial, decision, principal),
+        "denial_headline": votes.refusal_headline(tallied, denial)
+        or _refusal_headline(denial, decision, principal),
+        "tally": tallied,
         "canonical_bytes": len(proposal.canonical.encode()),
         "usage": _reported(selectors.execution_usage(proposal.execution_id,
                                                      principal_id=proposal.principal_id)),
         "publication": publication,
         "report_paragraphs": paragraphs(publication.body) if publication else [],
-        # A grant the attestation check would refuse is not offered (Deny stays).
-        "approvable": publication is None or publication.refusal is None,
+        # A grant the attestation check or the revision check would refuse is not offered
+        # (Deny stays).
+        "approvable": (publication is None or publication.refusal is None)
+        and not (change and change.stale),
         # Before any claim; once claimed, the operation's page cancels it.
         "cancellable": state in (ApprovalState.PENDING, ApprovalState.GRANTED)
         and operation is None and proposal.cancelled_at is None,
@@ -408,73 +387,3 @@ def _refusal_headline(denial: Denial | None, decision: Any, principal: Principal
             and decision.approver_id == principal.id):
         return "You already decided this approval (in another tab, or by a second click)."
     return DECISION_REFUSALS.get(denial.code)
-
-
-# --- grants (admin) -----------------------------------------------------------------------------
-
-
-def _grant_form(principal: Principal, data: Any = None, *, now: datetime) -> GrantIssueForm:
-    subjects = selectors.principal_list(viewer=principal)
-    return GrantIssueForm(data, principals=[(p.id, f"{p.name} ({p.kind})") for p in subjects],
-                          authority_keys=selectors.operation_authority_keys(), now=now)
-
-
-def _grants_page(
-    request: HttpRequest, principal: Principal, form: GrantIssueForm, status: int = 200,
-) -> HttpResponse:
-    return page(request, "console/grant_list.html", {
-        "tree": selectors.grant_tree(viewer=principal), "form": form, "now": timezone.now(),
-    }, principal=principal, status=status)
-
-
-@require_GET
-@role_required(Role.ADMIN)
-def grant_list(request: HttpRequest, principal: Principal) -> HttpResponse:
-    return _grants_page(request, principal, _grant_form(principal, now=timezone.now()))
-
-
-@require_POST
-@role_required(Role.ADMIN)
-def grant_issue(request: HttpRequest, principal: Principal) -> HttpResponse:
-    now = timezone.now()
-    form = _grant_form(principal, request.POST, now=now)
-    if not form.is_valid():
-        return _grants_page(request, principal, form, status=400)
-    data = form.cleaned_data
-    subject = selectors.principal_get(viewer=principal, principal_id=data["subject"])
-    grant = grant_issue_service(issuer=principal, subject=subject,
-                                operations=data["operations"], scope=data["scope"],
-                                now=now, expires_in=data["expires_in"])
-    messages.success(request, f"Issued {grant.id} to {subject.name}.")
-    return redirect("console:grant-list")
-
-
-@require_POST
-@role_required(Role.ADMIN)
-def grant_revoke(request: HttpRequest, principal: Principal, grant_id: str) -> HttpResponse:
-    try:
-        grant = grant_revoke_service(actor=principal, grant_id=grant_id, now=timezone.now())
-    except Denial as denial:
-        return not_found_page(request, principal, denial)
-    messages.success(request, f"Revoked {grant.id} and every grant delegated from it.")
-    return redirect("console:grant-list")
-
-
-# --- audit (admin) ------------------------------------------------------------------------------
-
-
-@require_GET
-@role_required(Role.ADMIN)
-def audit_list(request: HttpRequest, principal: Principal) -> HttpResponse:
-    form = AuditFilterForm(request.GET or None, kinds=selectors.audit_kinds(viewer=principal))
-    listing = selectors.audit_list(
-        viewer=principal, filters=form.filters(),
-        after=paging.decode_int(request.GET.get("after")),
-        before=paging.decode_int(request.GET.get("before")))
-    return page(request, "console/audit_list.html", {
-        "form": form,
-        "rows": [{"event": e, "details": pretty_json(e.details)} for e in listing.rows],
-        "older": page_link(request, "after", listing.older),
-        "newer": page_link(request, "before", listing.newer),
-        "first": reverse("console:audit-list") if listing.newer else "",
-    }, principal=principal)

@@ -237,6 +237,9 @@ def research_fetch(implementation_fingerprint: str) -> OperationContract:
         # revision it was retrieved for).
         reads=frozenset({"question"}),
         evidence=EvidenceRole.RECEIPT,
+        # Concurrent branches may fetch sources for one question (the shareable read
+        # grant, docs/workflows.md#typing-rules): a fetch is a pure read of it.
+        shareable=True,
     )
 
 

@@ -7,8 +7,9 @@ with its table from `demo.tables`) and contracts, each with its handler from
 rebuilds the runtime registers the contract under the new fingerprint) and, for the research
 contracts, the outcome hook and admission checks of `demo.hooks`; and the validators the pure
 core ships (`protocols.evidence.VALIDATORS`: `cited-sources@1`). Each contract comes with its
-one-sentence summary and the email draft with its reading as an email (`demo.summaries`), for
-the console.
+one-sentence summary and the email draft with its reading as an email (`demo.summaries`), and
+with the words that say how to check its destination for an effect (`HOW_TO_CHECK`), for the
+console.
 """
 
 from __future__ import annotations
@@ -23,6 +24,22 @@ from protocols.evidence import VALIDATORS
 #: The extension API version this module implements (dispatch.runtime.EXTENSION_API_VERSION).
 EXTENSION_API = 1
 
+#: How an admin looks at each demo destination for an operation's effect (`{key}`: the
+#: operation id, which the destinations record as their key).
+HOW_TO_CHECK = {
+    "email.send": "Search the SMTP sink for the message id {key}@console.invalid: "
+                  "`python manage.py destinations --json` lists every message it holds "
+                  "under \"email\", with its message_id. A message there means it was sent; "
+                  "none there does not prove it was not (mail may be on its way).",
+    "payments.transfer": "Ask the bank for the transfer with key {key}: "
+                         "`python manage.py destinations --json` lists every transfer it "
+                         "holds under \"bank\", each with its key. The bank deduplicates on "
+                         "the key, so its answer is authoritative both ways.",
+    "report.publish": "Ask the publisher for the publication with key {key}: "
+                      "`python manage.py destinations --json` lists them under "
+                      "\"publications\", each with its key.",
+}
+
 
 def register(runtime: Runtime) -> None:
     for kind in RESOURCE_KINDS:
@@ -34,6 +51,6 @@ def register(runtime: Runtime) -> None:
         runtime.register(contract, handler,
                          on_outcome=evidence_issue if contract.evidence is not None else None,
                          admission=(attestation_check, evidence_check) if research else (),
-                         summary=SUMMARIES[name])
+                         summary=SUMMARIES[name], how_to_check=HOW_TO_CHECK.get(name, ""))
     for spec in VALIDATORS:
         runtime.register_validator(spec.name, spec.version, spec.policy, spec.fn)

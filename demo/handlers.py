@@ -13,9 +13,9 @@ from typing import Any
 from django.conf import settings
 
 from demo.destinations.bank_client import bank_lookup, bank_transfer
+from demo.destinations.http_client import Permit
 from demo.destinations.publisher_client import publication_lookup, publish
-from demo.destinations.smtp_client import send_email
-from demo.destinations.smtp_sink import lookup_message
+from demo.destinations.smtp_client import send_email, sink_lookup
 from demo.destinations.source_client import fetch_source
 from demo.hooks import source_allowlist
 from dispatch.handlers import (
@@ -28,6 +28,7 @@ from dispatch.handlers import (
     within_deadline,
 )
 from dispatch.services.evidence import attestation_judge
+from protocols.permit_tokens import snapshot_text
 from protocols.sources import source_allowed
 
 __all__ = ["CUSTOMERS", "HANDLERS", "CrmLookupHandler", "EmailSendHandler",
@@ -38,6 +39,12 @@ __all__ = ["CUSTOMERS", "HANDLERS", "CrmLookupHandler", "EmailSendHandler",
 def _timeout(ctx: HandlerContext) -> float:
     """One socket wait: never past the call's deadline, nor the deployment's cap."""
     return float(max(0.01, min(ctx.remaining(), ctx.timeout, settings.HANDLER_TIMEOUT_CAP)))
+
+
+def _permit(ctx: HandlerContext) -> Permit | None:
+    """The attempt's permit token and the snapshot it binds, as the destination checks them
+    (docs/permit-tokens.md); None when the dispatcher minted none."""
+    return Permit(ctx.permit_token, snapshot_text(ctx.snapshot)) if ctx.permit_token else None
 
 
 def _before_effect(ctx: HandlerContext) -> None:
@@ -68,7 +75,12 @@ class EmailSendHandler(Handler):
 
     def lookup(self, operation_id: str, snapshot: dict[str, Any]) -> LookupResult:
         message_id = f"{operation_id}@console.invalid"
-        found = lookup_message(settings.DESTINATIONS["dir"], message_id)
+        # The sink's own lookup over the network (SMTP_SINK_LOOKUP_URL), never its folder.
+        try:
+            found = sink_lookup(str(settings.DESTINATIONS["smtp_lookup_url"]), message_id,
+                                timeout=5.0)
+        except LookupFailedError as exc:
+            return LookupResult("unknown", f"SMTP sink lookup failed: {exc.reason}")
         if found is not None:
             return LookupResult("present", f"SMTP sink holds message {message_id}")
         # Absence in a mail system is not proof that nothing was sent: a human decides.
@@ -88,7 +100,7 @@ class PaymentsTransferHandler(Handler):
         return within_deadline(ctx, lambda: bank_transfer(
             str(ctx.destination["address"]), key=ctx.operation_id,
             from_account=a["from_account"], to_account=a["to_account"], amount=a["amount"],
-            currency=a["currency"], memo=a["memo"], timeout=_timeout(ctx),
+            currency=a["currency"], memo=a["memo"], timeout=_timeout(ctx), permit=_permit(ctx),
         ))
 
     def lookup(self, operation_id: str, snapshot: dict[str, Any]) -> LookupResult:
@@ -185,7 +197,7 @@ class ReportPublishHandler(Handler):
         return within_deadline(ctx, lambda: publish(
             str(ctx.destination["address"]), key=ctx.operation_id, report_id=report["id"],
             revision=report["revision"], digest=report["digest"], title=payload["title"],
-            body=payload["body"], timeout=_timeout(ctx)))
+            body=payload["body"], timeout=_timeout(ctx), permit=_permit(ctx)))
 
     def lookup(self, operation_id: str, snapshot: dict[str, Any]) -> LookupResult:
         try:

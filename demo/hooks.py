@@ -30,11 +30,11 @@ from dispatch.services.evidence import (
     receipt_issue,
     resource_move_if_allowed,
 )
+from protocols.audit_kinds import QUESTION_ANSWERED
 from protocols.contracts import EvidenceRole
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import OperationState, ResourceEvent
 from protocols.sources import allowlist_entry_problem, source_allowed, source_problem
-from protocols.trace import QUESTION_ANSWERED
 
 #: The operation states whose recording issues the contract's evidence record: a publication
 #: that reconciliation establishes answers its question as one that completed does.

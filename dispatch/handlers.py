@@ -129,6 +129,9 @@ class HandlerContext:
     cancelled: Cancellation = field(default_factory=Cancellation)
     # time.monotonic() by which the whole call must have answered: the contract timeout.
     deadline: float = math.inf
+    # The attempt's signed permit token (docs/permit-tokens.md), for the handler to carry to the
+    # destination; empty when the dispatcher minted none (a handler called outside a worker).
+    permit_token: str = ""
 
     @property
     def arguments(self) -> JSONObject:
@@ -143,11 +146,16 @@ class HandlerContext:
         return self.deadline - time.monotonic()
 
 
+#: How often a call in flight looks at its context's cancellation (seconds).
+_CANCEL_POLL = 0.1
+
+
 def within_deadline(ctx: HandlerContext, call: Callable[[], T]) -> T:
     """Run one destination call so that the handler answers by the contract timeout, however
     slowly the destination drips its reply (a timeout bounds each socket wait, not the call).
 
-    Past the deadline the request may have been sent: `UncertainOutcome`, never no effect.
+    Past the deadline, or cancelled through `ctx.cancelled` while the call is in flight, the
+    request may have been sent: `UncertainOutcome`, never no effect.
     The abandoned call runs on in a daemon thread until its own socket timeouts end it.
     """
     remaining = ctx.remaining()
@@ -166,7 +174,14 @@ def within_deadline(ctx: HandlerContext, call: Callable[[], T]) -> T:
 
     worker = threading.Thread(target=run, name=f"call-{ctx.operation_id}", daemon=True)
     worker.start()
-    worker.join(remaining)
+    until = time.monotonic() + remaining
+    while worker.is_alive() and time.monotonic() < until:
+        worker.join(min(_CANCEL_POLL, max(0.0, until - time.monotonic())))
+        if worker.is_alive() and ctx.cancelled.is_set():
+            # Cancelled through its context (an operator, the run's deadline): the caller
+            # stops waiting, but the request is out, so the effect may have happened.
+            raise UncertainOutcome("cancelled while the call was in flight; the request may "
+                                   "have been received")
     if worker.is_alive():
         raise UncertainOutcome(f"no answer within the contract timeout of {ctx.timeout:g}s; "
                                "the request may have been received")

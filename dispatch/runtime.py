@@ -29,6 +29,7 @@ from django.core.exceptions import ImproperlyConfigured
 from dispatch.handlers import Handler
 from dispatch.hooks import AdmissionCheck, OutcomeHook
 from dispatch.presentation import MessagePresentation, Summarizer
+from protocols.approval_rules import ApprovalRule, quorum_for, rules_for, rules_parse
 from protocols.canonical import digest
 from protocols.contracts import ContractRegistry, OperationContract, ResourceKind, compile_schema
 from protocols.denials import Denial, DenialCode
@@ -71,16 +72,22 @@ class Runtime:
     # keyed like the handlers, and how each resource kind's payload reads
     summaries: dict[tuple[str, int], Summarizer] = field(default_factory=dict)
     presentations: dict[str, MessagePresentation] = field(default_factory=dict)
+    # how an admin checks at the destination whether an operation's effect happened, keyed
+    # like the handlers (`how_to_check`)
+    checks: dict[tuple[str, int], str] = field(default_factory=dict)
 
     def register(self, contract: OperationContract, handler: Handler, *,
                  on_outcome: OutcomeHook | None = None,
                  admission: tuple[AdmissionCheck, ...] = (),
-                 summary: Summarizer | None = None) -> OperationContract:
+                 summary: Summarizer | None = None,
+                 how_to_check: str = "") -> OperationContract:
         """Register a trusted contract with its handler (embedding API, docs/design.md#extensions),
         and what its extension adds to it (`dispatch.hooks`): `on_outcome`, run inside each
         outcome's transaction, and `admission`, the checks every stage runs before it acts; and
         `summary`, the sentence the console puts on top of its approvals
-        (`dispatch.presentation`), never part of its fingerprint.
+        (`dispatch.presentation`), never part of its fingerprint; and `how_to_check`, the words
+        that tell an admin resolving an unknown outcome how to look at the destination
+        (`{key}` in them stands for the operation id, the destination's idempotency key).
 
         The handler's implementation fingerprint must be the contract's; a second
         registration of a name and version with another fingerprint is refused. A contract
@@ -117,7 +124,15 @@ class Runtime:
             self.admission_checks[key] = admission
         if summary is not None:
             self.summaries[key] = summary
+        if how_to_check:
+            self.checks[key] = how_to_check
         return registered
+
+    def how_to_check(self, contract: OperationContract, operation_id: str) -> str:
+        """How to check the destination for this operation's effect, as the extension
+        registered it with the contract ("" if it said nothing)."""
+        text = self.checks.get((contract.qualified_name, contract.contract_version), "")
+        return text.replace("{key}", operation_id)
 
     def resource_event(self, fingerprint: str, moved: OperationState,
                        event: OperationEvent) -> ResourceEvent:
@@ -216,13 +231,24 @@ class Runtime:
         # destination the deployment changes is a new fingerprint at once.
         return _fingerprint(_frozen(self.destination(contract)))
 
+    def approval_quorum(self, contract: OperationContract, arguments: JSONObject) -> int:
+        """How many distinct humans must grant `contract` on the snapshot's `arguments`: the
+        contract's quorum, raised by the deployment's applicable rules (never lowered)."""
+        requirement = contract.approval_requirement
+        base = 1 if requirement is None else requirement.quorum
+        return quorum_for(base, self.policy.approval_rules, contract.qualified_name, arguments)
+
     def policy_fingerprint(self, contract: OperationContract) -> str:
         """Computed once per contract and deployment policy (docs/design.md#dispatcher)."""
+        rules = rules_for(self.policy.approval_rules, contract.qualified_name)
         return _fingerprint(_frozen({
             "allowed_effects": sorted(self.policy.allowed_effects),
             "denied_operations": sorted(self.policy.denied_operations),
             "approval": contract.declaration()["approval_requirement"],
             "redact": sorted(settings.AUDIT_REDACT_FIELDS),
+            # Declared only where a rule names the operation, so that a contract without one
+            # keeps the fingerprint it had before rules existed.
+            **({"rules": [rule.declaration() for rule in rules]} if rules else {}),
         }))
 
 
@@ -279,12 +305,22 @@ def _fingerprint(frozen: Any) -> str:
 
 @functools.cache
 def get_runtime() -> Runtime:
-    policy = Policy(allowed_effects=frozenset(settings.DEPLOYMENT_ALLOWED_EFFECTS))
+    policy = Policy(allowed_effects=frozenset(settings.DEPLOYMENT_ALLOWED_EFFECTS),
+                    approval_rules=approval_rules_setting())
     runtime = Runtime(registry=ContractRegistry(), handlers={}, policy=policy)
     # Extensions register their contracts, handlers and resource kinds in every process.
     for dotted in settings.DISPATCH_EXTENSIONS:
         extension_load(dotted).register(runtime)
     return runtime
+
+
+def approval_rules_setting() -> tuple[ApprovalRule, ...]:
+    """`settings.APPROVAL_RULES`, parsed; `ImproperlyConfigured` naming the first thing wrong.
+    Their spend caps are charged by the claim (`dispatch.services.caps`)."""
+    try:
+        return rules_parse(settings.APPROVAL_RULES)
+    except ValueError as error:
+        raise ImproperlyConfigured(str(error)) from None
 
 
 def extension_load(dotted: str) -> ModuleType:

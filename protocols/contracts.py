@@ -9,23 +9,21 @@ fingerprint cannot dispatch under another.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
-import jsonschema
-import referencing
-from jsonschema.exceptions import FormatError, SchemaError, ValidationError
-
-from protocols.addresses import AddressError, is_mailbox
 from protocols.canonical import digest
-from protocols.denials import ELLIPSIS, Denial, DenialCode
+from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import ResourceProtocol, protocol_tables
 from protocols.normalizers import NORMALIZERS
-from protocols.patterns import PatternError, compile_pattern
+
+# `compile_schema` and `schema_errors` are re-exported: callers import them from here.
+from protocols.schemas import compile_schema as compile_schema
+from protocols.schemas import escape_pointer
+from protocols.schemas import schema_errors as schema_errors
 
 
 class Effect(StrEnum):
@@ -88,8 +86,23 @@ class AuthorityRequirement:
 
 @dataclass(frozen=True)
 class ApprovalRequirement:
+    """Who approves and for how long: `quorum` distinct humans holding `role` must grant
+    (docs/design.md#approval-policies; a deployment's `APPROVAL_RULES` may raise it)."""
+
     role: str
     expires_in: int  # seconds
+    quorum: int = 1
+
+    def __post_init__(self) -> None:
+        quorum: object = self.quorum  # checked: callers may not be typed
+        if isinstance(quorum, bool) or not isinstance(quorum, int) or not 1 <= quorum <= 10:
+            raise ValueError(f"an approval quorum is 1 to 10 approvers, got {self.quorum!r}")
+
+    def declaration(self) -> dict[str, Any]:
+        # The quorum is declared only where it is not 1, so that a contract without one keeps
+        # the fingerprint it had before quorums existed.
+        return {"role": self.role, "expires_in": self.expires_in,
+                **({"quorum": self.quorum} if self.quorum != 1 else {})}
 
 
 @dataclass(frozen=True)
@@ -174,8 +187,13 @@ class OperationContract:
     reads: frozenset[str] = frozenset()
     evidence: EvidenceRole | None = None
     attestation: AttestationRequirement | None = None
+    # The shareable read grant (docs/design.md#budgets): concurrent workflow branches
+    # (and a parallel loop's iterations) may each pass one handle as a `reads` argument of this
+    # operation. Only a pure read declares it (`_check_shareable`).
+    shareable: bool = False
 
     def __post_init__(self) -> None:
+        _check_shareable(self)
         for name in self.reads:
             if name not in self.protocol_preconditions:
                 raise ValueError(f"{self.qualified_name}: read argument {name!r} is not a "
@@ -195,7 +213,6 @@ class OperationContract:
 
     def declaration(self) -> dict[str, Any]:
         """The canonical declaration that the fingerprint digests."""
-        approval = self.approval_requirement
         return {
             "qualified_name": self.qualified_name,
             "contract_version": self.contract_version,
@@ -208,8 +225,8 @@ class OperationContract:
             "possible_effects": sorted(e.value for e in self.possible_effects),
             "protocol_preconditions": dict(self.protocol_preconditions),
             "protocol_outcomes": dict(self.protocol_outcomes),
-            "approval_requirement": None if approval is None else {
-                "role": approval.role, "expires_in": approval.expires_in},
+            "approval_requirement": None if self.approval_requirement is None
+            else self.approval_requirement.declaration(),
             "idempotency_contract": self.idempotency_contract.value,
             "scheduling_contract": {
                 "timeout": self.scheduling_contract.timeout,
@@ -228,6 +245,9 @@ class OperationContract:
                                 "report": self.attestation.report,
                                 "policy": self.attestation.policy}}
                if self.attestation else {}),
+            # Declared only where granted: a contract without the grant keeps its fingerprint,
+            # and granting or withdrawing it changes the fingerprint (and so the checked one).
+            **({"shareable": True} if self.shareable else {}),
         }
 
     @cached_property
@@ -277,131 +297,29 @@ class OperationContract:
             try:
                 result[name] = NORMALIZERS[normalizer](result[name], result)
             except ValueError as exc:
-                problems.append({"pointer": f"/arguments/{_escape(name)}", "message": str(exc)})
+                problems.append({"pointer": f"/arguments/{escape_pointer(name)}",
+                                 "message": str(exc)})
         if problems:
             raise Denial(DenialCode.SCHEMA_INVALID, errors=problems)
         return result
 
 
-def compile_schema(schema: Mapping[str, Any]) -> Any:
-    """A validator compiled once. An empty registry: a schema's $ref never fetches a URL.
-
-    What a value must be is what the operator will read it as (docs/design.md#console):
-
-    - `pattern` has its ECMA-262 meaning (`protocols.patterns`): `$` is the end of the text, so
-      `^[A-Z]{3}$` refuses `"EUR\\n"`, and `\\d` is `[0-9]`. A pattern that cannot have that
-      meaning is a `SchemaError` here, never a surprise at validation;
-    - `format: "mailbox"` is one plain address (`protocols.addresses`), and so are `email` and
-      `idn-email`, whose built-in check only looks for an `@`. A refusal says why.
-    """
-    base = jsonschema.validators.validator_for(schema)
-    base.check_schema(schema)
-    for pattern in _patterns(schema):
-        try:
-            compile_pattern(pattern)
-        except PatternError as exc:
-            raise SchemaError(str(exc)) from None
-    cls = _strict(base)
-    return cls(schema, registry=referencing.Registry(), format_checker=cls.FORMAT_CHECKER)
-
-
-# Keywords whose values are data, not subschemas: a "pattern" member there is not a pattern.
-_DATA_KEYWORDS = frozenset({"const", "default", "enum", "examples"})
-
-
-def _patterns(schema: Any) -> list[str]:
-    if isinstance(schema, list):
-        return [p for item in schema for p in _patterns(item)]
-    if not isinstance(schema, Mapping):
-        return []
-    found = [schema["pattern"]] if isinstance(schema.get("pattern"), str) else []
-    for key, value in schema.items():
-        if key not in _DATA_KEYWORDS:
-            found.extend(_patterns(value))
-    return found
-
-
-def _pattern_keyword(validator: Any, pattern: str, instance: Any, schema: Any) -> Any:
-    if validator.is_type(instance, "string") and not _search(pattern, instance):
-        yield ValidationError(f"{instance!r} does not match {pattern!r}")
-
-
-def _search(pattern: str, instance: str) -> bool:
-    try:
-        return compile_pattern(pattern).search(instance) is not None
-    except PatternError:
-        return False  # unreachable after compile_schema's check; refuse rather than pass
-
-
-def _format_keyword(validator: Any, fmt: str, instance: Any, schema: Any) -> Any:
-    if validator.format_checker is None:
+def _check_shareable(contract: OperationContract) -> None:
+    """Only a read may grant shared use of the resources it reads: no write, no human step, no
+    approval, no outcome moving a resource, and at least one `reads` argument to share."""
+    if not contract.shareable:
         return
-    try:
-        validator.format_checker.check(instance, fmt)
-    except FormatError as error:
-        reason = f": {error.cause}" if isinstance(error.cause, AddressError) else ""
-        yield ValidationError(error.message + reason, cause=error.cause)
-
-
-@functools.cache
-def _strict(base: Any) -> Any:
-    """`base` (a draft's validator class) with the pattern and format semantics above."""
-    checker = jsonschema.FormatChecker(formats=())
-    checker.checkers = {**base.FORMAT_CHECKER.checkers,
-                        **dict.fromkeys(ADDRESS_FORMATS, (is_mailbox, AddressError))}
-    return jsonschema.validators.extend(
-        base, {"pattern": _pattern_keyword, "format": _format_keyword}, format_checker=checker)
-
-
-ADDRESS_FORMATS = ("mailbox", "email", "idn-email")
-
-
-def schema_errors(validator: Any, instance: Any, *, root: str) -> list[dict[str, str]]:
-    """Violations as `{"pointer","message"}`, sorted; pointers start at `root`.
-
-    A missing member is reported at its own place (`/arguments/to`), an extra one too.
-    """
-    errors: list[dict[str, str]] = []
-    for error in validator.iter_errors(instance):
-        base = root + "".join("/" + _escape(str(p)) for p in error.absolute_path)
-        found = error.instance
-        if error.validator == "required" and isinstance(found, dict):
-            errors.extend(
-                {"pointer": f"{base}/{_escape(name)}", "message": "is required"}
-                for name in error.validator_value
-                if name not in found
-            )
-        elif error.validator == "additionalProperties" and isinstance(found, dict):
-            known = set(error.schema.get("properties", {}))
-            errors.extend(
-                {"pointer": f"{base}/{_escape(name)}", "message": "is not allowed"}
-                for name in sorted(set(found) - known)
-            )
-        else:
-            errors.append({"pointer": base, "message": _quoting_less(error.message, found)})
-    # jsonschema reports `required` once per missing member, each time with the whole list.
-    unique = {(e["pointer"], e["message"]): e for e in errors}
-    return [unique[k] for k in sorted(unique)]
-
-
-#: How much of a value an error message quotes (characters of its repr).
-MAX_QUOTED = 64
-
-
-def _quoting_less(message: str, instance: Any) -> str:
-    """`message` with its quote of `instance` (jsonschema quotes the repr) cut to `MAX_QUOTED`
-    characters and an ellipsis: `'xxxx…' is too long` says what the value began with and what
-    is wrong with it, whatever its length."""
-    shown = repr(instance)
-    if len(shown) <= MAX_QUOTED or shown not in message:
-        return message
-    short = (repr(instance[:MAX_QUOTED - 3] + ELLIPSIS) if isinstance(instance, str)
-             else shown[:MAX_QUOTED - 1] + ELLIPSIS)
-    return message.replace(shown, short)
-
-
-def _escape(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")
+    name = contract.qualified_name
+    if contract.possible_effects != {Effect.READ}:
+        effects = ", ".join(sorted(e.value for e in contract.possible_effects)) or "none"
+        raise ValueError(f"{name}: only a read contract (possible_effects exactly {{read}}) may "
+                         f"declare shareable; it declares {{{effects}}}")
+    if contract.approval_requirement is not None or contract.protocol_outcomes:
+        raise ValueError(f"{name}: a shareable read needs no approval and moves no resource "
+                         "(approval_requirement and protocol_outcomes must be empty)")
+    if not contract.reads:
+        raise ValueError(f"{name}: shareable names nothing to share: the contract reads no "
+                         "resource argument (`reads`)")
 
 
 class ContractConflictError(ValueError):

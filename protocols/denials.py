@@ -44,11 +44,13 @@ class DenialCode(StrEnum):
     BUDGET_EXHAUSTED = "budget_exhausted"
     UNSAFE_RETRY = "unsafe_retry"
     PROTECTED_RACE = "protected_race"
+    PARALLEL_CAPTURE = "parallel_capture"
     PERSISTENCE_FAILURE = "persistence_failure"
     APPROVER_IS_REQUESTER = "approver_is_requester"
     ATTESTATION_MISSING = "attestation_missing"
     ATTESTATION_FAILED = "attestation_failed"
     ATTESTATION_UNBOUND = "attestation_unbound"
+    PAUSED = "paused"
     UNSUPPORTED_STEP = "unsupported_step"
     INPUT_INVALID = "input_invalid"
     EXECUTION_MISMATCH = "execution_mismatch"
@@ -116,6 +118,9 @@ _TABLE: dict[DenialCode, tuple[int, str]] = {
         409, "The outcome is uncertain and the operation is not safe to retry; an admin must "
         "resolve it."),
     DenialCode.PROTECTED_RACE: (422, "Protected writes may not run inside a race."),
+    DenialCode.PARALLEL_CAPTURE: (
+        422, "Two concurrent branches name one handle, proposal, decision or permit; give "
+        "each branch its own."),
     DenialCode.PERSISTENCE_FAILURE: (
         503, "The store could not record the step; nothing ran. Try again later."),
     DenialCode.APPROVER_IS_REQUESTER: (
@@ -127,6 +132,9 @@ _TABLE: dict[DenialCode, tuple[int, str]] = {
     DenialCode.ATTESTATION_UNBOUND: (
         409, "The attestation is of another revision, digest or policy; attest the exact "
         "revision you publish."),
+    DenialCode.PAUSED: (
+        403, "An admin paused this tenant, contract or agent: nothing is claimed or started "
+        "until they resume it. Pending approvals stay; dispatch again after the resume."),
     # Refusals of a workflow run before any step (`dispatch.workflows.WorkflowRefused`).
     DenialCode.UNSUPPORTED_STEP: (
         422, "The workflow holds a step kind the runtime does not run yet; rewrite that step."),

@@ -22,6 +22,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Final, Literal, TypeAlias
 
+from protocols.approval_rules import ApprovalRule
 from protocols.denials import Denial, DenialCode
 
 ANY: Final = "*"
@@ -156,10 +157,12 @@ class Grant:
 
 @dataclass(frozen=True)
 class Policy:
-    """Deployment policy: the effects allowed here and operations switched off entirely."""
+    """Deployment policy: the effects allowed here, operations switched off entirely, and the
+    approval rules (`APPROVAL_RULES`: quorums and caps by argument)."""
 
     allowed_effects: frozenset[str]
     denied_operations: frozenset[str] = frozenset()
+    approval_rules: tuple[ApprovalRule, ...] = ()
 
     @classmethod
     def permissive(cls) -> Policy:

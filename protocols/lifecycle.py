@@ -109,20 +109,6 @@ class PermitEvent(StrEnum):
     REVOKE = "revoke"
 
 
-class ExecutionState(StrEnum):
-    """A run of an embedded runtime (an agent loop, a workflow): running from its creation,
-    waiting for a human or a worker, finished. A finished run stays finished."""
-
-    RUNNING = "running"
-    WAITING = "waiting"
-    FINISHED = "finished"
-
-
-class ExecutionEvent(StrEnum):
-    WAIT = "wait"
-    FINISH = "finish"
-
-
 S = TypeVar("S", bound=str)
 E = TypeVar("E", bound=str)
 
@@ -367,8 +353,9 @@ APPROVAL_LIFECYCLE: Final = Protocol[ApprovalState, ApprovalEvent](
 )
 
 #: A renewal (a renewed approval of one further attempt) is decided once, from pending: never
-#: revoked (it authorizes one attempt, which its grant starts at once) and never expired after
-#: its grant.
+#: revoked after its grant (it authorizes one attempt, which its grant starts at once) and never
+#: expired after it. A pending one is withdrawn (`revoke`, audited `renewal.withdrawn`) when an
+#: admin resolves its operation: a settled operation is never attempted again.
 RENEWAL_LIFECYCLE: Final = Protocol[ApprovalState, ApprovalEvent](
     name="renewal",
     initial=A.PENDING,
@@ -376,20 +363,7 @@ RENEWAL_LIFECYCLE: Final = Protocol[ApprovalState, ApprovalEvent](
         (A.PENDING, AE.GRANT): A.GRANTED,
         (A.PENDING, AE.DENY): A.DENIED,
         (A.PENDING, AE.EXPIRE): A.EXPIRED,
-    },
-)
-
-X, XE = ExecutionState, ExecutionEvent
-#: A running or waiting run waits again (each resume that stops short) or finishes; nothing
-#: reopens a finished one, and only its creation makes one running.
-EXECUTION_LIFECYCLE: Final = Protocol[ExecutionState, ExecutionEvent](
-    name="execution",
-    initial=X.RUNNING,
-    transitions={
-        (X.RUNNING, XE.WAIT): X.WAITING,
-        (X.WAITING, XE.WAIT): X.WAITING,
-        (X.RUNNING, XE.FINISH): X.FINISHED,
-        (X.WAITING, XE.FINISH): X.FINISHED,
+        (A.PENDING, AE.REVOKE): A.REVOKED,
     },
 )
 

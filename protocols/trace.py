@@ -26,6 +26,17 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final
 
+from protocols.audit_kinds import (
+    ATTEMPT_STARTED,
+    ATTEMPT_UNCERTAIN,
+    ATTESTATION_ISSUED,
+    OPERATION_EVENT_KINDS,
+    OPERATION_NOTES,
+    RECEIPT_ISSUED,
+    RESOURCE_CREATED,
+    RESOURCE_MOVES,
+    RESOURCE_REVISED,
+)
 from protocols.lifecycle import (
     APPROVAL_LIFECYCLE,
     OPERATION_LIFECYCLE,
@@ -43,49 +54,12 @@ from protocols.lifecycle import (
     ResourceProtocol,
 )
 
-#: The audit kind each operation event writes: `operation_move` and the claim write these,
-#: the replay reads them back.
-OPERATION_EVENT_KINDS: Final[Mapping[OperationEvent, str]] = {
-    OperationEvent.CLAIM: "permit.claimed",
-    OperationEvent.COMPLETE: "operation.completed",
-    OperationEvent.FAIL_NO_EFFECT: "operation.failed_no_effect",
-    OperationEvent.UNCERTAIN: "operation.unknown",
-    OperationEvent.RETRY: "operation.retried",
-    OperationEvent.RECONCILE_COMPLETED: "operation.reconciled",
-    OperationEvent.RECONCILE_NO_EFFECT: "operation.reconciled",
-}
-
-ATTEMPT_STARTED: Final = "attempt.started"
-#: An attempt ended uncertain while its operation stays claimed for a retry under the same key.
-ATTEMPT_UNCERTAIN: Final = "attempt.uncertain"
-#: The evidence records a completion issues (docs/design.md#evidence), each in the outcome's
-#: transaction.
-RECEIPT_ISSUED: Final = "receipt.issued"
-ATTESTATION_ISSUED: Final = "attestation.issued"
-#: A publication's completion answers the report's question (a resource move of its own).
-QUESTION_ANSWERED: Final = "question.answered"
-
-#: Events of an operation that move none of its states; they need its claim before them. A
-#: renewal's grant moves the operation by its own `operation.retried`, written beside it.
-OPERATION_NOTES: Final = frozenset({"attempt.ignored", "operation.evidence",
-                                    "renewal.requested", "renewal.granted", "renewal.denied",
-                                    "renewal.expired", RECEIPT_ISSUED, ATTESTATION_ISSUED,
-                                    QUESTION_ANSWERED})
-
 #: Kinds that are always an operation's: an event of one of them must name it.
 _OPERATION_KINDS: Final = frozenset(
     {*OPERATION_EVENT_KINDS.values(), ATTEMPT_STARTED, ATTEMPT_UNCERTAIN, *OPERATION_NOTES})
 
 #: Kinds that may name an operation without being one of its moves.
 _MAY_NAME_AN_OPERATION: Final = frozenset({"proposal.cancelled"})
-
-#: The detail of an event that lists the resource moves its transaction made, each
-#: `{"id", "revision", "event"}` (the revision the move's compare-and-swap named): written by
-#: the event's writer, replayed here through each resource's own table.
-RESOURCE_MOVES: Final = "resource_moves"
-#: A resource starts in its table's initial state at revision 1; a revision is its `edit`.
-RESOURCE_CREATED: Final = "resource.created"
-RESOURCE_REVISED: Final = "resource.revised"
 
 #: The events that open an approval (or a renewal, decided by the same table) and move it.
 _APPROVAL_OPENED: Final[Mapping[str, tuple[str, str]]] = {
@@ -99,6 +73,7 @@ _APPROVAL_MOVES: Final[Mapping[str, tuple[str, str, ApprovalEvent]]] = {
     "renewal.granted": ("renewal", "renewal_id", ApprovalEvent.GRANT),
     "renewal.denied": ("renewal", "renewal_id", ApprovalEvent.DENY),
     "renewal.expired": ("renewal", "renewal_id", ApprovalEvent.EXPIRE),
+    "renewal.withdrawn": ("renewal", "renewal_id", ApprovalEvent.REVOKE),
 }
 
 #: The table each of them is decided by.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -104,8 +105,14 @@ def world(db: None, now: datetime) -> World:
 
 @pytest.fixture
 def destinations(tmp_path: Path, settings: Any) -> Iterator[Destinations]:
-    """The SMTP sink and the bank as a real subprocess; settings point the handlers at it."""
-    with running_destinations(tmp_path / "destinations", hang_seconds=30) as found:
+    """The SMTP sink and the bank as a real subprocess; settings point the handlers at it. The
+    bank and the publisher verify permit tokens against the deployment's keys, as the demo's
+    do (`manage.py run_destinations`)."""
+    from dispatch.signing import jwks
+
+    keys = tmp_path / "console-keys.json"
+    keys.write_text(json.dumps(jwks()), encoding="utf-8")
+    with running_destinations(tmp_path / "destinations", hang_seconds=30, keys=keys) as found:
         settings.DESTINATIONS = found.settings()
         yield found
 

@@ -1,4 +1,5 @@
-"""``python -m demo.destinations --dir D --smtp-port P --bank-port Q [--hang-seconds S]``."""
+"""``python -m demo.destinations --dir D --smtp-port P --bank-port Q [--lookup-port L]
+[--host H] [--hang-seconds S] [--keys F]``."""
 
 from __future__ import annotations
 
@@ -26,17 +27,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="HTTP port on 127.0.0.1 of the bank, the publisher and the sources",
     )
     parser.add_argument(
+        "--lookup-port", type=int, default=0,
+        help="HTTP port of the SMTP sink's lookup, GET /messages/<id> (default: any free port)",
+    )
+    parser.add_argument(
+        "--host", default="127.0.0.1",
+        help="address every server listens on (default: 127.0.0.1; 0.0.0.0 for other machines)",
+    )
+    parser.add_argument(
         "--hang-seconds",
         type=float,
         default=120.0,
         help="how long hang.test deliveries wait before answering (default: 120)",
+    )
+    parser.add_argument(
+        "--keys", default=None,
+        help="JWKS file (the JSON of the console's GET /api/v1/keys/): the bank and the "
+             "publisher then verify every write's permit token (docs/permit-tokens.md)",
     )
     args = parser.parse_args(argv)
     serve(
         args.dir,
         smtp_port=args.smtp_port,
         bank_port=args.bank_port,
+        lookup_port=args.lookup_port,
+        host=args.host,
         hang_seconds=args.hang_seconds,
+        keys_file=args.keys,
     )
     return 0
 

@@ -9,6 +9,9 @@ a repeated key answers 200 with the transfer already recorded and records nothin
 omitted (it defaults to ``""``); a body that is not a JSON object with the other fields as
 non-empty strings answers 400. ``GET /transfers/<key>`` answers 200 with the transfer or 404.
 
+With a keys file, a write must carry a permit token that verifies (:mod:`.permits`), else 403
+and nothing recorded.
+
 Faults are chosen by the memo of the request (:mod:`.faults`):
 
 - ``fail-before.test``: 422 ``{"error": ...}`` and nothing recorded.
@@ -29,6 +32,7 @@ from typing import Any
 
 from .faults import Fault, fault_for_memo
 from .ledger import BadRequestError, Ledger, parse_object
+from .permits import PermitRule
 from .storage import StrPath
 
 __all__ = ["BANK_DB_NAME", "LEDGER", "ROUTE", "list_transfers", "lookup_transfer"]
@@ -69,6 +73,13 @@ def _fault(transfer: Mapping[str, Any]) -> Fault | None:
     return fault_for_memo(transfer["memo"])
 
 
+def _approved_transfer(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """The transfer a `payments.transfer` snapshot approves: its arguments, field by field."""
+    arguments = snapshot["arguments"]
+    return {name: arguments[name] for name in ("from_account", "to_account", "amount",
+                                               "currency", "memo")}
+
+
 LEDGER = Ledger(
     noun="transfer",
     db_name=BANK_DB_NAME,
@@ -78,6 +89,7 @@ LEDGER = Ledger(
     stamp="created_at",
     parse=parse_transfer,
     fault=_fault,
+    permit=PermitRule("bank", "payments.transfer", _approved_transfer),
 )
 
 ROUTE = LEDGER.route("/transfers")

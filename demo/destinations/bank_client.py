@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from .http_client import get_keyed, post_keyed
+from .http_client import Permit, get_keyed, post_keyed
 
 __all__ = ["bank_lookup", "bank_transfer"]
 
@@ -20,13 +20,15 @@ def bank_transfer(
     currency: str,
     memo: str,
     timeout: float,
+    permit: Permit | None = None,
 ) -> dict[str, Any]:
     """Ask the bank at ``base_url`` to make a transfer, deduplicated on ``key``.
 
     Returns the bank's transfer record (``key``, ``from_account``, ``to_account``, ``amount``,
     ``currency``, ``memo``, ``created_at``) on a 2xx: 201 when this call recorded it, 200 when
     the key had already been recorded (a safe retry). ``timeout`` bounds the connect and every
-    single socket wait.
+    single socket wait. ``permit``: the attempt's permit token and snapshot, for a bank that
+    verifies them (docs/permit-tokens.md); it refuses a bad one with 403, no effect.
 
     Classification (:func:`.http_client.post_keyed`):
 
@@ -50,7 +52,8 @@ def bank_transfer(
         "memo": memo,
     }
     return post_keyed(
-        base_url, "/transfers", fields, timeout=timeout, destination="bank", noun="transfer"
+        base_url, "/transfers", fields, timeout=timeout, destination="bank", noun="transfer",
+        permit=permit,
     )
 
 

@@ -18,6 +18,11 @@ class Fault(enum.StrEnum):
 
     FAIL_BEFORE = "fail-before.test"
     """Refuse before any effect (SMTP 550 at RCPT, HTTP 422); nothing is recorded."""
+    NO_RECORD = "no-record.test"
+    """Email only: take the whole message, answer the end of ``DATA`` with 451 and record
+    nothing. The sender cannot tell whether it went out, and the sink holds no trace of it, so
+    its lookup cannot tell either: the outcome stays unknown until a person decides. A memo or
+    a title naming it selects no fault."""
     LOSE_RESPONSE = "lose-response.test"
     """Record the effect, then drop the connection without answering, on every attempt."""
     LOSE_RESPONSE_ONCE = "lose-response-once.test"
@@ -27,7 +32,10 @@ class Fault(enum.StrEnum):
 
 
 # When several triggers are present the most disruptive one wins, in this order.
-_PRECEDENCE = (Fault.FAIL_BEFORE, Fault.LOSE_RESPONSE, Fault.LOSE_RESPONSE_ONCE, Fault.HANG)
+_PRECEDENCE = (Fault.FAIL_BEFORE, Fault.NO_RECORD, Fault.LOSE_RESPONSE, Fault.LOSE_RESPONSE_ONCE,
+               Fault.HANG)
+# What a memo or a title can select: the HTTP destinations have no `NO_RECORD`.
+_TEXT_PRECEDENCE = tuple(fault for fault in _PRECEDENCE if fault is not Fault.NO_RECORD)
 
 
 def _domain(address: str) -> str:
@@ -49,7 +57,7 @@ def fault_for_addresses(addresses: Iterable[str]) -> Fault | None:
 def _fault_for_text(text: str) -> Fault | None:
     """Return the fault whose name ``text`` equals (trimmed, case-insensitive), else ``None``."""
     normalized = text.strip().lower()
-    return next((fault for fault in _PRECEDENCE if fault.value == normalized), None)
+    return next((fault for fault in _TEXT_PRECEDENCE if fault.value == normalized), None)
 
 
 def fault_for_memo(memo: str) -> Fault | None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import http.client
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,6 +23,7 @@ __all__ = [
     "BodyTooLargeError",
     "ConnectError",
     "ExchangeError",
+    "Permit",
     "exchange",
     "get_keyed",
     "json_object",
@@ -32,6 +35,15 @@ SUCCESS = range(200, 300)
 # Any other 4xx (409 "the same key is in progress", 408, 425, 429, ...) answers a request the
 # destination may have received and acted on, so it is uncertain, never no effect.
 REFUSED_BEFORE_ANY_EFFECT = frozenset({400, 401, 403, 404, 405, 411, 413, 414, 415, 422})
+
+
+@dataclass(frozen=True)
+class Permit:
+    """What a write carries for a destination that verifies permits: the signed token and the
+    canonical text of the snapshot it binds."""
+
+    token: str
+    snapshot: str
 
 
 class ConnectError(Exception):
@@ -54,6 +66,7 @@ def exchange(
     timeout: float,
     accept: str = "application/json",
     max_bytes: int | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> tuple[int, bytes | None]:
     """Send one request to ``url``; return the status and the body (``None`` if unreadable, or
     longer than ``max_bytes`` when that is given: an endless body is never held whole).
@@ -78,11 +91,11 @@ def exchange(
             connection.connect()
         except (OSError, http.client.HTTPException) as error:
             raise ConnectError(f"could not connect to {url}: {error!r}") from error
-        headers = {"Accept": accept, "Connection": "close"}
+        sent = {"Accept": accept, "Connection": "close", **(headers or {})}
         if body is not None:
-            headers["Content-Type"] = "application/json"
+            sent["Content-Type"] = "application/json"
         try:
-            connection.request(method, target, body=body, headers=headers)
+            connection.request(method, target, body=body, headers=sent)
             response = connection.getresponse()
         except (OSError, http.client.HTTPException) as error:
             raise ExchangeError(f"no response from {url}: {error!r}") from error
@@ -119,10 +132,13 @@ def post_keyed(
     timeout: float,
     destination: str,
     noun: str,
+    permit: Permit | None = None,
 ) -> dict[str, Any]:
     """POST ``fields`` (with ``"key"``) to a destination deduplicating on it; return its record.
 
-    ``destination`` and ``noun`` name them in error messages ("bank", "transfer").
+    ``destination`` and ``noun`` name them in error messages ("bank", "transfer"). ``permit``:
+    the attempt's signed permit token, sent as ``Authorization: Bearer <token>``, and the
+    snapshot it binds, sent as the body's ``snapshot`` member (docs/permit-tokens.md).
 
     - :class:`DefiniteFailure` -- certainly no effect: the base URL is unusable, the connection
       could not be opened (refused, unreachable, DNS failure, connect timeout: no request byte
@@ -134,10 +150,14 @@ def post_keyed(
       not a JSON object for the key.
     """
     key = fields["key"]
-    body = json.dumps(fields).encode("utf-8")
+    sent, headers = fields, None
+    if permit is not None and permit.token:
+        sent = {**fields, "snapshot": permit.snapshot}
+        headers = {"Authorization": f"Bearer {permit.token}"}
+    body = json.dumps(sent).encode("utf-8")
     url = base_url.rstrip("/") + path
     try:
-        status, content = exchange(url, "POST", body=body, timeout=timeout)
+        status, content = exchange(url, "POST", body=body, timeout=timeout, headers=headers)
     except ConnectError as error:
         raise DefiniteFailure(str(error)) from error
     except ExchangeError as error:

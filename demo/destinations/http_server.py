@@ -5,7 +5,7 @@ Each destination contributes a :class:`Route` for one path prefix (``/transfers`
 percent-decoded (the path is split before decoding, so a ``/`` inside a name arrives encoded and
 is kept; a raw ``/`` in it makes the path unknown); its ``post`` answers ``POST <prefix>`` with
 the request body, already read and bounded. Any other method or path answers 404, a POST
-without a ``Content-Length`` 411 and a body over 64 KiB 413. One thread per connection, one
+without a ``Content-Length`` 411 and a body over 4 MiB 413. One thread per connection, one
 request per connection.
 """
 
@@ -29,7 +29,9 @@ from .storage import StrPath
 
 __all__ = ["Exchange", "HttpDestinationsServer", "Route"]
 
-_MAX_BODY_BYTES = 64 * 1024
+# A write carries its fields and, for a permit check, the snapshot beside them: a report of the
+# contract's largest body (200,000 characters, up to 6 bytes each as JSON escapes) twice over.
+_MAX_BODY_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -170,9 +172,12 @@ class HttpDestinationsServer(ThreadingHTTPServer):
         hang_seconds: float,
         routes: Sequence[Route],
         host: str = "127.0.0.1",
+        keys_file: StrPath | None = None,
     ) -> None:
-        """Bind, then prepare every route; call ``serve_forever()`` to serve."""
+        """Bind, then prepare every route; call ``serve_forever()`` to serve. ``keys_file``:
+        the JWKS the bank and the publisher verify permit tokens with (None: they do not)."""
         self.directory = Path(directory)
+        self.keys_file = None if keys_file is None else Path(keys_file)
         self.hang_seconds = hang_seconds
         self.routes = tuple(routes)
         self.stopping = threading.Event()

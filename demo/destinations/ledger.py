@@ -1,10 +1,11 @@
 """A destination that records one row per key and serves it over HTTP (receiver_dedup).
 
 The bank and the publisher are both a :class:`Ledger`: ``POST <prefix>`` with a JSON body the
-ledger's ``parse`` accepts records it once per ``key`` (a UNIQUE constraint is the backstop) and
-answers 201 with the record; a repeated key answers 200 with the record already there and
-records nothing, whatever else the body says; a body ``parse`` refuses answers 400 and records
-nothing. ``GET <prefix>/<key>`` answers 200 with the record or 404. The data chooses a fault
+ledger's ``parse`` accepts (and, with keys, whose permit token verifies: :mod:`.permits`, else
+403) records it once per ``key`` (a UNIQUE constraint is the backstop) and answers 201 with
+the record; a repeated key answers 200 with the record already there and records nothing,
+whatever else the body says; a body ``parse`` refuses answers 400 and records nothing.
+``GET <prefix>/<key>`` answers 200 with the record or 404. The data chooses a fault
 (:mod:`.faults`, :meth:`.http_server.Exchange.answer_keyed_write`). Every record is committed
 before the response (or the dropped connection) that follows it; the readers work whether or
 not the server is running.
@@ -22,6 +23,7 @@ from typing import Any
 
 from .faults import Fault
 from .http_server import Exchange, Route
+from .permits import TOKENS_SCHEMA, PermitRule, permit_refusal
 from .storage import StrPath, initialize, insert_once, read_rows
 
 __all__ = ["BadRequestError", "Ledger", "parse_object"]
@@ -61,6 +63,8 @@ class Ledger:
     """Validate a ``POST`` body; raise :class:`BadRequestError` for anything else."""
     fault: Callable[[Mapping[str, Any]], Fault | None]
     """The fault a parsed record selects, or ``None``."""
+    permit: PermitRule | None = None
+    """What a write must carry when the server has keys (:mod:`.permits`); None: nothing."""
 
     def path(self, directory: StrPath) -> Path:
         """Return the path of the ledger's SQLite file inside ``directory``."""
@@ -103,7 +107,7 @@ class Ledger:
         """The ledger's part of the shared HTTP server, under ``prefix``."""
 
         def prepare(directory: Path, base_url: str) -> None:
-            initialize(self.path(directory), self.schema)
+            initialize(self.path(directory), self.schema + TOKENS_SCHEMA)
 
         def get(exchange: Exchange, key: str) -> None:
             found = self.lookup(exchange.directory, key)
@@ -117,6 +121,13 @@ class Ledger:
                 fields = self.parse(raw)
             except BadRequestError as error:
                 exchange.send_json(HTTPStatus.BAD_REQUEST, {"error": str(error)})
+                return
+            refusal = None if self.permit is None else permit_refusal(
+                keys_file=exchange.server.keys_file, db=self.path(exchange.directory),
+                rule=self.permit, authorization=exchange.headers.get("Authorization"),
+                raw=raw, fields=fields)
+            if refusal is not None:  # before any effect: nothing recorded
+                exchange.send_json(HTTPStatus.FORBIDDEN, {"error": f"permit refused: {refusal}"})
                 return
             exchange.answer_keyed_write(
                 self.fault(fields),

@@ -11,6 +11,9 @@ if its other fields differ. ``key``, ``report_id``, ``digest`` and ``title`` are
 strings, ``revision`` a positive integer, ``body`` a string; any other body answers 400.
 ``GET /publications/<key>`` answers 200 with the publication or 404.
 
+With a keys file, a write must carry a permit token that verifies (:mod:`.permits`), else 403
+and nothing recorded.
+
 Faults are chosen by the title (:func:`.faults.fault_for_title`), as the bank's by the memo:
 ``fail-before.test`` answers 422 and records nothing; ``lose-response.test`` records, then closes
 the socket without a response, every time; ``lose-response-once.test`` does that on the request
@@ -25,6 +28,7 @@ from typing import Any
 
 from .faults import Fault, fault_for_title
 from .ledger import BadRequestError, Ledger, parse_object
+from .permits import PermitRule
 from .storage import StrPath
 
 __all__ = [
@@ -70,6 +74,14 @@ def _fault(publication: Mapping[str, Any]) -> Fault | None:
     return fault_for_title(publication["title"])
 
 
+def _approved_publication(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """The publication a `report.publish` snapshot approves: its report revision's fields."""
+    report = snapshot["arguments"]["report"]
+    return {"report_id": report["id"], "revision": report["revision"],
+            "digest": report["digest"], "title": report["payload"]["title"],
+            "body": report["payload"]["body"]}
+
+
 LEDGER = Ledger(
     noun="publication",
     db_name=PUBLISHER_DB_NAME,
@@ -79,6 +91,7 @@ LEDGER = Ledger(
     stamp="published_at",
     parse=parse_publication,
     fault=_fault,
+    permit=PermitRule("publisher", "report.publish", _approved_publication),
 )
 
 ROUTE = LEDGER.route("/publications")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from .http_client import get_keyed, post_keyed
+from .http_client import Permit, get_keyed, post_keyed
 
 __all__ = ["publication_lookup", "publish"]
 
@@ -25,6 +25,7 @@ def publish(
     title: str,
     body: str,
     timeout: float,
+    permit: Permit | None = None,
 ) -> dict[str, Any]:
     """Ask the publisher at ``base_url`` to publish a report revision, deduplicated on ``key``.
 
@@ -32,7 +33,7 @@ def publish(
     ``revision``, ``digest``, ``title``, ``body``, ``published_at``) on a 2xx: 201 when this
     call recorded it, 200 when the key had already been recorded (a safe retry; the record is
     the first one, whatever this call sent). ``timeout`` bounds the connect and every single
-    socket wait.
+    socket wait. ``permit``: as :func:`.bank_client.bank_transfer`'s.
 
     Classification (:func:`.http_client.post_keyed`), as :func:`.bank_client.bank_transfer`:
 
@@ -59,6 +60,7 @@ def publish(
         timeout=timeout,
         destination="publisher",
         noun="publication",
+        permit=permit,
     )
 
 

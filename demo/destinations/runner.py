@@ -1,8 +1,10 @@
 """Run the demo destinations together, and read what they have recorded
 (docs/design.md#demo, #running, #evidence).
 
-Two servers: the SMTP sink, and one HTTP server on the bank's port for the bank
-(``/transfers``), the publisher (``/publications``) and the source server (``/sources``).
+Three servers: the SMTP sink, its HTTP lookup beside it (``/messages``, on a port of its own),
+and one HTTP server on the bank's port for the bank (``/transfers``), the publisher
+(``/publications``) and the source server (``/sources``). They listen on ``host``: 127.0.0.1 by
+default, 0.0.0.0 when other machines or containers must reach them.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from . import bank, publisher, sources
 from .bank import list_transfers
 from .http_server import HttpDestinationsServer
 from .publisher import list_publications
-from .smtp_sink import list_messages, start_smtp_sink
+from .smtp_sink import LOOKUP_ROUTE, list_messages, start_smtp_sink
 from .sources import list_sources
 from .storage import StrPath
 
@@ -84,20 +86,26 @@ def serve(
     *,
     smtp_port: int,
     bank_port: int,
+    lookup_port: int = 0,
+    host: str = HOST,
     hang_seconds: float = 120.0,
     ready: Callable[[], object] | None = None,
     stop: threading.Event | None = None,
+    keys_file: StrPath | None = None,
 ) -> None:
-    """Run the SMTP sink and the HTTP destinations on 127.0.0.1 in the foreground until stopped.
+    """Run the SMTP sink, its HTTP lookup and the HTTP destinations on ``host`` in the
+    foreground until stopped.
 
-    The bank, the publisher and the source server share ``bank_port``. Records go to
+    The bank, the publisher and the source server share ``bank_port``; the sink's lookup
+    (``GET /messages/<id>``) listens on ``lookup_port`` (0: any free port). Records go to
     ``email.sqlite3``, ``bank.sqlite3``, ``publisher.sqlite3`` and ``sources.sqlite3`` in
-    ``directory`` (created if needed). Once both servers listen, prints one flushed line
-    ``destinations ready smtp=127.0.0.1:P bank=http://127.0.0.1:Q
-    publisher=http://127.0.0.1:Q sources=http://127.0.0.1:Q/sources dir=D`` (``D`` absolute)
-    and then calls ``ready()``. Returns after SIGTERM or SIGINT (when called from the main
+    ``directory`` (created if needed). Once every server listens, prints one flushed line
+    ``destinations ready smtp=H:P smtp_lookup=http://H:L bank=http://H:Q
+    publisher=http://H:Q sources=http://H:Q/sources dir=D`` (``D`` absolute) and then calls
+    ``ready()``. Returns after SIGTERM or SIGINT (when called from the main
     thread) or once ``stop`` is set, having stopped both servers; ``hang.test`` requests still
-    waiting are abandoned.
+    waiting are abandoned. With ``keys_file`` (the JSON of ``GET /api/v1/keys/``) the bank and
+    the publisher verify every write's permit token (docs/permit-tokens.md).
     """
     root = Path(directory).resolve()
     root.mkdir(parents=True, exist_ok=True)
@@ -105,20 +113,32 @@ def serve(
     previous_handlers = _install_stop_signals(stop_event)
     try:
         web = HttpDestinationsServer(
-            root, port=bank_port, hang_seconds=hang_seconds, routes=HTTP_ROUTES, host=HOST
+            root, port=bank_port, hang_seconds=hang_seconds, routes=HTTP_ROUTES, host=host,
+            keys_file=keys_file,
         )
         try:
-            sink = start_smtp_sink(root, port=smtp_port, hang_seconds=hang_seconds, host=HOST)
+            lookup = HttpDestinationsServer(
+                root, port=lookup_port, hang_seconds=hang_seconds, routes=(LOOKUP_ROUTE,),
+                host=host,
+            )
         except BaseException:
             web.server_close()
             raise
+        try:
+            sink = start_smtp_sink(root, port=smtp_port, hang_seconds=hang_seconds, host=host)
+        except BaseException:
+            web.server_close()
+            lookup.server_close()
+            raise
         web_thread = threading.Thread(target=web.serve_forever, name="http", daemon=True)
         web_thread.start()
+        lookup_thread = threading.Thread(target=lookup.serve_forever, name="lookup", daemon=True)
+        lookup_thread.start()
         try:
             base = web.base_url
             print(
-                f"destinations ready smtp={HOST}:{smtp_port} bank={base} "
-                f"publisher={base} sources={base}{sources.ROUTE.prefix} dir={root}",
+                f"destinations ready smtp={host}:{smtp_port} smtp_lookup={lookup.base_url} "
+                f"bank={base} publisher={base} sources={base}{sources.ROUTE.prefix} dir={root}",
                 flush=True,
             )
             if ready is not None:
@@ -128,7 +148,9 @@ def serve(
         finally:
             sink.stop()
             web.stop()
+            lookup.stop()
             web_thread.join()
+            lookup_thread.join()
     finally:
         for signum, handler in previous_handlers.items():
             signal.signal(signum, handler)

@@ -9,11 +9,15 @@ from email.message import EmailMessage
 from email.policy import SMTP as SMTP_POLICY
 from email.policy import SMTPUTF8 as SMTPUTF8_POLICY
 from email.utils import formatdate
+from typing import Any
+from urllib.parse import quote
 
 from dispatch.handlers import DefiniteFailure, UncertainOutcome
 from protocols.addresses import AddressError, parse_mailbox
 
-__all__ = ["send_email"]
+from .http_client import get_keyed
+
+__all__ = ["send_email", "sink_lookup"]
 
 # The client's own name in EHLO; fixed so that no reverse-DNS lookup (socket.getfqdn) happens.
 _LOCAL_HOSTNAME = "dispatch.localhost"
@@ -192,3 +196,15 @@ def send_email(
             smtp.quit()
     finally:
         smtp.close()
+
+
+def sink_lookup(base_url: str, message_id: str, *, timeout: float) -> dict[str, Any] | None:
+    """Ask the SMTP sink's HTTP lookup at ``base_url`` for the first stored delivery of
+    ``message_id`` (brackets optional); ``None`` when it holds none.
+
+    Raises :class:`LookupFailedError` when the sink gives no usable answer (unreachable,
+    timeout, a status other than 200/404, a 200 without a JSON object); that settles nothing.
+    """
+    bare = message_id.strip().strip("<>").strip()
+    return get_keyed(base_url, f"/messages/{quote(bare, safe='')}", timeout=timeout,
+                     destination="smtp_sink")

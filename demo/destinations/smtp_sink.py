@@ -6,6 +6,8 @@ id repeats, so tests can count effects. Faults are chosen by the recipients' dom
 
 - ``fail-before.test``: 550 at ``RCPT``; the transaction can then never store anything (a later
   ``DATA`` gets 554), a definite no-effect.
+- ``no-record.test``: the end of ``DATA`` is answered 451 and nothing is stored: the sender
+  cannot tell whether the message went out, and the sink's lookup finds no trace of it.
 - ``lose-response.test``: the message is stored, then the connection is dropped without answering
   the end of ``DATA``.
 - ``lose-response-once.test``: as above on the first delivery of a message id; later deliveries
@@ -13,6 +15,10 @@ id repeats, so tests can count effects. Faults are chosen by the recipients' dom
 - ``hang.test``: the message is stored, then the reply waits ``hang_seconds``.
 
 Every store is committed before the reply (or the dropped connection) that follows it.
+
+The sink's own lookup is HTTP, beside the SMTP port (:data:`LOOKUP_ROUTE`, served by the
+runner): ``GET /messages/<message id>`` answers 200 with the first stored delivery of that id, or
+404. Reconciliation asks it over the network, so no other process needs the sink's folder.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from email.message import EmailMessage
 from email.parser import BytesParser
 from email.policy import default as default_policy
 from email.utils import getaddresses
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +41,12 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, Envelope, Session
 
 from .faults import Fault, fault_for_addresses
+from .http_server import Exchange, Route
 from .storage import StrPath, initialize, read_rows, write_transaction
 
 __all__ = [
     "EMAIL_DB_NAME",
+    "LOOKUP_ROUTE",
     "SinkHandler",
     "list_messages",
     "lookup_message",
@@ -230,6 +239,8 @@ class SinkHandler:
         if fault is Fault.FAIL_BEFORE:
             # Only reachable when a header names the trigger but the envelope does not.
             return "554 5.5.1 Transaction failed (fail-before.test)"
+        if fault is Fault.NO_RECORD:
+            return "451 4.3.0 Local error in processing (no-record.test)"
         if fault is Fault.LOSE_RESPONSE_ONCE:
             if store_message_once(self.db_path, message):
                 return await _drop_connection(server)
@@ -295,3 +306,21 @@ def list_messages(directory: StrPath) -> list[dict[str, Any]]:
     """Return every stored delivery in arrival order (same keys as :func:`lookup_message`)."""
     rows = read_rows(email_db_path(directory), _SELECT_ALL)
     return [_row_to_dict(row) for row in rows]
+
+
+def _prepare_lookup(directory: Path, base_url: str) -> None:
+    """Create the sink's database, so that a lookup before any delivery answers 404."""
+    initialize(email_db_path(directory), _SCHEMA)
+
+
+def _get_message(exchange: Exchange, message_id: str) -> None:
+    """``GET /messages/<message id>``: 200 with the first stored delivery, or 404."""
+    found = lookup_message(exchange.directory, message_id)
+    if found is None:
+        exchange.send_json(HTTPStatus.NOT_FOUND, {"error": f"no message {message_id}"})
+    else:
+        exchange.send_json(HTTPStatus.OK, found)
+
+
+# The sink's lookup over HTTP, on a port of its own beside the SMTP port.
+LOOKUP_ROUTE = Route(prefix="/messages", prepare=_prepare_lookup, get=_get_message)

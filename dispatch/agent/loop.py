@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -36,13 +36,8 @@ from dispatch.services.proposals import proposal_create
 from dispatch.services.resources import resource_create
 from protocols.denials import Denial, DenialCode
 from protocols.jsontypes import JSONObject, JSONValue
-from protocols.lifecycle import (
-    RESOURCE_PROTOCOLS,
-    ExecutionEvent,
-    Outcome,
-    ResourceEvent,
-    sources,
-)
+from protocols.lifecycle import RESOURCE_PROTOCOLS, Outcome, ResourceEvent, sources
+from protocols.lifecycle_runs import ExecutionEvent
 from protocols.usage import Usage
 
 RESOURCE_TOOL = "resources.create"
@@ -109,15 +104,17 @@ def _refuse_another_adapter(execution: Execution, adapter: ModelAdapter) -> None
             "Resume it with the configuration it was started with, or start a new execution")
 
 
-def advertised_tools(principal: Principal) -> list[ToolSpec]:
-    """The agent's tool set, less tools no resource of its can currently be used with; the
-    resource tool only for the kinds its tools take."""
+def advertised_tools(principal: Principal,
+                     within: Collection[str] | None = None) -> list[ToolSpec]:
+    """The agent's tool set (narrowed to `within`, if given), less tools no resource of its can
+    currently be used with; the resource tool only for the kinds its tools take."""
     runtime = get_runtime()
-    kinds = sorted(resource_kinds_of(principal))
+    names = set(principal.tools) if within is None else set(principal.tools) & set(within)
+    kinds = sorted(resource_kinds_of(principal) if within is None else _kinds_taken(names))
     tools = [ToolSpec(RESOURCE_TOOL, f"Create a resource ({', '.join(kinds)}) to act on later.",
                       {"type": "object", "required": ["kind", "payload"],
                        "properties": {"kind": {"enum": kinds}}})] if kinds else []
-    for name in sorted(principal.tools):
+    for name in sorted(names):
         try:
             contract = runtime.contract(name)
         except Denial:
@@ -132,6 +129,27 @@ def advertised_tools(principal: Principal) -> list[ToolSpec]:
     return tools
 
 
+def _kinds_taken(names: Collection[str]) -> frozenset[str]:
+    """The resource kinds the operations `names` take (as `resource_kinds_of` for a tool set)."""
+    return frozenset(kind for contract in get_runtime().registry
+                     if contract.qualified_name in names
+                     for kind in contract.protocol_preconditions.values())
+
+
+def _refuse_outside(principal: Principal, call: JSONObject, within: Collection[str]) -> None:
+    """A call outside the narrowed tool set: an operation not in it, or a resource of a kind
+    none of its operations (that the principal holds) takes."""
+    name = call["name"]
+    if name == RESOURCE_TOOL:
+        arguments = call["arguments"]
+        kind = arguments.get("kind") if isinstance(arguments, dict) else None
+        if kind in _kinds_taken(set(principal.tools) & set(within)):
+            return
+        raise Denial(DenialCode.TOOL_NOT_PERMITTED, operation=RESOURCE_TOOL, kind=str(kind))
+    if name not in within:
+        raise Denial(DenialCode.TOOL_NOT_PERMITTED, operation=name)
+
+
 def _any_resource_allows(principal: Principal, kind: str, event: ResourceEvent) -> bool:
     protocol = RESOURCE_PROTOCOLS[kind]
     states = sorted(str(state) for state in sources(protocol, event))
@@ -142,12 +160,15 @@ def _any_resource_allows(principal: Principal, kind: str, event: ResourceEvent) 
 def execution_run(
     *, execution_id: str, adapter: ModelAdapter, mode: Literal["inline", "worker"] = "inline",
     max_turns: int = 100, clock: Callable[[], datetime] = timezone.now,
-    heartbeat: Callable[[], None] | None = None,
+    heartbeat: Callable[[], None] | None = None, tools: Collection[str] | None = None,
 ) -> RunResult:
     """Run until the model finishes or a call waits for a human or a worker; resumable.
 
     `heartbeat`, if given, is called before every turn (a delegated workflow step renews its
-    lease there, and raises to stop a run whose step it no longer holds)."""
+    lease there, and raises to stop a run whose step it no longer holds). `tools`, if given,
+    narrows the principal's tool set (a workflow's undelegated `agent` step passes its own):
+    only the tools in both are advertised, the resource tool only for the kinds they take, and
+    a call to any other is `tool_not_permitted`."""
     execution = Execution.objects.select_related("principal").get(id=execution_id)
     _refuse_another_adapter(execution, adapter)
     principal = execution.principal
@@ -159,7 +180,7 @@ def execution_run(
             return _result(execution, "finished", entries)
         pending = _pending_call(entries)
         if pending is not None:
-            outcome = _advance(execution, principal, pending, mode, clock())
+            outcome = _advance(execution, principal, pending, mode, clock(), tools)
             if outcome is None:
                 execution_move(execution, ExecutionEvent.WAIT, now=clock(),
                                actor=principal.name)
@@ -174,7 +195,7 @@ def execution_run(
             _finish(execution, "stopped: this execution's model token budget is used up",
                     clock(), stopped=DenialCode.BUDGET_EXHAUSTED.value)
             continue
-        action = adapter.next_action(entries, advertised_tools(principal))
+        action = adapter.next_action(entries, advertised_tools(principal, tools))
         _return_unused_tokens(execution.id, reserved, action.usage)
         if isinstance(action, FinalAnswer):
             _finish(execution, action.text, clock(), usage=action.usage)
@@ -243,11 +264,13 @@ def _return_unused_tokens(execution_id: str, reserved: int, usage: Usage | None)
 
 def _advance(
     execution: Execution, principal: Principal, call: JournalEntry,
-    mode: Literal["inline", "worker"], now: datetime,
+    mode: Literal["inline", "worker"], now: datetime, tools: Collection[str] | None = None,
 ) -> ToolOutcome | None:
     """Take a persisted call one step further; None while it waits for a human or worker."""
     payload = call["payload"]
     try:
+        if tools is not None:
+            _refuse_outside(principal, payload, tools)
         if payload["name"] == RESOURCE_TOOL:
             return _create_resource(principal, payload["arguments"], now)
         proposal = proposal_create(principal=principal, operation=payload["name"],

@@ -16,6 +16,7 @@ from rest_framework.authentication import BaseAuthentication, SessionAuthenticat
 from rest_framework.request import Request
 
 from dispatch.models import Principal
+from dispatch.observability.context import bind_ids
 from dispatch.services.principals import principal_for_user, token_authenticate
 from protocols.denials import Denial, DenialCode
 
@@ -66,6 +67,7 @@ class BearerAuthentication(BaseAuthentication):
         principal = token_authenticate(token)
         if principal is None:
             raise Denial(DenialCode.UNAUTHENTICATED, reason="unknown or revoked token")
+        bind_ids(tenant=principal.tenant_id, principal=principal.id)  # on its log lines
         return ApiUser(principal=principal, via="token"), None
 
     def authenticate_header(self, request: Request) -> str:
@@ -84,6 +86,7 @@ class PrincipalSessionAuthentication(SessionAuthentication):
         if principal is None:
             return None
         self.enforce_csrf(request)
+        bind_ids(tenant=principal.tenant_id, principal=principal.id)
         return ApiUser(principal=principal, via="session"), None
 
     def enforce_csrf(self, request: Request) -> None:

@@ -20,11 +20,13 @@ from dispatch.api.fields import (
 from dispatch.api.presenters import (
     operation_view,
     proposal_view,
+    votes_view,
 )
 from dispatch.api.schema import error_responses, path_id
 from dispatch.api.serializers import (
     OperationOutputSerializer,
     ProposalOutputSerializer,
+    VoteSerializer,
     enum_field,
 )
 from dispatch.services.access import (
@@ -51,14 +53,18 @@ class ApprovalDecideApi(ApiView):
         class ApprovalStateSerializer(serializers.Serializer[JSONObject]):
             id = serializers.CharField()
             state = enum_field(ApprovalState)
+            quorum = serializers.IntegerField(help_text="Distinct humans who must grant.")
+            votes = VoteSerializer(many=True, help_text="The grants so far, oldest first.")
 
         approval = ApprovalStateSerializer()
         permit_id = serializers.CharField(allow_null=True)
 
     @extend_schema(operation_id="approvals_decision", summary="Grant or deny an approval",
                    description="Humans holding the approval's role only; agents never decide. "
-                               "A grant of a `dispatch_on_approval` proposal also claims its "
-                               "permit and enqueues the dispatch.",
+                               "A grant is a vote: the approval is granted, and its permit "
+                               "minted, by the grant that completes its `quorum`; any denial "
+                               "denies. A completing grant of a `dispatch_on_approval` "
+                               "proposal also claims its permit and enqueues the dispatch.",
                    parameters=[path_id("approval_id", "approval")], request=InputSerializer,
                    responses={200: OutputSerializer, **error_responses(
                        C.NOT_FOUND, C.ROLE_REQUIRED, C.PROPOSAL_MISMATCH, C.APPROVAL_DECIDED,
@@ -74,7 +80,8 @@ class ApprovalDecideApi(ApiView):
             approver=principal, approval_id=checked, decision=data["decision"],
             digest=data["digest"], reason=data.get("reason", ""), now=timezone.now())
         return Response(self.OutputSerializer({
-            "approval": {"id": approval.id, "state": approval.state},
+            "approval": {"id": approval.id, "state": approval.state,
+                         "quorum": approval.quorum, "votes": votes_view(approval)},
             "permit_id": permit.id if permit else None}).data)
 
 

@@ -63,7 +63,15 @@ def approval_view(
     permit_id = None if fresh else Permit.objects.filter(approval_id=approval.id).values_list(
         "id", flat=True).first()
     return {"id": approval.id, "state": state, "role": approval.role,
-            "expires_at": approval.expires_at, "permit_id": permit_id}
+            "expires_at": approval.expires_at, "permit_id": permit_id,
+            "quorum": approval.quorum, "votes": [] if fresh else votes_view(approval)}
+
+
+def votes_view(approval: ApprovalRequest) -> list[JSONObject]:
+    """The grants counted toward the approval's quorum, oldest first
+    (docs/design.md#approval-policies): who and when, never the digest or a reason."""
+    return [{"by": name, "at": at} for name, at in approval.votes.filter(
+        outcome="grant").order_by("voted_at", "id").values_list("approver__name", "voted_at")]
 
 
 def operation_view(operation: Operation) -> JSONObject:

@@ -26,7 +26,8 @@ from dispatch.api.serializers import (
     PageLinksSerializer,
     object_field,
 )
-from dispatch.selectors import audit_of_tenant, grants_of_principal
+from dispatch.audit_selectors import audit_of_tenant
+from dispatch.selectors import grants_of_principal
 from dispatch.services.authority import grant_delegate, has_role
 from protocols.denials import Denial
 from protocols.jsontypes import JSONObject

@@ -46,12 +46,19 @@ class ResourceOutputSerializer(serializers.Serializer[JSONObject]):
     payload = object_field()
 
 
+class VoteSerializer(serializers.Serializer[JSONObject]):
+    by = serializers.CharField(help_text="The approver's name.")
+    at = serializers.DateTimeField()
+
+
 class ApprovalSummarySerializer(serializers.Serializer[JSONObject]):
     id = serializers.CharField()
     state = enum_field(ApprovalState)
     role = serializers.CharField()
     expires_at = serializers.DateTimeField()
     permit_id = serializers.CharField(allow_null=True)
+    quorum = serializers.IntegerField(help_text="Distinct humans who must grant.")
+    votes = VoteSerializer(many=True, help_text="The grants so far, oldest first.")
 
 
 class ProposalOutputSerializer(serializers.Serializer[JSONObject]):

@@ -7,7 +7,7 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.negotiation import DefaultContentNegotiation
 
-from dispatch.api import base, decisions, evidence, intake, records
+from dispatch.api import base, decisions, evidence, executions, intake, keys, records, webhooks
 from dispatch.api.docs import ApiDocsView
 
 app_name = "api"
@@ -37,14 +37,22 @@ urlpatterns = [
          decisions.OperationReauthorizeApi.as_view(), name="operation-reauthorize"),
     path("renewals/<str:renewal_id>/decision/", decisions.RenewalDecideApi.as_view(),
          name="renewal-decision"),
+    path("executions/<str:execution_id>/input/", executions.ExecutionInputApi.as_view(),
+         name="execution-input"),
+    path("executions/<str:execution_id>/cancel/", executions.ExecutionCancelApi.as_view(),
+         name="execution-cancel"),
     path("grants/", records.GrantListApi.as_view(), name="grant-list"),
     path("grants/<str:grant_id>/delegate/", records.GrantDelegateApi.as_view(),
          name="grant-delegate"),
+    path("keys/", keys.KeysApi.as_view(), name="keys"),
     path("audit/", records.AuditListApi.as_view(), name="audit-list"),
     path("evidence/<str:receipt_id>/", evidence.ReceiptDetailApi.as_view(),
          name="evidence-detail"),
     path("attestations/<str:attestation_id>/", evidence.AttestationDetailApi.as_view(),
          name="attestation-detail"),
+    path("webhooks/", webhooks.WebhookListApi.as_view(), name="webhook-list"),
+    path("webhooks/<str:webhook_id>/", webhooks.WebhookDetailApi.as_view(),
+         name="webhook-detail"),
     # The schema view offers YAML and JSON (`?format=json`), so it keeps DRF's negotiation.
     path("schema/", SpectacularAPIView.as_view(
         content_negotiation_class=DefaultContentNegotiation), name="schema"),

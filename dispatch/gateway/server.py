@@ -29,6 +29,7 @@ from dispatch.gateway.results import denial_result, pending_result, standing_res
 from dispatch.gateway.store import bearer_principal, in_thread
 from dispatch.gateway.tools import ToolSpec, tools_for
 from dispatch.models import Principal
+from dispatch.observability.context import bind_ids
 from protocols.denials import Denial
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,8 @@ class Gateway:
         principal = await in_thread(bearer_principal, header)
         if principal is None:
             raise MCPError(code=-32001, message="Unauthorized: unknown or revoked token")
+        # On this request's log lines (its task's own context; docs/design.md#logs).
+        bind_ids(tenant=principal.tenant_id, principal=principal.id)
         return principal
 
     # --- tools/list ---------------------------------------------------------------------------

@@ -1,10 +1,10 @@
 """The transactional operation store (docs/design.md#outcomes): every model, re-exported from its
 module.
 
-`base` holds the core records; `delegations` and `evidence` build on it, each in a module of its
-job. They import `base` and never this package, so the package sits above its modules and no
-import goes round in a circle. Importing it here lets Django register every model and
-`from dispatch.models import X` find every model of the store.
+`base` holds the core records; `delegations`, `evidence` and `notifications` build on it, each
+in a module of its job. They import `base` and never this package, so the package sits above its
+modules and no import goes round in a circle. Importing it here lets Django register every model
+and `from dispatch.models import X` find every model of the store.
 """
 
 from __future__ import annotations
@@ -29,13 +29,22 @@ from dispatch.models.base import (
     Revision,
     Tenant,
     TranscriptEntry,
+    Vote,
 )
 from dispatch.models.delegations import Delegation
 from dispatch.models.evidence import Attestation, Receipt, ReceiptContent
+from dispatch.models.notifications import Notification, NotificationAttempt, WebhookEndpoint
+from dispatch.models.pauses import Pause
+from dispatch.models.scopes import Scope
+from dispatch.models.seals import AuditBlock, AuditSeal
+from dispatch.models.waits import WorkflowWait
 
 __all__ = [
-    "ApiToken", "ApprovalRequest", "Attempt", "Attestation", "AuditEvent", "BudgetCounter",
-    "Decision", "Delegation", "Execution", "Grant", "Lease", "Operation", "Permit", "Principal",
-    "Proposal", "ProposalResource", "Receipt", "ReceiptContent", "Renewal", "Resource",
-    "Revision", "Tenant", "TranscriptEntry",
+    "ApiToken", "ApprovalRequest", "Attempt", "Attestation", "AuditBlock", "AuditEvent",
+    "AuditSeal", "BudgetCounter",
+    "Decision", "Delegation", "Execution", "Grant", "Lease", "Notification",
+    "NotificationAttempt", "Operation", "Pause", "Permit", "Principal", "Proposal",
+    "ProposalResource", "Receipt", "ReceiptContent", "Renewal", "Resource", "Revision", "Scope",
+    "Tenant",
+    "TranscriptEntry", "Vote", "WebhookEndpoint", "WorkflowWait",
 ]

@@ -39,6 +39,10 @@ class Tenant(models.Model):
     id = _id_field("ten")
     name = models.CharField(max_length=100, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # How many pauses are in force (docs/design.md#approval-policies): every claim and attempt
+    # start reads it share-locked and every pause and resume updates it, so a pause that
+    # commits before a claim does is always seen by it (`dispatch.services.pauses`).
+    pauses = models.PositiveIntegerField(default=0)
 
     def __str__(self) -> str:
         return self.name
@@ -193,6 +197,9 @@ class ApprovalRequest(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT)
     proposal = models.OneToOneField(Proposal, on_delete=models.PROTECT, related_name="approval")
     role = models.CharField(max_length=10)
+    # Distinct humans who must grant (docs/design.md#approval-policies): the contract's quorum
+    # raised by the deployment's rules on the snapshot's arguments, fixed when it opens.
+    quorum = models.PositiveSmallIntegerField(default=1)
     state = models.CharField(max_length=10, choices=_choices(ApprovalState))
     created_at = models.DateTimeField()
     expires_at = models.DateTimeField()
@@ -206,8 +213,27 @@ class ApprovalRequest(models.Model):
         ]
 
 
+class Vote(models.Model):
+    """One human's grant or denial of an approval, bound to the digest they were shown. The
+    vote that completes the quorum (or any denial) decides the approval (`Decision`); the
+    unique approver per approval is the backstop against voting twice."""
+
+    id = _id_field("vot")
+    approval = models.ForeignKey(ApprovalRequest, on_delete=models.PROTECT,
+                                 related_name="votes")
+    approver = models.ForeignKey(Principal, on_delete=models.PROTECT)
+    outcome = models.CharField(max_length=5, choices=[("grant", "grant"), ("deny", "deny")])
+    digest = models.CharField(max_length=71)
+    voted_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["approval", "approver"],
+                                               name="one_vote_per_approver")]
+
+
 class Decision(models.Model):
-    """One human decision. The unique approval is the backstop against a second decision."""
+    """The decision of an approval: its completing grant or its denial. The unique approval is
+    the backstop against a second decision."""
 
     class Outcome(models.TextChoices):
         GRANT = "grant"
@@ -280,6 +306,10 @@ class Operation(models.Model):
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
     evidence = models.TextField(blank=True, default="")
+    # What the destination's lookup last said of the effect (`present`, `absent` or `unknown`,
+    # "" before any lookup) and when (`dispatch.services.lookups.lookup_record`).
+    lookup_found = models.CharField(max_length=7, blank=True, default="")
+    looked_up_at = models.DateTimeField(null=True, blank=True)
     claimed_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
@@ -346,11 +376,12 @@ class Attempt(models.Model):
 
 
 class BudgetCounter(models.Model):
-    """Reserved capacity for a key such as `principal:<id>:<hour>` or `execution:<id>`."""
+    """Reserved capacity for a key such as `principal:<id>:<hour>` or `execution:<id>`, or a
+    spend cap's sum in ten-thousandths (`cap:…`, `protocols.approval_rules.CAP_PLACES`)."""
 
     key = models.CharField(max_length=200, primary_key=True)
-    used = models.PositiveIntegerField(default=0)
-    limit = models.PositiveIntegerField()
+    used = models.PositiveBigIntegerField(default=0)
+    limit = models.PositiveBigIntegerField()
 
     class Meta:
         constraints = [
@@ -387,6 +418,8 @@ class Execution(models.Model):
         RUNNING = "running"
         WAITING = "waiting"
         FINISHED = "finished"
+        TIMED_OUT = "timed_out"
+        CANCELLED = "cancelled"
 
     id = _id_field("exe")
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT)
@@ -398,6 +431,8 @@ class Execution(models.Model):
     adapter_fingerprint = models.CharField(max_length=71, blank=True, default="")
     state = models.CharField(max_length=10, choices=State.choices)
     final = models.TextField(blank=True, default="")
+    # When the run times out, if it declared `deadline_s` (docs/workflows.md#deadlines).
+    deadline_at = models.DateTimeField(null=True, blank=True, db_index=True)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 

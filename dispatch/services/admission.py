@@ -10,6 +10,7 @@ existing proposal passes its digest: a snapshot that no longer matches is refuse
 from __future__ import annotations
 
 import hmac
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -213,17 +214,8 @@ def admit(
     order before the resources' states: what an action rests on is named before the state is.
     """
     runtime = get_runtime()
-    resolved = resolve_resources(contract, principal, arguments, event=None)
-    checks = runtime.admission_checks.get((contract.qualified_name, contract.contract_version))
-    if checks:
-        context = AdmissionContext(contract=contract, principal=principal, arguments=arguments,
-                                   resolved=resolved.arguments)
-        for check in checks:
-            refusal = check(context)
-            if refusal is not None:
-                raise refusal
-    check_states(contract, resolved, resource_event)
-    grant = check_authority(runtime, contract, principal, resolved.arguments, now, lock=lock)
+    resolved, grant = _resolve_and_authorize(runtime, contract, principal, arguments, now=now,
+                                             resource_event=resource_event, lock=lock)
     try:
         canonical = canonicalize(snapshot_of(runtime, contract, resolved.arguments))
     except CanonicalizationError as exc:
@@ -235,3 +227,55 @@ def admit(
     return Admission(runtime=runtime, contract=contract, principal=principal,
                      arguments=arguments, resolved=resolved, grant=grant, canonical=canonical,
                      digest=snapshot_digest, now=now)
+
+
+def _resolve_and_authorize(
+    runtime: Runtime, contract: OperationContract, principal: Principal, arguments: JSONObject,
+    *, now: datetime, resource_event: ResourceEvent | None, lock: bool,
+) -> tuple[Resolved, CoreGrant]:
+    """The checks every stage runs, always: resources through the store, the extension's
+    admission checks, the resources' states, and authority over the concrete values."""
+    resolved = resolve_resources(contract, principal, arguments, event=None)
+    checks = runtime.admission_checks.get((contract.qualified_name, contract.contract_version))
+    if checks:
+        context = AdmissionContext(contract=contract, principal=principal, arguments=arguments,
+                                   resolved=resolved.arguments)
+        for check in checks:
+            refusal = check(context)
+            if refusal is not None:
+                raise refusal
+    check_states(contract, resolved, resource_event)
+    grant = check_authority(runtime, contract, principal, resolved.arguments, now, lock=lock)
+    return resolved, grant
+
+
+def admit_proposal(
+    contract: OperationContract, principal: Principal, proposal: Proposal, *,
+    now: datetime, lock: bool = False,
+) -> Admission:
+    """Dispatch's admission of a stored proposal, trusting the store's digest
+    (docs/design.md#dispatcher): where the stored snapshot's bytes still hash to its digest and
+    the deployment runs what was proposed (contract, handler, destination and policy
+    fingerprints unchanged), the stored arguments, validated and canonicalized at intake in an
+    immutable row, are neither validated nor canonicalized again. Resources, their revisions
+    and states, and authority (grants, expiry, revocation, tool set, policy) are checked every
+    time. Anything else (a linked resource edited since included) runs the whole pipeline
+    against the digest (`admit`), which decides the refusal."""
+    runtime = get_runtime()
+    canonical = proposal.canonical.encode()
+    trusted = deployment_refusal(runtime, contract, proposal) is None and hmac.compare_digest(
+        digest_bytes(canonical), proposal.digest) and isinstance(proposal.arguments, dict)
+    if trusted:
+        arguments: JSONObject = proposal.arguments
+        resolved, grant = _resolve_and_authorize(runtime, contract, principal, arguments,
+                                                 now=now, resource_event=None, lock=lock)
+        # The checks above read the `arguments` column; the handler and the permit token send
+        # the snapshot's bytes. Trusted only where both say the same, resources and their links
+        # resolved now included; anything else (a linked resource edited since, a column
+        # edited in the store) runs the whole pipeline, which decides the refusal.
+        if resolved.arguments == json.loads(canonical)["arguments"]:
+            return Admission(runtime=runtime, contract=contract, principal=principal,
+                             arguments=arguments, resolved=resolved, grant=grant,
+                             canonical=canonical, digest=proposal.digest, now=now)
+    return admit(contract, principal, validate_arguments(contract, proposal.arguments),
+                 now=now, expect_digest=proposal.digest, lock=lock)

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import hmac
 import json
-import logging
 from datetime import datetime
 
-from django.db import DatabaseError, IntegrityError, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 from dispatch.failpoints import failpoint
 from dispatch.ids import new_id
-from dispatch.models import ApprovalRequest, Decision, Permit, Principal, Proposal
+from dispatch.models import ApprovalRequest, Decision, Permit, Principal, Proposal, Vote
+from dispatch.queue import run_on_commit
 from dispatch.runtime import get_runtime
 from dispatch.services.access import access_approval_for_decision
 from dispatch.services.admission import (
@@ -28,9 +28,10 @@ from dispatch.services.admission import (
 )
 from dispatch.services.audit import audit_moves, audit_record, audit_text
 from dispatch.services.authority import require_role
-from dispatch.services.dispatcher import proposal_dispatch
+from dispatch.services.notifications import notify_approval_decided, notify_approval_requested
 from dispatch.services.permits import permit_move
 from dispatch.services.resources import moved_refs, resource_move, resources_release
+from dispatch.services.wakeups import wake_on_decision
 from protocols.denials import Denial, DenialCode
 from protocols.grants import Grant as CoreGrant
 from protocols.grants import scope_as_json
@@ -46,8 +47,6 @@ from protocols.lifecycle import (
     transition,
 )
 
-log = logging.getLogger(__name__)
-
 
 def approval_decide(
     *,
@@ -58,7 +57,8 @@ def approval_decide(
     reason: object = "",
     now: datetime,
 ) -> tuple[ApprovalRequest, Permit | None]:
-    """Grant or deny one pending approval; a grant mints the one-shot permit."""
+    """Vote on one pending approval: a denial denies it; the grant that completes its quorum
+    (docs/design.md#approval-policies) grants it and mints the one-shot permit."""
     approval = access_approval_for_decision(approver, approval_id)
     require_role(approver, approval.role)
     if approver.id == approval.proposal.principal_id:
@@ -90,26 +90,59 @@ def approval_decide(
     failpoint("decision.before_transaction")
     try:
         with transaction.atomic(durable=True):
+            # One decider at a time per approval: the request's row is locked (SQLite holds
+            # the write lock since BEGIN IMMEDIATE), so that of two votes completing a quorum
+            # the second counts the first, and exactly one mints the permit.
+            locked = _approval_lock(approval)
+            if locked != ApprovalState.PENDING:
+                raise Denial(DenialCode.APPROVAL_DECIDED, state=locked)
             # The permit records the grant the requester's authority rests on
             # (docs/design.md#permits), checked in this transaction, share-locked: a revocation that
             # committed first refuses the grant, and one that comes later finds the permit and
             # revokes it.
             grant = _admit_for_grant(proposal, now).grant if event is ApprovalEvent.GRANT \
                 else None
-            # Only the first decision moves the request out of `pending` before expiry.
+            Vote.objects.create(approval_id=approval.id, approver=approver, outcome=decision,
+                                digest=digest, voted_at=now)
+            failpoint("decision.vote_recorded")
+            # Counted only where a quorum needs more than this one grant: a single approver's
+            # decision costs no read of the votes.
+            granted = approval.quorum if grant is None or approval.quorum == 1 else \
+                Vote.objects.filter(approval_id=approval.id,
+                                    outcome=Decision.Outcome.GRANT).count()
+            if granted < approval.quorum:
+                # A vote toward the quorum: the request stays pending, no permit yet.
+                audit_record(tenant_id=proposal.tenant_id, kind="approval.voted",
+                             actor=approver.name, at=now, proposal_id=proposal.id,
+                             digest=proposal.digest,
+                             details={"approval_id": approval.id, "votes": granted,
+                                      "quorum": approval.quorum})
+                return approval, None
+            # The completing grant, or any denial, decides; only a pending request before its
+            # expiry moves.
             if not approval_move(approval, event, now=now, actor=approver.name,
                                  approver=approver, grant=grant, reason=reason):
                 raise Denial(DenialCode.APPROVAL_DECIDED)
             Decision.objects.create(approval_id=approval.id, approver=approver,
                                     outcome=decision, digest=digest, reason=reason,
                                     decided_at=now)
+            wake_on_decision(approval.id, execution_id=proposal.execution_id)  # after commit
             permit = approval.permit if grant is not None else None
             if permit is not None and proposal.dispatch_on_approval:
-                _dispatch_on_approval(proposal, now)
+                # The worker claims, with every re-check of a dispatch, in one transaction
+                # with attempt 1 (docs/design.md#write-transactions); handed over on commit.
+                run_on_commit(proposal.id, proposal.principal_id)
     except IntegrityError:
-        # The unique decision per approval: a concurrent second decision lost.
-        raise Denial(DenialCode.APPROVAL_DECIDED) from None
+        # One vote per approver, one decision per approval: this human voted already.
+        raise Denial(DenialCode.APPROVAL_DECIDED, reason="already voted") from None
     return approval, permit
+
+
+def _approval_lock(approval: ApprovalRequest) -> str | None:
+    """Lock the request's row for this transaction and answer its state, read under the
+    lock."""
+    return ApprovalRequest.objects.select_for_update().filter(id=approval.id).values_list(
+        "state", flat=True).first()
 
 
 def _admit_for_grant(proposal: Proposal, now: datetime) -> Admission:
@@ -151,16 +184,21 @@ def _permit_mint(
 
 
 def approval_open(
-    *, proposal: Proposal, role: str, expires_at: datetime, actor: str, now: datetime,
+    *, proposal: Proposal, role: str, quorum: int = 1, expires_at: datetime, actor: str,
+    now: datetime,
 ) -> ApprovalRequest:
-    """Inside the proposal's transaction: the pending request for `role`, audited."""
+    """Inside the proposal's transaction: the pending request for `quorum` humans holding
+    `role`, audited, and its notifications written to the outbox."""
     approval = ApprovalRequest.objects.create(
-        tenant_id=proposal.tenant_id, proposal=proposal, role=role,
+        tenant_id=proposal.tenant_id, proposal=proposal, role=role, quorum=quorum,
         state=APPROVAL_LIFECYCLE.initial, created_at=now, expires_at=expires_at)
     audit_record(tenant_id=proposal.tenant_id, kind="approval.requested", actor=actor, at=now,
                  proposal_id=proposal.id, digest=proposal.digest,
                  details={"approval_id": approval.id, "role": role,
+                          **({"quorum": quorum} if quorum != 1 else {}),
                           "expires_at": expires_at.isoformat()})
+    # The approvers' notifications, in this transaction (docs/design.md#notifications).
+    notify_approval_requested(approval, proposal, now)
     return approval
 
 
@@ -180,7 +218,8 @@ def approval_move(
     request's permit first (a permit claimed meanwhile has run: the request stays granted,
     False) and releases the resources; each writes `approval.<granted|denied|expired>`. A
     revocation revokes the issued permit too; `within` names the event that records it (a
-    cancelled proposal's `proposal.cancelled`, which releases the resources itself).
+    cancelled proposal's `proposal.cancelled`, which releases the resources itself). A grant,
+    a denial and an expiry write the requesting agent's notifications in the same move.
     """
     source = ApprovalState(approval.state)
     target = transition(APPROVAL_LIFECYCLE, source, event)
@@ -215,6 +254,7 @@ def approval_move(
     else:
         resources_release(proposal=proposal, actor=actor, now=now, event=(
             ResourceEvent.DENY if event is ApprovalEvent.DENY else ResourceEvent.EXPIRE))
+    notify_approval_decided(approval, proposal, now)  # the agent's webhooks, in this move
     if event is ApprovalEvent.EXPIRE:
         audit_record(tenant_id=approval.tenant_id, kind="approval.expired", actor=actor,
                      at=now, proposal_id=proposal.id, details={"approval_id": approval.id})
@@ -230,25 +270,6 @@ def approval_move(
                  **audit_moves(granted, ResourceEvent.GRANT)},
     )
     return True
-
-
-def _dispatch_on_approval(proposal: Proposal, now: datetime) -> None:
-    """`dispatch_on_approval` (docs/rest-api.md#calls): claim the new permit as the requester, with
-    every check of a dispatch, inside the grant's own transaction, so that grant and claim cost one
-    commit; the task is enqueued when that commits. The claim is a savepoint: a refusal rolls
-    back only the claim, the decision stands and the permit stays issued, for the agent to
-    dispatch (and hear why) itself. A database error in the dispatch is treated the same way:
-    the human's decision is not lost to a failure of the claim after it."""
-    try:
-        with transaction.atomic():  # the savepoint that a database error rolls back to
-            try:
-                proposal_dispatch(principal=proposal.principal, proposal_id=proposal.id,
-                                  now=now)
-            except Denial as exc:  # the claim rolled back; its `dispatch.denied` audit stays
-                log.info("dispatch on approval of %s refused: %s", proposal.id,
-                         exc.code.value)
-    except DatabaseError:
-        log.exception("dispatch on approval of %s failed; the grant stands", proposal.id)
 
 
 def approvals_expire_stale(*, now: datetime) -> int:

@@ -4,7 +4,8 @@ Attempt N+1 of an operation comes from a worker's retry after an uncertain attem
 worker's attempt past its timeout, a retry that reconciliation allowed after a proven absence,
 a renewed approval, or a task re-queued after it was lost. Each of them ends in
 `attempt_next`, in the worker, just before any I/O: in ONE transaction it checks again what the
-claim checked for attempt 1 (cancellation on the proposal's row lock, the deployment, the
+claim checked for attempt 1 (cancellation on the proposal's row lock, an admin's pause, which
+holds the attempt back without settling the operation, the deployment, the
 approval or the renewal that authorizes this attempt, the contract's retry rules, authority
 share-locked so that a revocation that committed first wins and a later one waits), reserves
 the attempt from the budgets, and records the attempt and its audit event. A refusal rolls all
@@ -27,6 +28,7 @@ from dispatch.models import ApprovalRequest, Attempt, Operation, Proposal, Renew
 from dispatch.runtime import get_runtime
 from dispatch.services.admission import admit, deployment_refusal, validate_arguments
 from dispatch.services.budgets import attempt_budget, budget_take
+from dispatch.services.ceilings import execution_scope_take
 from dispatch.services.claims import LOCK_UNCANCELLED
 from dispatch.services.operations import (
     StartedAttempt,
@@ -34,6 +36,7 @@ from dispatch.services.operations import (
     attempt_open,
     operation_move,
 )
+from dispatch.services.pauses import attempt_paused
 from dispatch.services.statements import run
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
@@ -56,6 +59,8 @@ def attempt_next(
         if lost_error is not None and not attempt_hold(
                 operation, number - 1, lost_error, now, retry_at=now):
             return None
+        if attempt_paused(operation):
+            return None  # it waits, claimed, for the resume (docs/design.md#approval-policies)
         try:
             with transaction.atomic():  # a refusal undoes the checks' locks and reservation
                 if not uncancelled:
@@ -106,6 +111,7 @@ def attempt_checks(
             principal_id=operation.principal_id, execution_id=operation.execution_id,
             grant_id=admission.grant.id, grant_budget=admission.grant.budget, now=now),
             cost=contract.scheduling_contract.budget_cost)
+        execution_scope_take(execution_id=operation.execution_id, calls=0, attempts=1)
     return "renewal" if renewed else "retry"
 
 

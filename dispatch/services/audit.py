@@ -22,11 +22,12 @@ from django.conf import settings
 
 from dispatch.models import AuditEvent, Proposal, Tenant
 from dispatch.services.statements import run, value
+from protocols.audit_kinds import RESOURCE_MOVES
 from protocols.denials import Denial, DenialCode
 from protocols.jsontypes import JSONObject, JSONValue
 from protocols.lifecycle import ResourceEvent
 from protocols.redaction import mask_values, redact, string_values
-from protocols.trace import RESOURCE_MOVES, TraceChecker, TraceEvent, TraceReport
+from protocols.trace import TraceChecker, TraceEvent, TraceReport
 
 #: The audit table's columns, in the order `audit_values` gives them.
 AUDIT_COLUMNS = ('"tenant_id", "at", "kind", "actor", "operation_id", "proposal_id", '

@@ -53,44 +53,59 @@ def execution_budget(*, principal_id: str, execution_id: str) -> tuple[str, int]
 
 
 @functools.cache
-def upsert_sql(counters: int) -> str:
+def upsert_sql(counters: int, *, rebind: bool = False) -> str:
     """SQLite >= 3.35 and PostgreSQL: a conflicting row is updated only while it stays within
-    its limit, and RETURNING names exactly the counters that took the cost. Only quoted
-    identifiers and placeholders are formatted in; every value is a bound parameter."""
+    its limit, and RETURNING names exactly the counters that took the cost. `rebind`: the
+    limit given binds, not the stored one, and is stored with the sum (a spend cap whose sum
+    the deployment changed binds the window already counted at once). Only quoted identifiers
+    and placeholders are formatted in; every value is a bound parameter."""
     q = connection.ops.quote_name
     table, key, used, limit = (q(BudgetCounter._meta.db_table), q("key"), q("used"),
                                q("limit"))
     values = ", ".join(["(%s, %s, %s)"] * counters)
+    bound, also = ((f"excluded.{limit}", f", {limit} = excluded.{limit}") if rebind
+                   else (f"{table}.{limit}", ""))
     return (
         f"INSERT INTO {table} ({key}, {used}, {limit}) VALUES {values} "  # noqa: S608
-        f"ON CONFLICT ({key}) DO UPDATE SET {used} = {table}.{used} + excluded.{used} "
-        f"WHERE {table}.{used} + excluded.{used} <= {table}.{limit} RETURNING {key}")
+        f"ON CONFLICT ({key}) DO UPDATE SET {used} = {table}.{used} + excluded.{used}{also} "
+        f"WHERE {table}.{used} + excluded.{used} <= {bound} RETURNING {key}")
 
 
 def budget_take(*, limits: Limits, cost: int) -> None:
     """Add `cost` to every counter, or raise `budget_exhausted` naming the first full one.
 
-    Must run inside the caller's transaction, whose rollback undoes it. Keys go in sorted
-    order, so concurrent takers lock the counter rows in one order and never deadlock.
+    Must run inside the caller's transaction, whose rollback undoes it.
+    """
+    if cost < 0:
+        raise ValueError(f"a budget cost is never negative, got {cost}")
+    full = counters_take([(name, cost, cap) for name, cap in dict(limits).items()])
+    if full is not None:
+        raise Denial(DenialCode.BUDGET_EXHAUSTED, budget=full.split(":")[0])
+
+
+def counters_take(charges: Sequence[tuple[str, int, int]], *, rebind: bool = False) -> str | None:
+    """Add each `(key, cost, limit)`'s cost to its counter; the key of the first counter (in
+    key order) that would go over its limit, or None when every one took its cost. A counter
+    named twice counts once.
+
+    Must run inside the caller's transaction, which rolls back on a full counter (the others
+    may have taken their cost). Keys go in sorted order, so concurrent takers lock the counter
+    rows in one order and never deadlock.
     """
     if not connection.in_atomic_block:
         raise RuntimeError("budget_take runs inside the claim's transaction")
-    if cost < 0:
-        raise ValueError(f"a budget cost is never negative, got {cost}")
-    rows = sorted(dict(limits).items())  # one row per key: a key named twice counts once
-    for name, cap in rows:
+    rows = sorted({name: (cost, cap) for name, cost, cap in charges}.items())
+    for name, (cost, cap) in rows:
         # A fresh counter row is inserted unconditionally: refuse a cost it could never hold.
         if cost > cap:
-            raise Denial(DenialCode.BUDGET_EXHAUSTED, budget=name.split(":")[0])
+            return name
     if not rows:
-        return
-    params = [value for name, cap in rows for value in (name, cost, cap)]
+        return None
+    params = [value for name, (cost, cap) in rows for value in (name, cost, cap)]
     with connection.cursor() as cursor:
-        cursor.execute(upsert_sql(len(rows)), params)
+        cursor.execute(upsert_sql(len(rows), rebind=rebind), params)
         taken = {row[0] for row in cursor.fetchall()}
-    for name, _ in rows:
-        if name not in taken:
-            raise Denial(DenialCode.BUDGET_EXHAUSTED, budget=name.split(":")[0])
+    return next((name for name, _ in rows if name not in taken), None)
 
 
 def grant_budget_key(grant_id: str) -> str:

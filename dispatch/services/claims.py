@@ -1,7 +1,7 @@
 """THE claim (docs/design.md#dispatcher steps 6-7, docs/design.md#permits): one transaction that
-claims the permit, moves each resource to `dispatching` by compare-and-swap, inserts the operation
-intent `claimed` and its audit event, and takes the budget. If any part fails, all of it rolls back
-and nothing runs.
+checks that nothing paused it, claims the permit, moves each resource to `dispatching` by
+compare-and-swap, inserts the operation intent `claimed` and its audit event, and takes the budget
+and the spend caps. If any part fails, all of it rolls back and nothing runs.
 
 The winner is decided by conditional UPDATEs whose row counts are read, never by a read
 followed by an unconditional write: on PostgreSQL a concurrent claimer blocks on the row lock
@@ -11,6 +11,7 @@ begins IMMEDIATE and so holds the database's write lock from its first statement
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
@@ -26,31 +27,44 @@ from dispatch.services.audit import (
     audit_values,
 )
 from dispatch.services.budgets import Limits, budget_take
+from dispatch.services.caps import caps_take
+from dispatch.services.ceilings import (
+    execution_scope_take,
+    principal_claims_counter,
+    principal_concurrency_take,
+)
 from dispatch.services.operations import OPERATION_CLAIMED, OPERATION_INSERT, OPERATION_INSERT_IF
+from dispatch.services.pauses import pause_check
 from dispatch.services.permits import PERMIT_CLAIM
 from dispatch.services.resources import moved_refs, resource_move
 from dispatch.services.statements import cache_related, is_postgres, rows, run, value
+from protocols.approval_rules import CapCharge
+from protocols.audit_kinds import OPERATION_EVENT_KINDS
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import OperationEvent, PermitState, ResourceEvent
-from protocols.trace import OPERATION_EVENT_KINDS
 
 _CLAIMED = OPERATION_EVENT_KINDS[OperationEvent.CLAIM]  # the audit kind of a claim
 
 
 def operation_claim(
     *, proposal: Proposal, permit: Permit | None, operation_id: str, actor: str, now: datetime,
-    budget: Limits, cost: int,
+    budget: Limits, cost: int, caps: Sequence[CapCharge] = (),
 ) -> Operation:
     """Claim one proposal's action, or raise the denial that says why not.
 
-    Inside the dispatch's transaction (its own, or a savepoint of the grant's when an approval
-    dispatches on grant), after the checks that read the grants share-locked: locks go grants
+    Inside the dispatch's transaction (its own; on the worker-claim path it starts attempt 1
+    too), after the checks that read the grants share-locked: locks go grants
     first, then the permit, the order a revocation takes them in. A denial raised here rolls
     the whole transaction back. The worker is handed the operation only once the outermost
     transaction commits (`transaction.on_commit`), so nothing runs unless the claim committed.
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("operation_claim runs inside the dispatch's transaction")
+    # First: an admin's pause that committed before this claim refuses it
+    # (docs/design.md#approval-policies); the tenant's row stays share-locked until the commit.
+    pause_check(tenant_id=proposal.tenant_id, operation=proposal.operation,
+                agent_id=proposal.principal_id)
+    failpoint("claim.pause_checked")
     at = value(Permit, "claimed_at", now)
     # One-shot: only an issued, unexpired permit bound to this digest moves; with no permit,
     # the proposal row is the lock a cancellation contends on.
@@ -98,7 +112,10 @@ def operation_claim(
     operation._state.adding = False  # in the store now, as if loaded
     cache_related(operation, "proposal", proposal)  # its attempts and outcome need no read
     # Last, so that the hot per-principal counter row is locked for the shortest time.
-    budget_take(limits=budget, cost=cost)
+    budget_take(limits=[*budget, *principal_claims_counter(proposal.principal_id)], cost=cost)
+    caps_take(caps)  # after the budget's counters: every claimer locks them in one order
+    execution_scope_take(execution_id=proposal.execution_id, calls=cost, attempts=1, claim=True)
+    principal_concurrency_take(principal_id=proposal.principal_id, operation_id=operation.id)
     failpoint("claim.before_commit")
     return operation
 

@@ -2,12 +2,15 @@
 request.
 
 `proposal_dispatch` checks everything again and claims; `dispatch.services.worker` runs
-steps 8-9 on a worker. Every refusal is a `Denial` with its stable code; nothing runs without a
+steps 8-9 on a worker. `proposal_claim_and_start` is the same claim, with attempt 1 started in
+its transaction, for the process that runs the handler itself (docs/design.md#write-transactions:
+two commits). Every refusal is a `Denial` with its stable code; nothing runs without a
 committed claim.
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from typing import Any
 
@@ -17,17 +20,22 @@ from django.db import transaction
 from dispatch.failpoints import failpoint
 from dispatch.ids import new_id
 from dispatch.models import Operation, Permit, Principal, Proposal
+from dispatch.observability.context import bind_ids
 from dispatch.queue import execute_on_commit
 from dispatch.runtime import get_runtime
 from dispatch.services.access import access_proposal_for_dispatch
-from dispatch.services.admission import admit, deployment_refusal, validate_arguments
+from dispatch.services.admission import admit_proposal, deployment_refusal
 from dispatch.services.audit import audit_record
 from dispatch.services.budgets import attempt_budget
 from dispatch.services.claims import operation_claim
+from dispatch.services.operations import StartedAttempt, attempt_open
+from protocols.approval_rules import cap_charges
 from protocols.approvals import Binding, PermitView, permit_refusal
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import OperationState, PermitState
+
+log = logging.getLogger(__name__)
 
 
 def proposal_dispatch(
@@ -42,16 +50,45 @@ def proposal_dispatch(
 
     Every refusal is audited as `dispatch.denied` with its code, then raised.
     """
+    operation, _ = _audited(principal=principal, proposal_id=proposal_id, permit_id=permit_id,
+                            now=now, enqueue=enqueue, start=False)
+    return operation
+
+
+def proposal_claim_and_start(
+    *, principal: Principal, proposal_id: object, permit_id: object = None, now: datetime,
+) -> tuple[Operation, StartedAttempt]:
+    """The claim of `proposal_dispatch`, every re-check included, with attempt 1 started in
+    the same transaction: for the process that runs the handler next (a worker given an
+    approved `dispatch_on_approval` proposal, inline execution). A crash after this commit
+    leaves an open attempt, which reconciliation settles as any other. Refusals as
+    `proposal_dispatch`'s."""
+    operation, started = _audited(principal=principal, proposal_id=proposal_id,
+                                  permit_id=permit_id, now=now, enqueue=False, start=True)
+    assert started is not None
+    return operation, started
+
+
+def _audited(
+    *, principal: Principal, proposal_id: object, permit_id: object, now: datetime,
+    enqueue: bool, start: bool,
+) -> tuple[Operation, StartedAttempt | None]:
+    bind_ids(proposal_id=_id_or_blank(proposal_id))
     try:
-        return _dispatch(principal=principal, proposal_id=proposal_id, permit_id=permit_id,
-                         now=now, enqueue=enqueue)
+        operation, started = _dispatch(principal=principal, proposal_id=proposal_id,
+                                       permit_id=permit_id, now=now, enqueue=enqueue,
+                                       start=start)
     except Denial as denial:
         with transaction.atomic():
             audit_record(tenant_id=principal.tenant_id, kind="dispatch.denied",
                          actor=principal.name, at=now,
                          proposal_id=_id_or_blank(proposal_id),
                          details={"code": denial.code.value, **_without_values(denial)})
+        log.info("dispatch denied: %s", denial.code.value)
         raise
+    bind_ids(operation_id=operation.id)
+    log.info("claimed")
+    return operation, started
 
 
 #: Details of a denial that quote an argument: the caller hears them, the audit does not
@@ -70,22 +107,24 @@ def _id_or_blank(value: object) -> str:
 
 def _dispatch(
     *, principal: Principal, proposal_id: object, permit_id: object, now: datetime,
-    enqueue: bool,
-) -> Operation:
+    enqueue: bool, start: bool,
+) -> tuple[Operation, StartedAttempt | None]:
     failpoint("dispatch.before_claim")
     try:
-        operation = _claim_in_one_transaction(principal=principal, proposal_id=proposal_id,
-                                              permit_id=permit_id, now=now)
+        operation, started = _claim_in_one_transaction(
+            principal=principal, proposal_id=proposal_id, permit_id=permit_id, now=now,
+            start=start)
     except Denial as denial:
         raise _said_plainly(denial, proposal_id) from None
     if enqueue:
         execute_on_commit(operation.id)
-    return operation
+    return operation, started
 
 
 def _claim_in_one_transaction(
     *, principal: Principal, proposal_id: object, permit_id: object, now: datetime,
-) -> Operation:
+    start: bool,
+) -> tuple[Operation, StartedAttempt | None]:
     # Every check and the claim share ONE transaction (docs/design.md#dispatcher steps 1-7): what is
     # checked is what is claimed. The grants are share-locked where they are read, so a revocation
     # that committed first is seen and a later one waits for the commit; on SQLite the
@@ -93,9 +132,14 @@ def _claim_in_one_transaction(
     with transaction.atomic():
         operation = _check_and_claim(principal=principal, proposal_id=proposal_id,
                                      permit_id=permit_id, now=now)
+        # Attempt 1 in the claim's own transaction, where this process runs the handler next:
+        # the claim checked everything (a pause included) under the same locks.
+        started = attempt_open(operation, 1, now, details={"attempt": 1}) if start else None
+        if start and started is None:
+            raise RuntimeError(f"attempt 1 of the fresh claim {operation.id} did not start")
     if not transaction.get_connection().in_atomic_block:  # not inside a grant: committed
         failpoint("claim.after_commit")
-    return operation
+    return operation, started
 
 
 def _said_plainly(denial: Denial, proposal_id: object) -> Denial:
@@ -136,21 +180,26 @@ def _check_and_claim(
     # revocation, deployment policy and effect ceiling; the snapshot must be the proposal's.
     # (4, the protocol state, is decided by the claim's compare-and-swap in step 7, after the
     # permit: so every loser of a race for one permit hears `permit_claimed`.)
-    admission = admit(contract, principal, validate_arguments(contract, proposal.arguments),
-                      now=now, expect_digest=proposal.digest, lock=True)
+    # The stored snapshot is trusted where its digest and the fingerprints are unchanged
+    # (docs/design.md#dispatcher); resources and authority are checked every time.
+    admission = admit_proposal(contract, principal, proposal, now=now, lock=True)
 
     # 5. The approval, against the exact canonical proposal.
     permit = _permit_for(contract, proposal, own, principal, permit_id, now)
 
-    # 6-7. Take the budget and claim: a failed claim rolls back and holds no capacity.
+    # 6-7. Take the budget and the spend caps, and claim: a failed claim rolls back and holds
+    # no capacity. The claim refuses first what an admin paused.
     budget = attempt_budget(principal_id=principal.id, execution_id=proposal.execution_id,
                             grant_id=admission.grant.id, grant_budget=admission.grant.budget,
                             now=now)
+    caps = cap_charges(runtime.policy.approval_rules, contract.qualified_name,
+                       admission.arguments, agent=principal.id, tenant=principal.tenant_id,
+                       now=now)
     return operation_claim(
         proposal=proposal, permit=permit,
         operation_id=permit.operation_id if permit else new_id("op"),
         actor=principal.name, now=now, budget=budget,
-        cost=contract.scheduling_contract.budget_cost,
+        cost=contract.scheduling_contract.budget_cost, caps=caps,
     )
 
 

@@ -33,13 +33,13 @@ from dispatch.models import (
 from dispatch.runtime import get_runtime
 from dispatch.services.audit import audit_moves, audit_record
 from dispatch.services.resources import resource_move
+from protocols.audit_kinds import ATTESTATION_ISSUED, RECEIPT_ISSUED
 from protocols.canonical import digest_bytes
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
 from protocols.evidence import Citation, Judgement, ReceiptView, ReportView
 from protocols.jsontypes import JSONObject
 from protocols.lifecycle import ResourceEvent
-from protocols.trace import ATTESTATION_ISSUED, RECEIPT_ISSUED
 
 
 def _utc(at: datetime) -> str:

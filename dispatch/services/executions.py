@@ -4,7 +4,7 @@
 An `Execution` is a run of an embedded runtime (the agent loop, a workflow) and the parent of its
 tool operations; its `TranscriptEntry` rows are the run's journal. Every write of either is made
 here: `execution_create`, `journal_append` and `execution_move` (the only writer of
-`Execution.state`, by `protocols.lifecycle.EXECUTION_LIFECYCLE`). `proposal_drive` takes one
+`Execution.state`, by `protocols.lifecycle_runs.EXECUTION_LIFECYCLE`). `proposal_drive` takes one
 proposal one step towards its outcome, for the agent loop, a nested call from inside a handler
 and a workflow's dispatch step alike.
 """
@@ -20,19 +20,13 @@ from django.db.models import Max
 
 from dispatch.models import ApprovalRequest, Execution, Operation, Principal, TranscriptEntry
 from dispatch.services.dispatcher import proposal_dispatch
+from dispatch.services.runs import proposal_run
 from dispatch.services.worker import operation_execute
 from protocols.approvals import effective_approval_state
 from protocols.denials import Denial
 from protocols.jsontypes import JSONObject
-from protocols.lifecycle import (
-    EXECUTION_LIFECYCLE,
-    ApprovalState,
-    ExecutionEvent,
-    OperationState,
-    Outcome,
-    settled_outcome,
-    sources,
-)
+from protocols.lifecycle import ApprovalState, OperationState, Outcome, settled_outcome, sources
+from protocols.lifecycle_runs import EXECUTION_LIFECYCLE, ExecutionEvent
 
 #: Rounds of "read the next seq, insert" before giving up; each lost round means another
 #: writer's entry landed, so this bounds how many writers of one execution may race at once.
@@ -42,14 +36,16 @@ _APPEND_ROUNDS = 20
 def execution_create(
     *, principal: Principal, adapter: str, now: datetime,
     adapter_config: JSONObject | None = None, adapter_fingerprint: str = "",
+    deadline_at: datetime | None = None,
 ) -> Execution:
     """A new running execution of `principal`; `adapter` names the runtime that drives it,
     `adapter_config` is what rebuilds it and `adapter_fingerprint` pins that
-    (docs/design.md#outcomes)."""
+    (docs/design.md#outcomes). `deadline_at`: when it times out (docs/workflows.md#deadlines)."""
     return Execution.objects.create(
         tenant_id=principal.tenant_id, principal=principal, adapter=adapter,
         adapter_config=adapter_config or {}, adapter_fingerprint=adapter_fingerprint,
-        state=EXECUTION_LIFECYCLE.initial.value, created_at=now, updated_at=now)
+        state=EXECUTION_LIFECYCLE.initial.value, deadline_at=deadline_at, created_at=now,
+        updated_at=now)
 
 
 def execution_move(
@@ -57,7 +53,8 @@ def execution_move(
     final: str | None = None,
 ) -> bool:
     """THE one owner of `Execution.state`: move `execution` by `event` (`wait`: it now waits
-    for a human or a worker; `finish`: it has finished), by `EXECUTION_LIFECYCLE`.
+    for a human or a worker; `finish`: it has finished; `time_out`, `cancel`: its deadline
+    passed, it was cancelled: `dispatch.services.run_stops`), by `EXECUTION_LIFECYCLE`.
 
     One conditional UPDATE from every state the table allows `event` from: a finished
     execution stays finished, so a run that raced the finishing one and still thinks it waits
@@ -69,7 +66,8 @@ def execution_move(
     try:
         event = ExecutionEvent(event)
     except ValueError:
-        raise ValueError(f"{event!r} is no move of an execution (wait, finish): an execution "
+        raise ValueError(f"{event!r} is no move of an execution (wait, finish, time_out, "
+                         "cancel): an execution "
                          "is running only from its creation") from None
     allowed = sources(EXECUTION_LIFECYCLE, event)
     targets = {EXECUTION_LIFECYCLE.transitions[(source, event)] for source in allowed}
@@ -196,7 +194,7 @@ def proposal_drive(
     wait for a human (a nested call) hears the dispatcher's `approval_pending` instead. Every
     refusal is the dispatcher's `Denial`, raised.
     """
-    operation = _operation_for(proposal_id)
+    operation, ran = _operation_for(proposal_id), False
     if operation is None:
         if await_approval:
             approval = ApprovalRequest.objects.filter(proposal_id=proposal_id).first()
@@ -204,15 +202,20 @@ def proposal_drive(
                     approval.state, approval.expires_at, now) is ApprovalState.PENDING:
                 return Pending(proposal_id=proposal_id, approval_id=approval.id)
         try:
-            operation = proposal_dispatch(principal=principal, proposal_id=proposal_id,
-                                          permit_id=permit_id, now=now, enqueue=not execute)
+            # Run here: the claim and attempt 1 are one transaction, then the handler and the
+            # outcome (docs/design.md#write-transactions: two commits).
+            operation = proposal_run(principal=principal, proposal_id=proposal_id,
+                                     permit_id=permit_id, now=now) if execute else \
+                proposal_dispatch(principal=principal, proposal_id=proposal_id,
+                                  permit_id=permit_id, now=now)
+            ran = execute
         except Denial:
             # A concurrent driver of this proposal may have claimed it first (the loser hears
             # `permit_claimed`): the operation it claimed is the answer.
             operation = _operation_for(proposal_id)
             if operation is None:
                 raise
-    if execute and operation.state == OperationState.CLAIMED:
+    if execute and not ran and operation.state == OperationState.CLAIMED:
         operation = operation_execute(operation_id=operation.id)
     outcome = settled_outcome(operation.state)
     if outcome is None:

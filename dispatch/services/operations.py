@@ -30,8 +30,11 @@ from dispatch.services.audit import (
     audit_text,
     audit_values,
 )
+from dispatch.services.notifications import notify_write, outcome_notifications
+from dispatch.services.pauses import attempt_paused
 from dispatch.services.resources import moved_refs, resource_move
 from dispatch.services.statements import is_postgres, rows, run, value
+from protocols.audit_kinds import ATTEMPT_STARTED, ATTEMPT_UNCERTAIN, OPERATION_EVENT_KINDS
 from protocols.denials import Denial
 from protocols.jsontypes import JSONObject
 from protocols.lifecycle import (
@@ -40,7 +43,6 @@ from protocols.lifecycle import (
     OperationState,
     transition,
 )
-from protocols.trace import ATTEMPT_STARTED, ATTEMPT_UNCERTAIN, OPERATION_EVENT_KINDS
 
 #: The operation event an attempt's outcome asks for.
 OUTCOME_EVENTS = {
@@ -118,9 +120,9 @@ _PG_START = (
 OPERATION_INSERT = (
     'INSERT INTO "dispatch_operation" ("id", "tenant_id", "proposal_id", "permit_id", '
     '"principal_id", "execution_id", "operation", "contract_fingerprint", "state", '
-    '"attempts_made", "uncertain", "next_attempt_at", "result", "evidence", "claimed_at", '
-    '"updated_at") '
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 0, FALSE, NULL, NULL, '', %s, %s)"
+    '"attempts_made", "uncertain", "next_attempt_at", "result", "evidence", "lookup_found", '
+    '"looked_up_at", "claimed_at", "updated_at") '
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 0, FALSE, NULL, NULL, '', '', NULL, %s, %s)"
 )
 #: The same insert inside a CTE, only where the statement named `after` changed a row.
 OPERATION_INSERT_IF = OPERATION_INSERT.replace(
@@ -148,9 +150,9 @@ def operation_move(
     is `attempt` (0: none was started) and its uncertainty is as loaded; `updated_at`, when
     given, must be unchanged too. `end_attempt` ends that attempt row with this outcome, and
     the row must still be open. The resources move with the operation and the audit event is
-    written in the same transaction, and so is what the contract's outcome hook issues
-    (`_outcome_issuance`). Returns whether it moved; the caller's `operation` is updated when
-    it did.
+    written in the same transaction, and so are what the contract's outcome hook issues
+    (`_outcome_issuance`) and the proposing agent's outcome notifications. Returns whether it
+    moved; the caller's `operation` is updated when it did.
 
     Uncertainty is sticky (docs/design.md#outcomes): once an attempt was uncertain, `fail_no_effect`
     (a definite failure of a later attempt, a cancellation, a refused retry) moves the operation
@@ -192,6 +194,9 @@ def operation_move(
                  **({"absence_proven": True} if absence_proven else {}),
                  **audit_binding(proposal), **(details or {}),
                  **(audit_moves(refs, resource_event) if refs else {})})
+    # The agent's outcome webhooks (docs/design.md#notifications), written only where the move
+    # holds, in its transaction; none without an endpoint that asked.
+    outbox = outcome_notifications(operation, target.value, now)
     try:
         with transaction.atomic():
             if is_postgres() and not refs and issuance is None:
@@ -210,6 +215,7 @@ def operation_move(
                 run(AUDIT_INSERT, audit)
                 if issuance is not None:
                     issuance.write()
+            notify_write(outbox)
     except _Lost:
         return False
     operation.state, operation.updated_at, operation.uncertain = target, now, uncertain
@@ -261,9 +267,12 @@ class StartedAttempt:
 
 def attempt_start(operation: Operation, number: int, now: datetime) -> StartedAttempt | None:
     """Record the first attempt before any I/O (the claim made every check); None if the store
-    does not allow it (settled, or another worker started it). Every later attempt is started
-    by `dispatch.services.attempts.attempt_next`, which checks again."""
+    does not allow it (settled, or another worker started it) or an admin paused it since.
+    Every later attempt is started by `dispatch.services.attempts.attempt_next`, which checks
+    again."""
     with transaction.atomic(durable=True):
+        if attempt_paused(operation):
+            return None  # it waits, claimed, for the resume (docs/design.md#approval-policies)
         started = attempt_open(operation, number, now, details={"attempt": number})
     return started
 

@@ -82,13 +82,16 @@ def subagent_create(*, tenant_id: str, name: str, tools: Iterable[str]) -> Princ
 
 
 def human_create(
-    *, name: str, tenant: str, role: str, password: str, tools: Iterable[str] = ()
+    *, name: str, tenant: str, role: str, password: str, tools: Iterable[str] = (),
+    email: str = "",
 ) -> tuple[Principal, str]:
     if role not in (*Role, "", "none"):
         raise ValueError(f"role must be {', '.join(Role)} or none")
     tools = get_runtime().require_operations(tools)
     with transaction.atomic():
-        user = get_user_model().objects.create_user(username=name, password=password)
+        # `email`: where approval requests are sent (docs/design.md#notifications); optional.
+        user = get_user_model().objects.create_user(username=name, password=password,
+                                                    email=email)
         principal = Principal.objects.create(
             tenant=tenant_get_or_create(name=tenant), name=name, kind=Principal.Kind.HUMAN,
             role="" if role == "none" else role, user=user, tools=tools,

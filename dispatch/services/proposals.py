@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from django.db import IntegrityError, transaction
 
 from dispatch.ids import new_id
-from dispatch.models import ApprovalRequest, Principal, Proposal, ProposalResource
+from dispatch.models import ApprovalRequest, Execution, Principal, Proposal, ProposalResource
 from dispatch.runtime import get_runtime
 from dispatch.services.admission import Admission, admit, validate_arguments
 from dispatch.services.approvals import approval_open
@@ -30,6 +30,7 @@ from protocols.jsontypes import JSONObject, JSONValue
 from protocols.lifecycle import (
     ResourceEvent,
 )
+from protocols.lifecycle_runs import ExecutionState
 
 #: An execution id (docs/rest-api.md#calls), matched whole: no trailing newline slips through.
 EXECUTION_ID_SHAPE = "[A-Za-z0-9_.:-]{1,80}"
@@ -40,6 +41,8 @@ CALL_ID = re.compile(r"[ -~]{1,200}")
 CALL_ID_RULE = "must be a string of 1 to 200 printable ASCII characters"
 
 
+#: A run in one of these states proposes nothing more (docs/workflows.md#deadlines).
+_STOPPED = (ExecutionState.TIMED_OUT.value, ExecutionState.CANCELLED.value)
 #: The longest client description a proposal keeps.
 CLIENT_MAX = 200
 
@@ -125,6 +128,12 @@ def proposal_intake(
         existing = _first_proposal_of_call(principal, call_scope, call, contract, full)
         if existing is not None:
             return Intake(existing, created=False)
+    if named and Execution.objects.filter(id=execution_id, state__in=_STOPPED).exists():
+        # A run that timed out or was cancelled proposes nothing more
+        # (docs/workflows.md#deadlines): its actions were stopped with it.
+        raise Denial(DenialCode.PROTOCOL_STATE_INVALID,
+                     "The run has ended (timed out or cancelled); it proposes nothing more.",
+                     execution_id=execution_id)
     admission = admit(contract, principal, full, now=now,
                       resource_event=ResourceEvent.PROPOSE)
     try:
@@ -217,6 +226,7 @@ def _proposal_insert(
             assert contract.approval_requirement is not None
             approval = approval_open(
                 proposal=proposal, role=contract.approval_requirement.role,
+                quorum=runtime.approval_quorum(contract, resolved.arguments),
                 expires_at=now + timedelta(seconds=expires_in), actor=principal.name, now=now)
     return proposal, approval
 

@@ -1,6 +1,7 @@
 """After the fact (docs/design.md#reconciliation): operations left `claimed` past their timeout
 become `unknown`, and unknowns are looked up at their destination; admins resolve what a lookup
-cannot.
+cannot. An approved `dispatch_on_approval` permit whose task was lost before the worker's claim
+is handed to a worker again.
 
 Bounded and observable: one pass at a time (a lease), at most `RECONCILE_BATCH` operations per
 pass, every lookup bounded by `RECONCILE_LOOKUP_TIMEOUT`, a lookup that raises or hangs is
@@ -14,24 +15,24 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Callable
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connections
+from django.db import transaction
 from django.db.models import QuerySet
 
-from dispatch.handlers import Handler, LookupResult
 from dispatch.models import Attempt, Operation, Principal
-from dispatch.queue import execute_now, execute_on_commit
+from dispatch.queue import execute_now, execute_on_commit, run_now
 from dispatch.runtime import get_runtime
 from dispatch.services.access import access_operation_by_id
 from dispatch.services.attempts import delivery_fence, delivery_fenced, retry_refusal
 from dispatch.services.authority import require_role
 from dispatch.services.leases import lease
+from dispatch.services.lookups import lookup_bounded, lookup_record
 from dispatch.services.operations import operation_evidence, operation_move
+from dispatch.services.renewals import renewals_withdraw
+from dispatch.services.runs import unclaimed_permits
 from protocols.contracts import Reconciliation
 from protocols.denials import Denial, DenialCode
 from protocols.jsontypes import JSONObject
@@ -55,15 +56,24 @@ def reconcile_operations(*, now: datetime, enqueue: bool = True) -> JSONObject:
         if not held:
             return {**counts, "skipped": True}
         batch = settings.RECONCILE_BATCH
-        for operation in _operations(OperationState.CLAIMED)[:batch]:
-            key = _one(_reconcile_claimed, operation, now, enqueue)
-            if key:
-                counts[key] += 1
-        for operation in _operations(OperationState.UNKNOWN)[:batch]:
-            key = _one(_reconcile_unknown, operation, now, enqueue)
-            if key:
-                counts[key] += 1
-    return counts
+        for step, state in ((_reconcile_claimed, OperationState.CLAIMED),
+                            (_reconcile_unknown, OperationState.UNKNOWN)):
+            for operation in _operations(state)[:batch]:
+                key = _one(step, operation, now, enqueue)
+                if key:
+                    counts[key] += 1
+                # The lease lasts RECONCILE_LEASE_SECONDS from the last operation, so that a
+                # pass whose process died stops blocking the next ones soon (one step is
+                # bounded by the lookup timeout); a pass that lost it stops there.
+                if not held.renew():
+                    return counts
+        # Approved, never claimed: the worker's task was lost before its claim. The claim
+        # decides again (a duplicate loses it), so handing it over twice runs nothing twice.
+        grace = timedelta(seconds=settings.RECONCILE_UNCLAIMED_GRACE_SECONDS)
+        lost = unclaimed_permits(now=now, grace=grace, limit=batch)
+        for proposal_id, principal_id in lost if enqueue else ():
+            run_now(proposal_id, principal_id)
+    return {**counts, "requeued_unclaimed": len(lost)}
 
 
 def _one(step: Callable[..., str | None], operation: Operation, now: datetime,
@@ -130,6 +140,7 @@ def _reconcile_unknown(operation: Operation, now: datetime, *, enqueue: bool) ->
         return "inconclusive"
     snapshot = json.loads(operation.proposal.canonical)
     found = lookup_bounded(runtime.handler(contract), operation.id, snapshot)
+    lookup_record(operation, found, now)
     if not contract.reconciliation.settles(found.found):
         # What the contract says its lookups cannot prove settles nothing.
         what = (f"{found.evidence} (reconciliation {contract.reconciliation.value}: an "
@@ -169,35 +180,6 @@ def _note(operation: Operation, evidence: str, now: datetime) -> None:
     operation_evidence(operation=operation, evidence=evidence, actor="reconciler", now=now)
 
 
-def lookup_bounded(handler: Handler, operation_id: str, snapshot: JSONObject) -> LookupResult:
-    """Ask the destination, for at most `RECONCILE_LOOKUP_TIMEOUT` seconds. A lookup that
-    raises or does not answer settles nothing: inconclusive, for this operation only."""
-    timeout = float(settings.RECONCILE_LOOKUP_TIMEOUT)
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["found"] = handler.lookup(operation_id, snapshot)
-        except Exception as exc:  # any failure of a lookup is an inconclusive answer
-            box["error"] = exc
-        finally:
-            connections.close_all()  # this thread's own, if the lookup opened any
-
-    worker = threading.Thread(target=run, name=f"lookup-{operation_id}", daemon=True)
-    worker.start()
-    worker.join(timeout)
-    if worker.is_alive():
-        return LookupResult("unknown", f"the lookup gave no answer within {timeout:g}s")
-    if "error" in box:
-        error = box["error"]
-        log.warning("lookup of %s failed: %r", operation_id, error)
-        return LookupResult("unknown", f"the lookup failed: {type(error).__name__}: {error}")
-    found = box["found"]
-    if not isinstance(found, LookupResult) or found.found not in ("present", "absent", "unknown"):
-        return LookupResult("unknown", f"the lookup answered something unusable: {found!r}")
-    return found
-
-
 def _settle_unknown(
     operation: Operation, event: OperationEvent, evidence: str, *, actor: str, now: datetime
 ) -> Operation:
@@ -225,5 +207,10 @@ def operation_resolve(
     if operation.state != OperationState.UNKNOWN:
         raise Denial(DenialCode.PROTOCOL_STATE_INVALID,
                      f"The operation is '{operation.state}'; only unknown outcomes are resolved.")
-    return _settle_unknown(operation, events[str(outcome)], evidence.strip(),
-                           actor=admin.name, now=now)
+    with transaction.atomic():
+        # Its pending renewal first (the renewal's row, then the operation's, as a grant
+        # locks them): a settled operation is never attempted again, and a refused
+        # resolution rolls the withdrawal back with it.
+        renewals_withdraw(operation, now=now, actor=admin.name, resolved=str(outcome))
+        return _settle_unknown(operation, events[str(outcome)], evidence.strip(),
+                               actor=admin.name, now=now)

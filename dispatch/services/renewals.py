@@ -32,8 +32,8 @@ from dispatch.services.admission import admit, deployment_refusal, validate_argu
 from dispatch.services.attempts import delivery_fence, delivery_fenced
 from dispatch.services.audit import audit_record
 from dispatch.services.authority import require_role
+from dispatch.services.lookups import lookup_bounded, lookup_record
 from dispatch.services.operations import operation_move
-from dispatch.services.reconciliation import lookup_bounded
 from protocols.contracts import OperationContract, Reconciliation
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import (
@@ -119,9 +119,9 @@ def renewal_decide(
     if renewal is None:
         raise Denial(DenialCode.NOT_FOUND, kind="renewal", id=renewal_id)
     operation = renewal.operation
-    require_role(approver, _deciding_role(operation))
-    if approver.id in (renewal.requested_by_id, operation.principal_id):
-        raise Denial(DenialCode.APPROVER_IS_REQUESTER)
+    refusal = renewal_decider_refusal(approver, renewal)
+    if refusal is not None:
+        raise refusal
     if decision not in ("grant", "deny"):
         raise Denial(DenialCode.SCHEMA_INVALID, errors=[
             {"pointer": "/decision", "message": "must be 'grant' or 'deny'"}])
@@ -158,6 +158,25 @@ def renewal_decide(
             raise Denial(DenialCode.APPROVAL_DECIDED)
         execute_on_commit(operation.id)
     return renewal
+
+
+def renewal_decider_refusal(approver: Principal, renewal: Renewal) -> Denial | None:
+    """Why `approver` may not decide `renewal`, or None: a human of the role the contract's
+    approval names (an admin holds every role), who neither asked for it nor is the
+    operation's principal. The decision, the queue and the renewal's page ask the same."""
+    operation = renewal.operation
+    try:
+        require_role(approver, _deciding_role(operation))
+    except Denial as denial:
+        return denial
+    if approver.id in (renewal.requested_by_id, operation.principal_id):
+        return Denial(DenialCode.APPROVER_IS_REQUESTER)
+    return None
+
+
+def renewal_deciding_role(renewal: Renewal) -> str:
+    """The role that decides `renewal` (its contract's approval role)."""
+    return _deciding_role(renewal.operation)
 
 
 def _deciding_role(operation: Operation) -> str:
@@ -214,6 +233,7 @@ def _renewable(
     if ask_destination:
         found = lookup_bounded(runtime.handler(contract), operation.id,
                                json.loads(operation.proposal.canonical))
+        lookup_record(operation, found, now)
         if found.found != "absent":
             raise Denial(DenialCode.UNSAFE_RETRY, operation_id=operation.id,
                          reason=f"the destination does not say the effect is absent: "
@@ -221,9 +241,23 @@ def _renewable(
     return contract
 
 
+def renewals_withdraw(operation: Operation, *, now: datetime, actor: str, resolved: str) -> int:
+    """Withdraw the operation's pending renewal, if any, inside the caller's transaction (an
+    admin's resolution: a settled operation is never attempted again). A renewal decided
+    meanwhile is left as decided. How many were withdrawn."""
+    withdrawn = 0
+    for renewal in Renewal.objects.select_related("operation").filter(
+            operation_id=operation.id, state=ApprovalState.PENDING):
+        withdrawn += renewal_move(renewal, ApprovalEvent.REVOKE, now=now, actor=actor,
+                                  details={"resolved": resolved})
+    return withdrawn
+
+
+
 def renewal_move(
     renewal: Renewal, event: ApprovalEvent, *, now: datetime, actor: str,
     approver: Principal | None = None, reason: str = "", absence_proven: bool = False,
+    details: dict[str, str] | None = None,
 ) -> bool:
     """THE one owner of `Renewal.state`: move `renewal` by `event`, by `RENEWAL_LIFECYCLE`,
     and write its audit event, inside the caller's transaction.
@@ -256,8 +290,10 @@ def renewal_move(
     audit_record(tenant_id=renewal.tenant_id, actor=actor, at=now,
                  # The kind of each move (`protocols.trace` replays them).
                  kind={ApprovalEvent.GRANT: "renewal.granted", ApprovalEvent.DENY:
-                       "renewal.denied", ApprovalEvent.EXPIRE: "renewal.expired"}[event],
+                       "renewal.denied", ApprovalEvent.EXPIRE: "renewal.expired",
+                       ApprovalEvent.REVOKE: "renewal.withdrawn"}[event],
                  operation_id=renewal.operation_id, proposal_id=operation.proposal_id,
                  digest=renewal.digest,
-                 details={"renewal_id": renewal.id, "attempt": renewal.attempt})
+                 details={"renewal_id": renewal.id, "attempt": renewal.attempt,
+                          **(details or {})})
     return True

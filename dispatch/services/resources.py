@@ -133,7 +133,11 @@ def resource_move(
     `protocol_state_invalid` if the state does not allow `event`) rolls the caller back whole.
     `also`: other columns the same update writes (an edit's new revision number).
     """
-    # The registered kinds are part of the key: a kind registered later moves too.
+    # The kinds' tables are registered by the extensions as the runtime loads: load it first,
+    # or a process whose first act is a revocation (a web worker, a script) knows no kind and
+    # fails on it (found by the chaos soak). The registered kinds are part of the key: a kind
+    # registered later moves too.
+    get_runtime()
     allowed, target = _moves(event, tuple(sorted(RESOURCE_PROTOCOLS)))
     moved = Resource.objects.filter(
         allowed, id=ref["id"], current_revision=ref["revision"],

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from dispatch.failpoints import failpoint
+from dispatch.failpoints import failpoint, failpoint_payload
 from dispatch.handlers import (
     Cancellation,
     DefiniteFailure,
@@ -30,6 +30,7 @@ from dispatch.handlers import (
     UnclaimedInvocationError,
 )
 from dispatch.models import Attempt, Operation, Permit, Principal, Proposal
+from dispatch.observability.context import bind_ids
 from dispatch.runtime import Runtime, get_runtime
 from dispatch.services.admission import deployment_refusal
 from dispatch.services.attempts import attempt_next, open_attempt, retry_refusal
@@ -41,6 +42,7 @@ from dispatch.services.operations import (
     attempt_start,
     operation_move,
 )
+from dispatch.services.permit_tokens import permit_token
 from dispatch.services.statements import cache_related, columns, instance, rows, width
 from protocols.contracts import OperationContract, SchedulingContract
 from protocols.denials import DenialCode
@@ -61,6 +63,8 @@ def operation_execute(*, operation_id: str, clock: Clock = timezone.now) -> Oper
     """
     runtime = get_runtime()
     operation = _operation_for_worker(operation_id)
+    bind_ids(tenant=operation.tenant_id, principal=operation.principal_id,
+             proposal_id=operation.proposal_id, operation_id=operation.id)
     contract = runtime.registry.by_fingerprint(operation.contract_fingerprint)
     if contract is None:
         _refuse_to_run(operation, "the contract is no longer registered", clock(),
@@ -73,17 +77,30 @@ def operation_execute(*, operation_id: str, clock: Clock = timezone.now) -> Oper
     started = _next_attempt(operation, contract, clock())
     if started is None:
         return operation
+    return operation_run(operation, contract, started, clock=clock)
+
+
+def operation_run(
+    operation: Operation, contract: OperationContract, started: StartedAttempt, *,
+    clock: Clock = timezone.now,
+) -> Operation:
+    """Steps 8-9 for the attempt `started` in this process (by `_next_attempt`, or by the claim
+    itself: `proposal_claim_and_start`): run the handler, record what it answered, and retry
+    under the same key where the contract allows it."""
     number = started.number
-    handler = runtime.handler(contract)
+    handler = get_runtime().handler(contract)
     snapshot = json.loads(operation.proposal.canonical)
     cancelled = Cancellation(probe=_cancelled_probe(operation.proposal_id))
     while True:
-        ctx = HandlerContext(operation_id=operation.id, attempt=number, snapshot=snapshot,
+        ctx = HandlerContext(operation_id=operation.id, attempt=number,
+                             snapshot=failpoint_payload("attempt.payload", snapshot),
+                             permit_token=permit_token(operation, contract),
                              timeout=contract.scheduling_contract.timeout,
                              principal_id=operation.principal_id,
                              execution_id=operation.execution_id, cancelled=cancelled,
                              deadline=time.monotonic() + contract.scheduling_contract.timeout)
         outcome, result, error = _run_handler(handler, ctx, contract, started)
+        log.info("attempt %s of %s ended %s", number, contract.qualified_name, outcome)
         failpoint("attempt.before_outcome")
         now = clock()
         retry_reason = None

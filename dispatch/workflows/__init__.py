@@ -10,7 +10,8 @@ docs/design.md#dispatcher, #outcomes, #extensions).
 
 `runtime.py` refuses before any step and pins the inputs; `interpreter.py` runs the control flow;
 `steps.py` adapts each exact-action step to its service; `delegated.py` runs a delegated `agent`
-step's sub-agent under its child grant (docs/design.md#delegation); `journal.py` is the run's
+step's sub-agent under its child grant (docs/design.md#delegation), `embedded.py` an undelegated
+one's agent loop under the run's own principal; `journal.py` is the run's
 journal on `dispatch.services.executions`; `shape.py` walks the IR and digests its shape;
 `values.py` holds the outcomes and the runtime values.
 """

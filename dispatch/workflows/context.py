@@ -31,8 +31,14 @@ class RunContext:
     #: `expires:` of each proposal's `request_approval`, by the proposal's binding.
     expires: dict[str, int] = field(default_factory=dict)
     outcomes: list[StepOutcome] = field(default_factory=list)
-    #: The model adapter of each delegated agent step's sub-agent, by agent name.
+    #: The model adapter of each agent step (delegated or not), by agent name.
     agents: Mapping[str, ModelAdapter] = field(default_factory=dict)
+    #: A lane worker's run: the (step key, lane) of each concurrent step it runs one lane of,
+    #: outermost first, and how many of them it has entered (`dispatch.workflows.parallel`).
+    focus: tuple[tuple[str, str], ...] = ()
+    entered: int = 0
+    #: Started without its source: no worker can rebuild it, so its caller runs the lanes.
+    source_less: bool = False
 
     def record(self, key: str, step: str, status: str, *, code: str | None = None,
                message: str = "", detail: JSONObject | None = None) -> None:

@@ -149,7 +149,7 @@ def _settle_ended(ctx: RunContext, step: AgentCall, key: str,
 def _settle_finished(ctx: RunContext, step: AgentCall, key: str, found: Delegation,
                      final: str, outcomes: Sequence[ToolOutcome]) -> JSONObject:
     try:
-        result = _returned(step.returns, final)
+        result = returned(step.returns, final)
     except Denial as denial:
         ctx.deny(key, "agent", denial)
     calls = [{"status": o.status, "code": o.code, "operation_id": o.operation_id}
@@ -158,7 +158,7 @@ def _settle_finished(ctx: RunContext, step: AgentCall, key: str, found: Delegati
         **_detail(found), "result": result, "calls": calls}))
 
 
-def _returned(returns: str, text: str) -> JSONValue:
+def returned(returns: str, text: str) -> JSONValue:
     """The sub-agent's final answer as the step's data: its text read as JSON where it is
     JSON (NaN and infinities are not), else the text itself; `returns: bool` takes only
     `true` or `false`."""

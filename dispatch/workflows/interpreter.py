@@ -15,7 +15,7 @@ from typing import Any
 
 from dispatch.models import Execution, Permit, TranscriptEntry
 from dispatch.services.executions import execution_move
-from dispatch.workflows import delegated, steps
+from dispatch.workflows import deadlines, embedded, parallel, steps, waits
 from dispatch.workflows.context import RunContext
 from dispatch.workflows.journal import HEADER, run_from, step_key
 from dispatch.workflows.shape import walk
@@ -35,9 +35,11 @@ from dispatch.workflows.values import (
 )
 from protocols.denials import Denial, DenialCode
 from protocols.jsontypes import JSONObject
-from protocols.lifecycle import ExecutionEvent, Outcome
+from protocols.lifecycle import Outcome
+from protocols.lifecycle_runs import ExecutionEvent
 from protocols.workflow.ir import (
     AgentCall,
+    Approve,
     Arm,
     Block,
     Create,
@@ -47,7 +49,10 @@ from protocols.workflow.ir import (
     Let,
     Loop,
     Match,
+    Parallel,
     Propose,
+    Race,
+    Receive,
     Ref,
     RequestApproval,
     Step,
@@ -58,7 +63,7 @@ _Adapter = Callable[[RunContext, Any, JSONObject, str], None]
 _STEPS: dict[type, _Adapter] = {
     Create: steps.create, Edit: steps.edit, Propose: steps.propose,
     RequestApproval: steps.request_approval, Dispatch: steps.dispatch,
-    AgentCall: delegated.agent,
+    AgentCall: embedded.agent, Receive: waits.receive, Approve: waits.approve,
 }
 
 
@@ -74,18 +79,21 @@ class Interpreter:
             handle = pin.get("handle")
             env[name] = HandleValue(**handle) if handle else copy.deepcopy(pin["data"])
         state: RunState = "finished"
-        waiting_on = denial = None
+        waiting: Wait | None = None
+        denial = None
         try:
             self.block(ctx.workflow.steps, env, ())
+            deadlines.step_boundary(ctx)  # a run that ended during its last step has ended
         except Wait as wait:
-            state, waiting_on = "waiting", wait.path
+            state, waiting = "waiting", wait
         except Denied as denied:
             state, denial = "denied", denied.outcome
+        except deadlines.RunEnded as ended:
+            return deadlines.ended_run(ctx, ended)
         run = WorkflowRun(ctx.execution_id, ctx.workflow.name, state, tuple(ctx.outcomes),
-                          waiting_on=waiting_on, denial=denial)
-        if state == "waiting":
-            execution_move(Execution.objects.get(id=ctx.execution_id), ExecutionEvent.WAIT,
-                           now=ctx.now, actor=ctx.principal.name)
+                          waiting_on=waiting.path if waiting else None, denial=denial)
+        if waiting is not None:
+            waits.park(ctx, waiting)
             return run
         final = {"state": state, "outcomes": [asdict(o) for o in ctx.outcomes],
                  "denial": asdict(denial) if denial else None}
@@ -102,6 +110,7 @@ class Interpreter:
             self.step(step, env, loops)
 
     def step(self, step: Step, env: Env, loops: tuple[int, ...]) -> None:
+        deadlines.step_boundary(self.ctx)
         key = step_key(step.span.path, loops)
         adapter = _STEPS.get(type(step))
         if adapter is not None:
@@ -112,6 +121,8 @@ class Interpreter:
             self.if_(step, env, key, loops)
         elif isinstance(step, Match):
             self.match(step, env, key, loops)
+        elif isinstance(step, Parallel | Race) or (isinstance(step, Loop) and step.parallel):
+            parallel.run_concurrent(self, step, env, key, loops)
         elif isinstance(step, Loop):
             self.loop(step, env, key, loops)
         elif isinstance(step, Try):
@@ -168,17 +179,7 @@ class Interpreter:
         self.block(arm.body, env, loops)
 
     def loop(self, step: Loop, env: Env, key: str, loops: tuple[int, ...]) -> None:
-        items: list[Any]
-        if step.over is not None:
-            over_expr = step.over
-            over = self.ctx.guard(key, "loop", lambda: value(env, over_expr))
-            if not isinstance(over, list):
-                self.ctx.deny(key, "loop", Denial(DenialCode.SCHEMA_INVALID, errors=[{
-                    "pointer": f"/{step.over}", "message": "a loop runs over a JSON list"}]),
-                    journal=False)
-            items = over
-        else:
-            items = [None] * (step.times or 0)
+        items = parallel.loop_items(self.ctx, step, env, key)
         for number, item in enumerate(items, start=1):
             body = dict(env)
             if step.over is not None:

@@ -24,11 +24,16 @@ from dispatch.agent.loop import adapter_fingerprint
 from dispatch.models import Execution, Principal, Resource, TranscriptEntry
 from dispatch.runtime import Runtime, get_runtime
 from dispatch.services.access import access_resource_by_id
+from dispatch.services.ceilings import Ceiling, run_ceiling, scope_open
 from dispatch.services.delegations import delegations_of
 from dispatch.services.executions import execution_create
+from dispatch.services.wakeups import WORKFLOW_ADAPTER
 from dispatch.workflows.context import RunContext
+from dispatch.workflows.deadlines import deadline_at
+from dispatch.workflows.embedded import AGENT_EXECUTION
 from dispatch.workflows.interpreter import Interpreter
 from dispatch.workflows.journal import HEADER, Journal, run_from
+from dispatch.workflows.race import refuse_protected_race
 from dispatch.workflows.shape import shape_digest, walk
 from dispatch.workflows.values import Mode, WorkflowRefused, WorkflowRun
 from protocols.canonical import CanonicalizationError
@@ -37,11 +42,11 @@ from protocols.denials import Denial, DenialCode
 from protocols.jsontypes import JSONObject, JSONValue
 from protocols.lifecycle import RESOURCE_PROTOCOLS, protocol_tables
 from protocols.workflow import CheckedWorkflow
-from protocols.workflow.ir import AgentCall, Approve, Block, Loop, Parallel, Race, Receive, Workflow
+from protocols.workflow.ir import AgentCall, Block, Workflow
 
-ADAPTER_PREFIX = "workflow:"
-_UNSUPPORTED: dict[type, str] = {Receive: "receive", Approve: "approve",
-                                 Parallel: "parallel", Race: "race"}
+ADAPTER_PREFIX = WORKFLOW_ADAPTER
+#: Step kinds the runtime does not run (none since concurrent steps run: `parallel.py`).
+_UNSUPPORTED: dict[type, str] = {}
 
 
 def run_workflow(
@@ -53,15 +58,26 @@ def run_workflow(
     now: datetime | None = None,
     mode: Mode = "inline",
     agents: Mapping[str, ModelAdapter] | None = None,
+    source: tuple[str, str] | None = None,
+    focus: tuple[tuple[str, str], ...] = (),
+    deadline_s: float | None = None,
+    ceiling: Ceiling | None = None,
 ) -> WorkflowRun:
     """Run (or resume) `checked` as `principal` until it finishes, waits or is denied.
 
     `inputs` maps each declared input to its value: a resource id (or a `Resource`) for a
     handle, a bool, or JSON. They are pinned on the first run (a handle at its current revision);
     resuming needs only `execution_id`. `mode="inline"` runs handlers in this process;
-    `"worker"` enqueues them and waits like for a human. `agents` maps each agent name of a
-    delegated `agent` step to the model adapter that drives its sub-agent (the same
-    configuration again on resume).
+    `"worker"` enqueues them and waits like for a human. `agents` maps each agent name of an
+    `agent` step to the model adapter that drives it: the sub-agent of a delegated step, the
+    run principal's own agent loop of an undelegated one (the same configuration again on
+    resume). `focus` runs one lane of each concurrent step it names, on a worker
+    (`dispatch.workflows.branches`). `source` is the workflow's text and file name, as
+    `check_source` checked them: kept with a new execution, so that a decision or an input
+    resumes it on a worker (docs/workflows.md#waiting-steps); without it only its caller does.
+    `deadline_s`: a new run times out that many seconds after it starts
+    (docs/workflows.md#deadlines). `ceiling`: the tool calls, attempts and concurrency a new run
+    may spend, its root scope (default: the deployment's, docs/design.md#budgets).
     """
     if not isinstance(checked, CheckedWorkflow):
         raise TypeError("run_workflow runs only a CheckedWorkflow: check the workflow first "
@@ -74,6 +90,7 @@ def run_workflow(
     _refuse_moved_contracts(checked, runtime.registry)
     _refuse_outside_policy(checked, runtime)
     _refuse_unsupported(workflow.steps)
+    refuse_protected_race(workflow.steps)
     agents = dict(agents or {})
     _refuse_missing_agents(workflow.steps, agents)
     header = {"workflow": workflow.name, "shape": _shape_of(workflow),
@@ -82,8 +99,12 @@ def run_workflow(
     execution: Execution | None
     if execution_id is None:
         pinned = _pin_inputs(workflow, principal, inputs)
-        execution = execution_create(principal=principal,
-                                     adapter=(ADAPTER_PREFIX + workflow.name)[:100], now=now)
+        config: JSONObject = {} if source is None else {
+            "source": source[0], "filename": source[1], "mode": mode}
+        execution = execution_create(principal=principal, adapter_config=config,
+                                     adapter=(ADAPTER_PREFIX + workflow.name)[:100], now=now,
+                                     deadline_at=deadline_at(now, deadline_s))
+        scope_open(execution=execution, name="run", ceiling=ceiling or run_ceiling(), now=now)
         journal = Journal(execution.id)
         journal.put(HEADER, {**header, "inputs": pinned}, now, kind=TranscriptEntry.Kind.TOOL_CALL)
     else:
@@ -105,9 +126,10 @@ def run_workflow(
         final = journal.finals.get(HEADER)
         if final is not None:
             return run_from(final, execution.id, workflow.name)
-        _refuse_other_adapters(execution.id, agents)
+        _refuse_other_adapters(execution.id, journal, agents)
     ctx = RunContext(workflow=workflow, principal=principal, execution_id=execution.id,
-                     journal=journal, now=now, mode=mode, agents=agents)
+                     journal=journal, now=now, mode=mode, agents=agents, focus=focus,
+                     source_less="source" not in execution.adapter_config)
     return Interpreter(ctx).run(pinned)
 
 
@@ -161,15 +183,10 @@ def _refuse_outside_policy(checked: CheckedWorkflow, runtime: Runtime) -> None:
 
 def _refuse_unsupported(block: Block) -> None:
     for step in walk(block):
-        kind, note = _UNSUPPORTED.get(type(step)), ""
-        if kind is None and isinstance(step, Loop) and step.parallel:
-            kind = "loop (parallel: true)"
-        if kind is None and isinstance(step, AgentCall) and step.delegate is None:
-            kind, note = "agent", (" without `delegate` (a sub-agent runs only under a "
-                                   "delegated grant)")
+        kind = _UNSUPPORTED.get(type(step))
         if kind is not None:
             raise WorkflowRefused(DenialCode.UNSUPPORTED_STEP,
-                                  f"step kind {kind} is not supported by the runtime yet{note} "
+                                  f"step kind {kind} is not supported by the runtime yet "
                                   f"(at {step.span.where()})", path=step.span.path)
 
 
@@ -181,10 +198,23 @@ def _refuse_missing_agents(block: Block, agents: Mapping[str, ModelAdapter]) -> 
                 f"{step.span.where()}): pass it in `agents`", path=step.span.path)
 
 
-def _refuse_other_adapters(execution_id: str, agents: Mapping[str, ModelAdapter]) -> None:
-    """A sub-agent resumes only under the adapter configuration it started with
-    (docs/design.md#outcomes): another one would regenerate its actions, so the run is refused
-    before any step."""
+def _refuse_other_adapters(execution_id: str, journal: Journal,
+                           agents: Mapping[str, ModelAdapter]) -> None:
+    """A sub-agent, or an undelegated step's agent, resumes only under the adapter
+    configuration it started with (docs/design.md#outcomes): another one would regenerate its
+    actions, so the run is refused before any step."""
+    for step, intent in sorted(journal.calls.items()):
+        if AGENT_EXECUTION not in intent or step in journal.results:
+            continue  # not an undelegated agent step, or settled (it replays without a model)
+        name = str(intent.get("agent", ""))
+        adapter = agents.get(name)
+        run = Execution.objects.filter(id=intent[AGENT_EXECUTION]).first()
+        if adapter is not None and run is not None and \
+                adapter_fingerprint(adapter) != run.adapter_fingerprint:
+            raise WorkflowRefused(
+                DenialCode.EXECUTION_MISMATCH, f"the agent `{name}` of step {step} was started "
+                f"with another {run.adapter} configuration; resume it with the one it started "
+                "with", path=step)
     for delegation in delegations_of(execution_id=execution_id):
         adapter = agents.get(delegation.agent)
         started = delegation.agent_execution.adapter_fingerprint

@@ -158,7 +158,7 @@ def request_approval(ctx: RunContext, step: RequestApproval, env: Env,
         state = effective_approval_state(approval.state, approval.expires_at, ctx.now)
         if state is ApprovalState.PENDING:
             ctx.record(key, "request_approval", "pending", detail=detail)
-            raise Wait(key)
+            raise Wait(key, kind="approval", approval_id=approval.id)
         if state is ApprovalState.GRANTED:
             outcome = StepOutcome(key, "request_approval", "granted", detail=detail)
         else:

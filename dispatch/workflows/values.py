@@ -16,7 +16,7 @@ from protocols.jsontypes import JSONObject, JSONValue
 from protocols.workflow.ir import Expr
 from protocols.workflow.ir import Literal as Lit
 
-RunState = Literal["waiting", "finished", "denied"]
+RunState = Literal["waiting", "finished", "denied", "timed_out", "cancelled"]
 Mode = Literal["inline", "worker"]
 Env: TypeAlias = dict[str, Any]
 """A run's environment: each bound name to its value (JSON data or a trusted step's value)."""
@@ -47,8 +47,9 @@ class StepOutcome:
 
 @dataclass(frozen=True)
 class WorkflowRun:
-    """The state of one run: `waiting` (resume with the same execution id), `finished`, or
-    `denied` (a refusal ended it; `denial` says which)."""
+    """The state of one run: `waiting` (resume with the same execution id), `finished`,
+    `denied` (a refusal ended it; `denial` says which), `timed_out` (its deadline passed) or
+    `cancelled` (docs/workflows.md#deadlines)."""
 
     execution_id: str
     workflow: str
@@ -115,10 +116,15 @@ TRUSTED = (HandleValue, ProposalValue, DecisionValue, PermitValue, OutcomeValue)
 
 
 class Wait(Exception):
-    """The step at `path` waits for a human or a worker: the run returns `waiting`."""
+    """The step at `path` waits for a human or a worker: the run returns `waiting`. A `kind`
+    (`approval`, `receive`, `approve`) parks the step in the store, so that the decision or the
+    input resumes the run (`dispatch.workflows.waits`); without one its caller runs it again."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, kind: str | None = None,
+                 approval_id: str | None = None) -> None:
         self.path = path
+        self.kind = kind
+        self.approval_id = approval_id
 
 
 class Denied(Exception):

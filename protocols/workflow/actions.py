@@ -66,7 +66,8 @@ def propose(ctx: Ctx, env: Env, step: Propose) -> None:
         mode = "read" if arg in contract.reads else "assume" if (
             need is not None and arg == need.report and not attested) else "move"
         if protocol:
-            known[arg] = _resource_arg(ctx, env, arg, expr, protocol, found, step, mode)
+            with ctx.shared_reads(mode == "read" and contract.shareable):
+                known[arg] = _resource_arg(ctx, env, arg, expr, protocol, found, step, mode)
         elif need is None or arg != need.argument:  # the attestation: check_publication
             known[arg] = _data_arg(ctx, env, arg, expr)
     if need is not None and need.report in found.handles:
@@ -152,10 +153,11 @@ def _snapshot_ok(ctx: Ctx, env: Env, proposal: ProposalT, event: ResourceEvent,
                  span: Span, what: str) -> bool:
     """Every resource the proposal snapshots is at that revision and allows `event`."""
     ok = True
+    shareable = ctx.registry.resolve(proposal.op).shareable
     for rid, revision in proposal.resources:
         resource = env.resources[rid]
         read = rid in proposal.reads  # only its revision matters: it is never moved
-        ctx.touch(f"r:{rid}", f"`{resource.label}`", span)
+        ctx.touch(f"r:{rid}", f"`{resource.label}`", span, shared=read and shareable)
         if resource.revision != revision:
             ctx.report(D.INVALID_PROTOCOL_STATE,
                        f"{what}: the proposal snapshots revision {revision} of "

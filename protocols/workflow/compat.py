@@ -4,8 +4,9 @@ old one?
 `classify_change(old, new)` lists every difference with whether it breaks callers. Breaking:
 added authority or effects, strengthened preconditions (a narrower input schema, changed
 protocol preconditions), changed protocol outcomes or approval bindings, weaker idempotency,
-another destination or normalization, a wider output. Compatible: fewer effects or authority
-keys, a wider input schema, stronger idempotency, scheduling changes within budget.
+another destination or normalization, a wider output, a withdrawn shareable read grant.
+Compatible: fewer effects or authority keys, a wider input schema, stronger idempotency,
+scheduling changes within budget, a granted `shareable`.
 
 Separately, `resume_compatible` is stricter than source compatibility: a pending approval binds
 the contract fingerprint, so it can dispatch only if the fingerprints are equal; every change,
@@ -132,6 +133,11 @@ def classify_change(old: OperationContract, new: OperationContract) -> Compatibi
             f"{_value(old.evidence)} -> {_value(new.evidence)}")
     if old.attestation != new.attestation:
         add("attestation", True, "the attestation a run must rest on changed")
+    if old.shareable != new.shareable:
+        # Withdrawing the grant refuses workflows whose branches share a read argument.
+        add("shareable", old.shareable, "shareable read grant "
+            + ("withdrawn: branches sharing a read argument are refused" if old.shareable
+               else "granted: branches may share its read arguments"))
     if old.fingerprint == new.fingerprint:
         level = Level.IDENTICAL
     elif any(c.breaking for c in changes):
@@ -238,6 +244,7 @@ def contract_from_declaration(data: Mapping[str, Any]) -> OperationContract:
             attestation=None if data.get("attestation") is None else AttestationRequirement(
                 _str(data["attestation"]["argument"]), _str(data["attestation"]["report"]),
                 _str(data["attestation"]["policy"])),
+            shareable=data.get("shareable") is True,
         )
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"not a contract declaration: {exc!r}") from None

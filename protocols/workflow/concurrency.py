@@ -1,10 +1,11 @@
 """Typing rules of parallel branches and races (docs/workflows.md#typing-rules).
 
 Branches own disjoint handles, permits and decisions: a value or resource used by two branches
-is AGL-E012 at its use in the later branch. After `parallel` every branch has completed, so
-their changes (disjoint) all apply. A race admits no protected external write (AGL-E007, raised
-by the action rules while `ctx.races` is non-empty) and, since a losing branch is cancelled at
-an arbitrary point, whatever any branch touched is unavailable after it.
+is AGL-E012 at its use in the later branch, unless every use of it in both is a read argument
+of a contract granting shared reads (`shareable`). After `parallel` every branch has
+completed, so their changes (disjoint) all apply. A race admits no protected external write
+(AGL-E007, raised by the action rules while `ctx.races` is non-empty) and, since a losing
+branch is cancelled at an arbitrary point, whatever any branch touched is unavailable after it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from protocols.denials import DiagnosticCode
-from protocols.workflow.context import Ctx
+from protocols.workflow.context import Ctx, Use
 from protocols.workflow.control import Run
 from protocols.workflow.diagnostics import Note
 from protocols.workflow.env import Conflicted, Env, Gone, is_outer
@@ -24,18 +25,20 @@ D = DiagnosticCode
 def check_parallel(ctx: Ctx, env: Env, step: Parallel | Race, run: Run) -> Env:
     is_race = isinstance(step, Race)
     construct = "race" if is_race else "parallel"
-    seen: dict[str, tuple[str, Span]] = {}
+    seen: dict[str, tuple[str, Use]] = {}
     outs: list[tuple[str, Env]] = []
     if is_race:
         ctx.races.append(step.span)
     for branch in step.branches:
         ctx.recorders.append({})
         out = run(branch.body, env.copy())
-        for key, (display, span) in ctx.recorders.pop().items():
+        for key, use in ctx.recorders.pop().items():
             if not is_outer(key, env):
                 continue
-            if key in seen:
-                other, first = seen[key]
+            display, span = use.display, use.span
+            if key in seen and not (use.shared and seen[key][1].shared):
+                other, first_use = seen[key]
+                first = first_use.span
                 ctx.report(D.PARALLEL_CAPTURE, f"{display} is used by {construct} branches "
                            f"`{other}` and `{branch.name}`", span,
                            "give each branch its own handles, proposals, decisions and "
@@ -44,8 +47,8 @@ def check_parallel(ctx: Ctx, env: Env, step: Parallel | Race, run: Run) -> Env:
                            "branch",
                            required="disjoint owned values per branch",
                            actual=f"{display} captured by both", notes=[Note("first use", first)])
-            else:
-                seen[key] = (branch.name, span)
+            elif key not in seen or not use.shared:
+                seen[key] = (branch.name, use)
         outs.append((branch.name, out))
     if is_race:
         ctx.races.pop()

@@ -10,7 +10,8 @@ errors of a use.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from protocols.contracts import ContractRegistry, Effect, Idempotency, OperationContract
@@ -39,6 +40,16 @@ APPROVAL_HELP = ("obtain the permit from the Granted arm of `match` on the decis
 
 
 @dataclass(frozen=True)
+class Use:
+    """A value's or resource's use inside a branch: what to call it, where, and whether every
+    use so far is a shared read (docs/workflows.md#typing-rules)."""
+
+    display: str
+    span: Span
+    shared: bool
+
+
+@dataclass(frozen=True)
 class Value:
     type: VType
     prov: Prov
@@ -56,7 +67,10 @@ class Ctx:
         self.diagnostics: list[Diagnostic] = []
         self.effects: set[str] = set()
         self.contracts: dict[str, str] = {}
-        self.recorders: list[dict[str, tuple[str, Span]]] = []
+        # One footprint per enclosing branch or parallel loop body: key -> (what, first
+        # exclusive use or first use, every use a shareable read).
+        self.recorders: list[dict[str, Use]] = []
+        self.sharing = False  # resolving a `reads` argument of a shareable contract
         self.snapshots: list[list[Env]] = []
         self.races: list[Span] = []
         self.conditions: list[tuple[str, Span]] = []
@@ -72,9 +86,24 @@ class Ctx:
         self._counter += 1
         return f"v{self._counter}@{span.path}"
 
-    def touch(self, key: str, display: str, span: Span) -> None:
+    def touch(self, key: str, display: str, span: Span, *, shared: bool = False) -> None:
+        """Record a use of `key` in every enclosing footprint. A use is shared when it is a read
+        argument of a shareable contract (docs/workflows.md#typing-rules); any other use makes
+        the key exclusive, and the footprint then points at that use."""
+        shared = shared or self.sharing
         for recorder in self.recorders:
-            recorder.setdefault(key, (display, span))
+            known = recorder.get(key)
+            if known is None or (known.shared and not shared):
+                recorder[key] = Use(display, span, shared)
+
+    @contextmanager
+    def shared_reads(self, on: bool) -> Iterator[None]:
+        """While `on`, the uses `resolve` records are shared reads."""
+        before, self.sharing = self.sharing, on
+        try:
+            yield
+        finally:
+            self.sharing = before
 
     def contract(self, name: str, span: Span) -> OperationContract | None:
         try:

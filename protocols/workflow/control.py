@@ -171,8 +171,9 @@ def check_loop(ctx: Ctx, env: Env, step: Loop, run: Run) -> Env:
         ctx.recorders.append({})
     out = run(step.body, body_env)
     if step.parallel:
-        for key, (display, span) in ctx.recorders.pop().items():
-            if is_outer(key, env):
+        for key, use in ctx.recorders.pop().items():
+            display, span = use.display, use.span
+            if is_outer(key, env) and not use.shared:  # a shareable read's grant
                 ctx.report(D.PARALLEL_CAPTURE, f"every iteration of a parallel loop would use "
                            f"{display}", span, "a permit or handle cannot be duplicated by a "
                            "parallel map; create or obtain it inside the body "

@@ -76,7 +76,37 @@
     if (question && !window.confirm(question)) { event.preventDefault(); }
   }
 
+  /* Each <time data-local-time> holds a moment in UTC; the reader's local time goes before
+     it ("2026-12-03 15:57:18 GMT+1"), and the UTC stays beside it. A reader whose local time
+     is UTC reads it once. */
+  function localTimes() {
+    var nodes = document.querySelectorAll("time[data-local-time]");
+    var pad = function (n) { return (n < 10 ? "0" : "") + n; };
+    for (var i = 0; i < nodes.length; i++) {
+      var node = nodes[i], moment = new Date(node.getAttribute("datetime"));
+      if (isNaN(moment.getTime()) || moment.getTimezoneOffset() === 0 ||
+          node.hasAttribute("data-local-shown")) { continue; }
+      var zone = "";
+      try {
+        var parts = new Intl.DateTimeFormat(undefined, {timeZoneName: "short"}).formatToParts(moment);
+        for (var j = 0; j < parts.length; j++) {
+          if (parts[j].type === "timeZoneName") { zone = " " + parts[j].value; }
+        }
+      } catch (ignored) { zone = ""; }
+      var local = document.createElement("span");
+      local.className = "local-time";
+      local.textContent = moment.getFullYear() + "-" + pad(moment.getMonth() + 1) + "-" +
+        pad(moment.getDate()) + " " + pad(moment.getHours()) + ":" + pad(moment.getMinutes()) +
+        ":" + pad(moment.getSeconds()) + zone;
+      node.parentNode.insertBefore(local, node);
+      node.parentNode.insertBefore(document.createTextNode(" "), node);
+      node.setAttribute("data-local-shown", "");
+    }
+  }
+
   document.addEventListener("submit", onSubmit);
+  document.addEventListener("DOMContentLoaded", localTimes);
+  document.addEventListener("htmx:afterSettle", localTimes);
   document.addEventListener("keydown", onKey);
   document.addEventListener("DOMContentLoaded", tick);
   window.setInterval(tick, 1000);

@@ -127,6 +127,22 @@ def agent(destinations: Destinations, live_server: Any, world: World,
         yield client
 
 
+@pytest.fixture
+def narrow_agent(agent: ConsoleClient, world: World, live_server: Any) -> Iterator[ConsoleClient]:
+    """Another agent of the owner's tenant over HTTP, whose tool set leaves out
+    `payments.transfer`: its framework tools still list every contract."""
+    from dispatch.services.principals import agent_create
+
+    _, token = agent_create(name="narrow", tenant="acme", tools=["email.send", "crm.lookup"])
+    with ConsoleClient(live_server.url, token, timeout=60) as client:
+        yield client
+
+
+#: The arguments of a `payments.transfer` the owner's grant would cover.
+TRANSFER = {"from_account": "acct-001", "to_account": "acct-999", "amount": "10.00",
+            "currency": "EUR"}
+
+
 def draft_arguments(agent: ConsoleClient) -> dict[str, Any]:
     """The arguments of `email.send` for a draft the agent makes first."""
     draft = agent.create_resource("email_draft", draft_payload())

@@ -14,6 +14,7 @@ from django.test import Client
 
 from dispatch.models import Operation
 from dispatch.services.dispatcher import proposal_dispatch
+from dispatch.services.runs import proposal_run_approved
 from dispatch.services.worker import operation_execute
 from tests.api.conftest import API, Caller, assert_error, draft_payload, schema_errors
 from tests.conftest import MAILBOX, World
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.django_db
 RESOURCE_KEYS = {"id", "kind", "revision", "digest", "state", "payload"}
 PROPOSAL_KEYS = {"id", "operation", "digest", "canonical", "contract_fingerprint",
                  "execution_id", "approval", "operation_id", "operation_state"}
-APPROVAL_KEYS = {"id", "state", "role", "expires_at", "permit_id"}
+APPROVAL_KEYS = {"id", "state", "role", "expires_at", "permit_id", "quorum", "votes"}
 OPERATION_KEYS = {"id", "proposal_id", "state", "attempts", "result"}
 ATTEMPT_KEYS = {"number", "started_at", "ended_at", "outcome", "error"}
 AUDIT_KEYS = {"id", "at", "kind", "actor", "operation_id", "proposal_id", "digest", "details"}
@@ -164,7 +165,10 @@ def test_operator_grants_once_with_the_digest_shown(owner: Caller, caller: Any) 
     assert granted.status_code == 200, granted.content
     body = granted.json()
     assert set(body) == {"approval", "permit_id"}
-    assert body["approval"] == {"id": proposal["approval"]["id"], "state": "granted"}
+    votes = body["approval"].pop("votes")
+    assert body["approval"] == {"id": proposal["approval"]["id"], "state": "granted",
+                                "quorum": 1}
+    assert [vote["by"] for vote in votes] == ["approver"] and set(votes[0]) == {"by", "at"}
     assert body["permit_id"].startswith("prm_")
 
     again = approver.post(decide, {"decision": "deny", "digest": proposal["digest"]})
@@ -179,7 +183,8 @@ def test_denied_proposal_cannot_dispatch(owner: Caller, caller: Any) -> None:
     response = caller("admin").post(f"approvals/{proposal['approval']['id']}/decision/",
                                     {"decision": "deny", "digest": proposal["digest"]})
     assert response.json() == {"approval": {"id": proposal["approval"]["id"],
-                                            "state": "denied"}, "permit_id": None}
+                                            "state": "denied", "quorum": 1, "votes": []},
+                               "permit_id": None}
     assert_error(owner.post(f"proposals/{proposal['id']}/dispatch/"), 403, "approval_denied")
 
 
@@ -258,29 +263,35 @@ def test_dispatch_with_another_proposals_permit_is_a_mismatch(
     assert first.id != second.id
 
 
-def test_dispatch_on_approval_claims_at_the_grant(
-    owner: Caller, caller: Any, django_capture_on_commit_callbacks: Any,
+def test_dispatch_on_approval_is_claimed_by_the_worker(
+    owner: Caller, caller: Any, world: World, django_capture_on_commit_callbacks: Any,
 ) -> None:
     proposal = owner.post("proposals/", {
         "operation": "payments.transfer", "dispatch_on_approval": True,
         "arguments": {"from_account": "acct-001", "to_account": "acct-999",
                       "amount": "5", "currency": "EUR"}}).json()
-    # Not executed: no worker here, only the claim and the enqueue after it committed.
+    # The grant commits the decision and the permit, and hands the claim to a worker.
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         response = caller("approver").post(
             f"approvals/{proposal['approval']['id']}/decision/",
             {"decision": "grant", "digest": proposal["digest"]})
     assert response.status_code == 200, response.content
     assert response.json()["approval"]["state"] == "granted"
-    assert len(callbacks) == 1  # the dispatch task
+    assert len(callbacks) == 1  # the worker's claim-and-run task
     shown = owner.get(f"proposals/{proposal['id']}/").json()
-    assert shown["operation_state"] == "claimed"
-    assert shown["operation_id"] == Operation.objects.get(proposal_id=proposal["id"]).id
-    assert_error(owner.post(f"proposals/{proposal['id']}/dispatch/"), 409, "permit_claimed")
+    assert (shown["operation_id"], shown["operation_state"]) == (None, None)
+    # The worker: claim with attempt 1 in one transaction, run, record.
+    ran = proposal_run_approved(proposal_id=proposal["id"], principal_id=world.owner.id)
+    assert ran is not None
+    shown = owner.get(f"proposals/{proposal['id']}/").json()
+    assert shown["operation_id"] == ran.id == Operation.objects.get(proposal_id=proposal["id"]).id
+    assert shown["operation_state"] == ran.state != "claimed"
+    answer = owner.post(f"proposals/{proposal['id']}/dispatch/").json()["error"]["code"]
+    assert answer == ("unsafe_retry" if ran.state == "unknown" else "permit_claimed")
 
 
 def test_refused_dispatch_on_approval_leaves_the_grant_standing(
-    owner: Caller, caller: Any, settings: Any,
+    owner: Caller, caller: Any, settings: Any, world: World,
 ) -> None:
     proposal = owner.post("proposals/", {
         "operation": "payments.transfer", "dispatch_on_approval": True,
@@ -291,6 +302,7 @@ def test_refused_dispatch_on_approval_leaves_the_grant_standing(
                                        {"decision": "grant", "digest": proposal["digest"]})
     assert response.status_code == 200, response.content
     permit_id = response.json()["permit_id"]
+    assert proposal_run_approved(proposal_id=proposal["id"], principal_id=world.owner.id) is None
     shown = owner.get(f"proposals/{proposal['id']}/").json()
     assert (shown["operation_id"], shown["approval"]["state"]) == (None, "granted")
     # The agent hears why when it dispatches itself.

@@ -9,15 +9,18 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
+from langchain_core.outputs import ChatResult
 from langchain_core.tools import BaseTool
+from pydantic import Field
 
 from demo.destinations.runner import list_all
 from dispatch.models import Proposal
 from exact_console import Client
 from exact_console.langchain import tools
-from tests.api.conftest import draft_arguments
+from tests.api.conftest import TRANSFER, draft_arguments
 from tests.conftest import World
 from tests.support.approvers import WAIT, operator_decides, while_operator_decides
 from tests.support.destinations import Destinations
@@ -27,10 +30,19 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 class ToolCallingFake(FakeMessagesListChatModel):
     """LangChain's fake chat model, answering its scripted messages; it takes tools as a real
-    chat model does (they are what the script's tool calls name)."""
+    chat model does (they are what the script's tool calls name). `seen` keeps the messages of
+    each of its turns."""
+
+    seen: list[list[BaseMessage]] = Field(default_factory=list)
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ToolCallingFake:
         return self
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None,
+                  **kwargs: Any) -> ChatResult:
+        self.seen.append(list(messages))
+        return super()._generate(messages, stop, run_manager, **kwargs)
 
 
 def run_agent(model: ToolCallingFake, agent_tools: list[BaseTool], task: str) -> list[BaseMessage]:
@@ -96,8 +108,9 @@ def test_a_denied_tool_call_is_the_models_error_text_approval_denied(
     call = send_call(agent, "call_send_2")
     agent_tools: list[BaseTool] = list(tools(agent, timeout=WAIT))
     operator, decided = operator_decides(world, "deny")
+    model = script(call)
 
-    messages = while_operator_decides(operator, lambda: run_agent(script(call), agent_tools,
+    messages = while_operator_decides(operator, lambda: run_agent(model, agent_tools,
                                                      "Send the refund email."))
 
     assert len(decided) == 1
@@ -105,5 +118,26 @@ def test_a_denied_tool_call_is_the_models_error_text_approval_denied(
     assert answer.status == "error"
     assert str(answer.content).startswith("approval_denied: ")
     assert answer.tool_call_id == "call_send_2"
+    assert len(model.seen) == 2  # the call, then its answer: nothing retried
+    assert model.seen[-1][-1] == answer  # the model's next turn is shown the denial
     assert list_all(destinations.directory)["email"] == []
     assert Proposal.objects.filter(principal=world.owner).count() == 1
+
+
+def test_a_tool_outside_the_agents_tool_set_is_the_models_error_text_tool_not_permitted(
+        narrow_agent: Client, world: World, destinations: Destinations) -> None:
+    # Every contract is a tool, payments_transfer too; this agent's tool set leaves it out.
+    agent_tools: list[BaseTool] = list(tools(narrow_agent, timeout=WAIT))
+    assert "payments_transfer" in {t.name for t in agent_tools}
+    call = ToolCall(name="payments_transfer", args=TRANSFER, id="call_pay_1", type="tool_call")
+    model = script(call)
+
+    messages = run_agent(model, agent_tools, "Pay the supplier.")
+
+    [answer] = [m for m in messages if isinstance(m, ToolMessage)]
+    assert answer.status == "error"
+    assert str(answer.content).startswith("tool_not_permitted: ")
+    assert answer.artifact["code"] == "tool_not_permitted"
+    assert model.seen[-1][-1] == answer  # the model's next turn is shown the refusal
+    assert not Proposal.objects.exists()
+    assert list_all(destinations.directory)["bank"] == []

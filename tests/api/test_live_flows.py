@@ -80,7 +80,8 @@ def test_email_is_proposed_approved_dispatched_and_sent_once(
         "customer@example.com"]
     decision = operator.decide(approval["id"], decision="grant", digest=shown["digest"],
                                reason="recipient checked")
-    assert decision["approval"] == {"id": approval["id"], "state": "granted"}
+    assert {k: decision["approval"][k] for k in ("id", "state", "quorum")} == {
+        "id": approval["id"], "state": "granted", "quorum": 1}
     assert decision["permit_id"]
 
     dispatched = agent.dispatch(proposal["id"])
@@ -146,8 +147,8 @@ def test_denied_email_never_runs(people: People, destinations: Destinations) -> 
     assert proposal["approval"] is not None
     decision = people.operator.decide(proposal["approval"]["id"], decision="deny",
                                       digest=proposal["digest"], reason="wrong tone")
-    assert decision == {"approval": {"id": proposal["approval"]["id"], "state": "denied"},
-                        "permit_id": None}
+    assert decision == {"approval": {"id": proposal["approval"]["id"], "state": "denied",
+                                     "quorum": 1, "votes": []}, "permit_id": None}
     assert refused(agent.dispatch, proposal["id"]).code == "approval_denied"
     assert agent.resource(draft["id"])["state"] == "denied"
     assert list_all(destinations.directory)["email"] == []

@@ -10,65 +10,36 @@ from typing import Any
 
 import pytest
 from pydantic_ai import Agent, DeferredToolRequests
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-)
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import FunctionModel
 
 from demo.destinations.runner import list_all
 from dispatch.models import Proposal
 from exact_console import Client
 from exact_console.pydantic_ai import results_from_console, toolset
-from tests.api.conftest import draft_arguments
+from tests.api.conftest import TRANSFER, draft_arguments
 from tests.conftest import World
+from tests.support.agents import ScriptedModel
 from tests.support.approvers import WAIT, operator_decides, while_operator_decides
 from tests.support.destinations import Destinations
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
-class Model:
-    """A scripted model: on a task it calls `email_send` with its tool-call id; on a tool's
-    return it answers with text. It keeps every request it was sent."""
-
-    def __init__(self, arguments: dict[str, Any], call_id: str) -> None:
-        self.call = ToolCallPart("email_send", arguments, tool_call_id=call_id)
-        self.seen: list[list[ModelMessage]] = []
-
-    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        self.seen.append(list(messages))
-        if self.returns(messages):
-            return ModelResponse(parts=[TextPart("The refund email is handled.")])
-        return ModelResponse(parts=[self.call])
-
-    @staticmethod
-    def returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
-        """The tool returns of the last request: what the model sees of its call."""
-        last = messages[-1]
-        return [p for p in last.parts if isinstance(p, ToolReturnPart)] if isinstance(
-            last, ModelRequest) else []
-
-
-def run(agent: Client, model: Model) -> Any:
+def run(agent: Client, model: ScriptedModel) -> Any:
     return Agent(FunctionModel(model), toolsets=[toolset(agent, timeout=WAIT)]).run_sync(
         "Send the refund email.")
 
 
 def test_a_tool_call_granted_by_the_operator_sends_the_email_once(
         agent: Client, world: World, destinations: Destinations) -> None:
-    model = Model(draft_arguments(agent), "call_send_1")
+    model = ScriptedModel(draft_arguments(agent), "call_send_1")
     operator, decided = operator_decides(world, "grant")
 
     result = while_operator_decides(operator, lambda: run(agent, model))
 
     assert len(decided) == 1
     assert result.output == "The refund email is handled."
-    [answer] = Model.returns(model.seen[-1])
+    [answer] = ScriptedModel.returns(model.seen[-1])
     assert (answer.outcome, answer.tool_call_id, answer.tool_name) == (
         "success", "call_send_1", "email_send")
     operation = answer.metadata
@@ -80,9 +51,9 @@ def test_a_tool_call_granted_by_the_operator_sends_the_email_once(
 
     # The same run again, with the same tool-call id: the first proposal answers, nothing more
     # is proposed or sent.
-    again = Model(model.call.args_as_dict(), "call_send_1")
+    again = ScriptedModel(model.call.args_as_dict(), "call_send_1")
     run(agent, again)
-    [repeated] = Model.returns(again.seen[-1])
+    [repeated] = ScriptedModel.returns(again.seen[-1])
     assert (repeated.outcome, repeated.content) == ("success", answer.content)
     assert Proposal.objects.filter(principal=world.owner).count() == 1
     assert Proposal.objects.get(principal=world.owner).call_id == "call_send_1"
@@ -91,14 +62,14 @@ def test_a_tool_call_granted_by_the_operator_sends_the_email_once(
 
 def test_a_denied_tool_call_is_what_the_model_sees_next_approval_denied(
         agent: Client, world: World, destinations: Destinations) -> None:
-    model = Model(draft_arguments(agent), "call_send_2")
+    model = ScriptedModel(draft_arguments(agent), "call_send_2")
     operator, decided = operator_decides(world, "deny")
 
     while_operator_decides(operator, lambda: run(agent, model))
 
     assert len(decided) == 1
     assert len(model.seen) == 2  # the call, then its answer: nothing retried
-    [answer] = Model.returns(model.seen[-1])
+    [answer] = ScriptedModel.returns(model.seen[-1])
     assert answer.outcome == "failed"
     assert str(answer.content).startswith("approval_denied: ")
     assert answer.tool_call_id == "call_send_2"
@@ -108,7 +79,7 @@ def test_a_denied_tool_call_is_what_the_model_sees_next_approval_denied(
 
 def test_a_deferred_run_ends_on_the_approval_and_resumes_from_the_consoles_decision(
         agent: Client, world: World, destinations: Destinations) -> None:
-    model = Model(draft_arguments(agent), "call_send_3")
+    model = ScriptedModel(draft_arguments(agent), "call_send_3")
     deferring = Agent(FunctionModel(model), toolsets=[toolset(agent, deferred=True)],
                       output_type=[str, DeferredToolRequests])
 
@@ -131,8 +102,24 @@ def test_a_deferred_run_ends_on_the_approval_and_resumes_from_the_consoles_decis
 
     assert len(decided) == 1
     assert resumed.output == "The refund email is handled."
-    [answer] = Model.returns(model.seen[-1])
+    [answer] = ScriptedModel.returns(model.seen[-1])
     assert (answer.outcome, answer.tool_call_id) == ("success", "call_send_3")
     sent = list_all(destinations.directory)["email"]
     assert [m["message_id"] for m in sent] == [answer.content["message_id"]]
     assert Proposal.objects.filter(principal=world.owner).count() == 1
+
+
+def test_a_tool_outside_the_agents_tool_set_is_what_the_model_sees_next_tool_not_permitted(
+        narrow_agent: Client, world: World, destinations: Destinations) -> None:
+    # Every contract is a tool, payments_transfer too; this agent's tool set leaves it out.
+    model = ScriptedModel(TRANSFER, "call_pay_1", tool="payments_transfer")
+
+    run(narrow_agent, model)
+
+    assert len(model.seen) == 2  # the call, then its answer: nothing retried
+    [answer] = ScriptedModel.returns(model.seen[-1])
+    assert (answer.outcome, answer.tool_call_id, answer.tool_name) == (
+        "failed", "call_pay_1", "payments_transfer")
+    assert str(answer.content).startswith("tool_not_permitted: ")
+    assert not Proposal.objects.exists()
+    assert list_all(destinations.directory)["bank"] == []

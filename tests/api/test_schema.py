@@ -49,13 +49,22 @@ def test_every_call_of_design_7_is_documented(document: dict[str, Any]) -> None:
         # docs/design.md#evidence
         ("GET", "/api/v1/evidence/{receipt_id}/"),
         ("GET", "/api/v1/attestations/{attestation_id}/"),
-    } | BEYOND_DESIGN_7
+    } | BEYOND_DESIGN_7 | BEYOND_DESIGN_7_WITHOUT_BODY
 
 
 #: Calls added to version 1 after its first list: the proposal's equivalent of
-#: `operations/{id}/cancel/` (docs/design.md#cancellation: cancellation before the claim too).
+#: `operations/{id}/cancel/` (docs/design.md#cancellation: cancellation before the claim too);
+#: the answer of a parked workflow step (docs/workflows.md#waiting-steps); and an agent's
+#: webhooks (docs/design.md#notifications; only the POST has a body).
 BEYOND_DESIGN_7 = {
     ("POST", "/api/v1/proposals/{proposal_id}/cancel/"),
+    ("POST", "/api/v1/executions/{execution_id}/input/"),
+    ("POST", "/api/v1/webhooks/"),
+    # the cancellation of a whole run (docs/workflows.md#deadlines)
+    ("POST", "/api/v1/executions/{execution_id}/cancel/"),
+}
+BEYOND_DESIGN_7_WITHOUT_BODY = {
+    ("GET", "/api/v1/webhooks/"), ("DELETE", "/api/v1/webhooks/{webhook_id}/"),
 }
 #: The POST calls of version 1's first list (docs/rest-api.md#calls), each with a body.
 DESIGN_7_POSTS = 10

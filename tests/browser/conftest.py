@@ -23,7 +23,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-background-networking", "--disable-component-update",
                  "--disable-sync"]
 ROOT = Path(__file__).resolve().parents[2]
-SCREENSHOTS = ROOT / "artifacts" / "screenshots"
+# scripts/test.sh gives each of its concurrent passes its own folder.
+SCREENSHOTS = Path(os.environ.get("TEST_SCREENSHOTS_DIR") or ROOT / "artifacts" / "screenshots")
 README_SCREENSHOTS = ROOT / "docs" / "screenshots"
 
 
@@ -83,9 +84,10 @@ def login(page: Any) -> Callable[[str, str], None]:
 
 @pytest.fixture
 def screenshot(page: Any) -> Callable[[str], None]:
-    """Save the page to artifacts/screenshots/NAME.png (kept as a CI artifact); with
-    UPDATE_SCREENSHOTS=1, also copy it beside the README. `full_page=False` keeps to the
-    viewport, for a page whose top is what a reader needs at a glance."""
+    """Save the page to artifacts/screenshots/NAME.png (kept as a CI artifact; the folder is
+    TEST_SCREENSHOTS_DIR when set); with UPDATE_SCREENSHOTS=1, also copy it beside the README.
+    `full_page=False` keeps to the viewport, for a page whose top is what a reader needs at a
+    glance."""
     def take(name: str, *, full_page: bool = True) -> None:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         target = SCREENSHOTS / f"{name}.png"

@@ -171,7 +171,8 @@ def test_resolve_an_unknown_outcome(
     page.once("dialog", answer(True))
     page.get_by_role("button", name="Mark no effect").click()
     expect(page.get_by_role("status")).to_have_text(
-        f"Operation {email.id} is now reconciled_no_effect.")
+        "Recorded as no effect: the effect did not happen. "
+        f"Operation {email.id} is settled and is never attempted again.")
     assert Operation.objects.get(id=email.id).state == "reconciled_no_effect"
 
 

@@ -77,7 +77,8 @@ def test_an_admin_resolving_while_a_renewal_is_granted_leaves_one_outcome(
     live: World, destinations: Destinations, tmp_path: Path,
 ) -> None:
     """The grant has checked the operation unknown; an admin resolves it before the grant's
-    transaction: the grant is refused and rolls back whole, nothing is attempted again."""
+    transaction, withdrawing the renewal with it: the grant finds the renewal decided and
+    rolls back whole, nothing is attempted again."""
     from dispatch.services.reconciliation import operation_resolve
 
     operation, renewal = requested(live)
@@ -87,9 +88,9 @@ def test_an_admin_resolving_while_a_renewal_is_granted_leaves_one_outcome(
         operation_resolve(admin=live.admin, operation_id=operation.id, outcome="completed",
                           evidence="the bank shows the transfer", now=timezone.now())
         child.release()
-        assert child.result() == {"denied": "protocol_state_invalid"}
+        assert child.result() == {"denied": "approval_decided"}
     moved = Operation.objects.get(id=operation.id)
     assert (moved.state, moved.attempts_made) == ("reconciled_completed", 1)
-    assert Renewal.objects.get(id=renewal.id).state == "pending"
+    assert Renewal.objects.get(id=renewal.id).state == "revoked"  # withdrawn
     assert not AuditEvent.objects.filter(kind__in=["renewal.granted", "operation.retried"],
                                          operation_id=operation.id).exists()

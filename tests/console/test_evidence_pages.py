@@ -294,9 +294,10 @@ def test_the_pages_take_a_bounded_number_of_queries(
     django_assert_num_queries: Any,
 ) -> None:
     """One query per kind of record, however many citations or steps: session, user and
-    principal, then the page's own; the same count with one report as with three."""
+    principal, then the page's own (the approval page's include its resources' lineage, for
+    the changed and stale flags); the same count with one report as with three."""
     question_id = question_of(publication)
-    with django_assert_num_queries(11):
+    with django_assert_num_queries(12):
         assert operator.get(page_url(publication)).status_code == 200
     with django_assert_num_queries(9):
         assert operator.get(question_url(question_id)).status_code == 200

@@ -40,7 +40,7 @@ from dispatch.services.executions import execution_create, execution_move
 from dispatch.workflows import WorkflowRefused, WorkflowRun, run_workflow
 from protocols.denials import Denial
 from protocols.expiry import TOO_LATE
-from protocols.lifecycle import ExecutionEvent
+from protocols.lifecycle_runs import ExecutionEvent
 from protocols.workflow import CheckedWorkflow
 from tests.conftest import MAILBOX, World
 from tests.support.delegation import (

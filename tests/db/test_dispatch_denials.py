@@ -13,6 +13,7 @@ from demo.destinations.runner import list_all
 from demo.handlers import EmailSendHandler
 from dispatch.models import (
     ApprovalRequest,
+    Attempt,
     AuditEvent,
     BudgetCounter,
     Decision,
@@ -33,6 +34,7 @@ from dispatch.services.principals import agent_create, human_create
 from dispatch.services.proposals import proposal_create
 from dispatch.services.reconciliation import operation_resolve
 from dispatch.services.resources import resource_create, revision_create
+from dispatch.services.runs import proposal_run_approved
 from dispatch.services.worker import operation_execute
 from protocols.denials import Denial, DenialCode
 from tests.conftest import ALL_TOOLS, MAILBOX, World
@@ -1220,12 +1222,13 @@ def test_budget_cost_over_a_whole_counter_is_refused_before_any_write(
     assert not BudgetCounter.objects.exists()
 
 
-def test_claim_refused_at_the_grant_rolls_back_only_the_claim(
+def test_claim_refused_on_the_worker_leaves_the_grant_standing(
     world: World, settings: Any, django_capture_on_commit_callbacks: Any,
 ) -> None:
-    """`dispatch_on_approval` claims inside the grant's transaction, as a savepoint: a claim
-    refused there (the execution's budget is spent) leaves the decision, the issued permit
-    and the authorized draft, takes no budget and enqueues nothing."""
+    """`dispatch_on_approval`: the grant commits the decision and the permit and hands the
+    claim to a worker. A claim the worker is refused (the execution's budget is spent) leaves
+    the decision, the issued permit and the authorized draft, takes no budget, starts no
+    attempt and runs nothing."""
     settings.BUDGET_TOOL_CALLS_PER_EXECUTION = 1
     dispatch(world, propose_lookup(world, execution_id="exe-grant"))
     used = budget_used()
@@ -1233,11 +1236,13 @@ def test_claim_refused_at_the_grant_rolls_back_only_the_claim(
     proposal = world.propose_email(draft, execution_id="exe-grant", dispatch_on_approval=True)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         approval, permit = decide(world, proposal)
-    assert callbacks == []
+    assert len(callbacks) == 1  # the worker's claim-and-run task
+    assert proposal_run_approved(proposal_id=proposal.id, principal_id=world.owner.id) is None
     assert approval.state == "granted"
     assert Permit.objects.get(id=permit.id).state == "issued"
     assert state_of(draft) == "authorized"
     assert not Operation.objects.filter(proposal=proposal).exists()
+    assert not Attempt.objects.filter(operation__proposal=proposal).exists()
     assert budget_used() == used
     kinds = list(AuditEvent.objects.filter(proposal_id=proposal.id).order_by("id")
                  .values_list("kind", flat=True))
@@ -1246,7 +1251,7 @@ def test_claim_refused_at_the_grant_rolls_back_only_the_claim(
     assert refused(dispatch, world=world, proposal=proposal).code is DenialCode.BUDGET_EXHAUSTED
 
 
-def test_database_error_in_the_claim_at_the_grant_leaves_the_grant_standing(
+def test_database_error_in_the_workers_claim_rolls_back_claim_and_attempt(
     world: World, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any,
 ) -> None:
     from django.db import OperationalError
@@ -1261,12 +1266,15 @@ def test_database_error_in_the_claim_at_the_grant_leaves_the_grant_standing(
     proposal = world.propose_email(draft, dispatch_on_approval=True)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         approval, permit = decide(world, proposal)
-    assert callbacks == []
+    assert len(callbacks) == 1
+    with pytest.raises(OperationalError):  # the task fails; its message comes back
+        proposal_run_approved(proposal_id=proposal.id, principal_id=world.owner.id)
     assert ApprovalRequest.objects.get(id=approval.id).state == "granted"
     assert Decision.objects.filter(approval_id=approval.id).count() == 1
     assert Permit.objects.get(id=permit.id).state == "issued"
     assert state_of(draft) == "authorized"
     assert not Operation.objects.filter(proposal=proposal).exists()
+    assert not Attempt.objects.exists()
     assert not BudgetCounter.objects.exists()
 
 
@@ -1299,17 +1307,35 @@ def test_old_sqlite_is_refused_by_a_system_check(monkeypatch: pytest.MonkeyPatch
     assert dispatch.apps.check_sqlite_version() == []
 
 
-def test_claim_at_the_grant_commits_with_the_grant(
+def test_worker_claims_and_starts_attempt_one_in_one_transaction(
     world: World, django_capture_on_commit_callbacks: Any,
 ) -> None:
+    """docs/design.md#write-transactions: the grant commits the decision and the permit; the
+    worker's claim and attempt 1 commit together, so the action costs two commits where the
+    handler runs."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
     draft = world.draft()
     proposal = world.propose_email(draft, dispatch_on_approval=True)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         _, permit = decide(world, proposal)
-    assert len(callbacks) == 1  # the task, handed over only once grant and claim commit
+    assert len(callbacks) == 1  # handed over only once the grant commits
+    assert Permit.objects.get(id=permit.id).state == "issued"
+    assert state_of(draft) == "authorized"
+    assert not Operation.objects.filter(proposal=proposal).exists()
+    with CaptureQueriesContext(connection) as seen:
+        operation = proposal_run_approved(proposal_id=proposal.id, principal_id=world.owner.id)
+    assert operation is not None and operation.id == permit.operation_id
     assert Permit.objects.get(id=permit.id).state == "claimed"
-    assert Operation.objects.get(proposal=proposal).id == permit.operation_id
-    assert state_of(draft) == "dispatching"
+    assert Attempt.objects.filter(operation_id=operation.id, number=1).exists()
+    kinds = list(AuditEvent.objects.filter(operation_id=operation.id).order_by("id")
+                 .values_list("kind", flat=True))
+    assert kinds[:2] == ["permit.claimed", "attempt.started"]
+    # Inside the test's transaction every atomic block is a savepoint: the claim with its
+    # attempt is one, the outcome another (the refused-dispatch audit would be a third).
+    savepoints = [q["sql"] for q in seen.captured_queries if q["sql"].startswith("SAVEPOINT")]
+    assert len(savepoints) == 2, savepoints
 
 
 def test_failed_claim_holds_no_budget(world: World) -> None:
@@ -1440,7 +1466,7 @@ def test_a_dispatch_denial_is_audited_without_the_argument_it_quotes(
     def outside(*args: Any, **kwargs: Any) -> Any:
         raise Denial(DenialCode.SCOPE_VIOLATION, key="customer", value="cus-secret-42")
 
-    monkeypatch.setattr("dispatch.services.dispatcher.admit", outside)
+    monkeypatch.setattr("dispatch.services.dispatcher.admit_proposal", outside)
     denial = refused(dispatch, world=world, proposal=proposal)
     assert denial.details == {"key": "customer", "value": "cus-secret-42"}
     event = AuditEvent.objects.filter(kind="dispatch.denied").latest("id")

@@ -24,7 +24,8 @@ from dispatch.services.executions import (
 )
 from dispatch.services.proposals import proposal_create
 from protocols.denials import Denial
-from protocols.lifecycle import ExecutionEvent, Outcome
+from protocols.lifecycle import Outcome
+from protocols.lifecycle_runs import ExecutionEvent
 from tests.conftest import World
 from tests.support.destinations import Destinations
 

@@ -16,6 +16,7 @@ import pytest
 
 from dispatch.handlers import FromCode, Handler, HandlerContext
 from dispatch.runtime import Runtime, get_runtime
+from protocols.audit_kinds import RESOURCE_MOVES
 from protocols.contracts import (
     ApprovalRequirement,
     AuthorityRequirement,
@@ -27,7 +28,6 @@ from protocols.contracts import (
     SchedulingContract,
 )
 from protocols.lifecycle import RESOURCE_PROTOCOLS, ResourceProtocol
-from protocols.trace import RESOURCE_MOVES
 
 pytestmark = pytest.mark.django_db
 

@@ -39,6 +39,7 @@ from demo.destinations import (
     read_source,
     replace_source,
     send_email,
+    sink_lookup,
 )
 from demo.destinations.faults import fault_for_addresses, fault_for_memo, fault_for_title
 from demo.destinations.sources import ROUTE as SOURCES_ROUTE
@@ -64,7 +65,7 @@ def _read_ready_line(process: subprocess.Popen[str], deadline: float) -> str:
 def destinations(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Destinations]:
     """Run ``python -m demo.destinations`` for the module; stop it with SIGTERM after."""
     directory = tmp_path_factory.mktemp("destinations")
-    smtp_port, bank_port = free_port(), free_port()
+    smtp_port, bank_port, lookup_port = free_port(), free_port(), free_port()
     stderr_path = directory / "stderr.log"
     with stderr_path.open("w") as stderr:
         process = subprocess.Popen(
@@ -78,6 +79,8 @@ def destinations(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Destinati
                 str(smtp_port),
                 "--bank-port",
                 str(bank_port),
+                "--lookup-port",
+                str(lookup_port),
                 "--hang-seconds",
                 str(HANG_SECONDS),
             ],
@@ -91,11 +94,12 @@ def destinations(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Destinati
         line = _read_ready_line(process, time.monotonic() + START_TIMEOUT)
         http = f"http://127.0.0.1:{bank_port}"
         expected = (
-            f"destinations ready smtp=127.0.0.1:{smtp_port} bank={http} publisher={http} "
+            f"destinations ready smtp=127.0.0.1:{smtp_port} "
+            f"smtp_lookup=http://127.0.0.1:{lookup_port} bank={http} publisher={http} "
             f"sources={http}/sources dir={directory.resolve()}\n"
         )
         assert line == expected, stderr_path.read_text()
-        yield Destinations(directory, smtp_port, bank_port)
+        yield Destinations(directory, smtp_port, bank_port, lookup_port)
     finally:
         process.terminate()
         try:
@@ -201,6 +205,8 @@ def _transfer_body(key: str, memo: str = "") -> bytes:
         (["a@hang.test", "b@lose-response.test"], Fault.LOSE_RESPONSE),
         (["a@hang.test", "b@fail-before.test"], Fault.FAIL_BEFORE),
         (["<a@lose-response-once.test>"], Fault.LOSE_RESPONSE_ONCE),
+        (["a@lose-response.test", "b@no-record.test"], Fault.NO_RECORD),
+        (["a@no-record.test", "b@fail-before.test"], Fault.FAIL_BEFORE),
     ],
 )
 def test_recipient_domains_select_faults(addresses: list[str], expected: Fault | None) -> None:
@@ -216,6 +222,12 @@ def test_title_selects_fault_only_when_equal_to_a_trigger() -> None:
     assert fault_for_title("Lose-Response.test") is Fault.LOSE_RESPONSE
     assert fault_for_title("fail-before.test") is Fault.FAIL_BEFORE
     assert fault_for_title("Why hang.test hangs") is None
+
+
+def test_no_record_is_a_fault_of_email_only() -> None:
+    # The bank and the publisher have no such fault: a memo or title naming it is plain text.
+    assert fault_for_memo("no-record.test") is None
+    assert fault_for_title("no-record.test") is None
 
 
 # --- SMTP sink ----------------------------------------------------------------------------
@@ -235,6 +247,9 @@ def test_normal_email_is_stored_and_found_by_lookup(destinations: Destinations) 
     assert found["body"] == "Hello,\n.leading dot stays\nBye\n"
     assert found["received_at"]
     assert lookup_message(destinations.directory, _unique("never-sent")) is None
+    # The sink's own lookup over HTTP, beside the SMTP port, answers the same: no folder needed.
+    assert sink_lookup(destinations.smtp_lookup_url, f"<{message_id}>", timeout=5) == found
+    assert sink_lookup(destinations.smtp_lookup_url, _unique("never-sent"), timeout=5) is None
 
 
 def test_second_send_of_a_message_id_stores_a_second_row(destinations: Destinations) -> None:
@@ -251,6 +266,16 @@ def test_fail_before_email_is_definite_and_stores_nothing(destinations: Destinat
         _send(destinations, message_id, to=["approver@example.test"], cc=["x@fail-before.test"])
 
     assert _stored(destinations, message_id) == []
+
+
+def test_no_record_email_is_uncertain_and_leaves_no_trace(destinations: Destinations) -> None:
+    message_id = _unique("no-record")
+    with pytest.raises(UncertainOutcome, match="451"):
+        _send(destinations, message_id, to=["approver@no-record.test"])
+
+    assert _stored(destinations, message_id) == []
+    assert lookup_message(destinations.directory, message_id) is None
+    assert sink_lookup(destinations.smtp_lookup_url, message_id, timeout=5) is None
 
 
 def test_lose_response_email_is_uncertain_and_stored_once(destinations: Destinations) -> None:

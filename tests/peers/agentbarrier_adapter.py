@@ -296,7 +296,8 @@ class Store:
 
         from dispatch.models import ApprovalRequest, Execution, Operation, Proposal
         from dispatch.services.executions import execution_move
-        from protocols.lifecycle import ApprovalState, ExecutionEvent, OperationState
+        from protocols.lifecycle import ApprovalState, OperationState
+        from protocols.lifecycle_runs import ExecutionEvent
 
         proposals = {p.id: p for p in Proposal.objects.filter(id__in=run.proposals.values())}
         operations = {o.proposal_id: o for o in Operation.objects.filter(

@@ -7,7 +7,11 @@
     python -m tests.support.child revoke ADMIN_ID GRANT_ID
     python -m tests.support.child renew APPROVER_ID RENEWAL_ID DIGEST
     python -m tests.support.child cancel ACTOR_ID OPERATION_ID
+    python -m tests.support.child pause ADMIN_ID OPERATION   (`-`: the whole tenant)
     python -m tests.support.child workflow PRINCIPAL_ID WORKFLOW_FILE AGENT=SCRIPT_FILE
+    python -m tests.support.child wake APPROVAL_ID
+    python -m tests.support.child start PRINCIPAL_ID WORKFLOW_FILE NAME=VALUE
+    python -m tests.support.child branch EXECUTION_ID STEP_KEY LANE
 
 A refusal prints `{"denied": "<code>"}`; anything else raised fails the child.
 """
@@ -31,6 +35,7 @@ def main(action: str, *args: str) -> None:
     from dispatch.services.authority import grant_delegate, grant_revoke
     from dispatch.services.cancellation import operation_cancel
     from dispatch.services.dispatcher import proposal_dispatch
+    from dispatch.services.pauses import pause_scope, pause_set
     from dispatch.services.renewals import renewal_decide
     from dispatch.services.worker import operation_execute
     from protocols.denials import Denial
@@ -55,7 +60,13 @@ def main(action: str, *args: str) -> None:
             actor=principal(who), grant_id=grt, now=timezone.now()).revoked_at.isoformat()},
         "cancel": lambda who, op: {"state": operation_cancel(
             actor=principal(who), operation_id=op, now=timezone.now()).state},
+        "pause": lambda who, operation: {"paused": pause_scope(pause_set(
+            actor=principal(who), tenant=principal(who).tenant,
+            operation="" if operation == "-" else operation, now=timezone.now())[0])},
         "workflow": _workflow,
+        "wake": _wake,
+        "start": _start,
+        "branch": _branch,
     }
     try:
         answer = actions[action](*args)
@@ -80,6 +91,42 @@ def _workflow(principal_id: str, path: str, sub_agent: str) -> dict[str, Any]:
     run = run_workflow(checked, principal=Principal.objects.get(id=principal_id),
                        agents={agent: ScriptedAdapter(json.loads(Path(script).read_text()))})
     return {"state": run.state, "execution_id": run.execution_id}
+
+
+def _wake(approval_id: str) -> dict[str, Any]:
+    """A wake-up of the executions parked on the approval: the runs it resumed."""
+    from django.utils import timezone
+
+    from dispatch.workflows.resume import wake
+
+    return {"resumed": [run.state for run in wake(approval_id=approval_id, now=timezone.now())]}
+
+
+def _start(principal_id: str, path: str, given: str) -> dict[str, Any]:
+    """Check a workflow file and start it with its source and one input, as the command does."""
+    from pathlib import Path
+
+    from dispatch.models import Principal
+    from dispatch.runtime import get_runtime
+    from dispatch.workflows import run_workflow
+    from protocols.workflow import CheckedWorkflow, check_source
+
+    text = Path(path).read_text()
+    checked = check_source(text, get_runtime().registry, filename=path)
+    assert isinstance(checked, CheckedWorkflow), checked
+    name, _, value = given.partition("=")
+    run = run_workflow(checked, principal=Principal.objects.get(id=principal_id),
+                       inputs={name: value}, source=(text, path))
+    return {"state": run.state, "execution_id": run.execution_id}
+
+
+def _branch(execution_id: str, key: str, lane: str) -> dict[str, Any]:
+    """Run one lane of a concurrent step, as the `workflow_branch` task does."""
+    from django.utils import timezone
+
+    from dispatch.workflows.branches import run_branch
+
+    return {"lane": run_branch(execution_id, [[key, lane]], now=timezone.now())}
 
 
 if __name__ == "__main__":

@@ -32,8 +32,15 @@ def child_env(**extra: str) -> dict[str, str]:
         "DJANGO_SETTINGS_MODULE": "config.test_settings",
         "DATABASE_URL": database_url(),
         "DESTINATIONS_DIR": str(dest["dir"]),
+        "SMTP_SINK_HOST": str(dest["smtp_host"]),
         "SMTP_SINK_PORT": str(dest["smtp_port"]),
         "BANK_URL": str(dest["bank_url"]),
+        # A test that sets the destinations by hand may leave these out (it uses none of them);
+        # the child then keeps their defaults.
+        **{name: str(dest[key]) for name, key in (("SMTP_SINK_LOOKUP_URL", "smtp_lookup_url"),
+                                                  ("PUBLISHER_URL", "publisher_url"),
+                                                  ("SOURCES_URL", "sources_url"))
+           if key in dest},
         **extra,
     }
 

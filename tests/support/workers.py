@@ -56,11 +56,12 @@ class WorkerPool:
     visibility_timeout: int
     workers: list[Worker] = field(default_factory=list)
 
-    def start(self) -> Worker:
+    def start(self, **extra_env: str) -> Worker:
+        """Start one more worker; `extra_env` is added to its environment (a failpoint)."""
         name = f"w{len(self.workers) + 1}-{self.queue}"
         log = self.directory / f"{name}.log"
         env = child_env(CELERY_BROKER_URL=self.broker, CELERY_QUEUE=self.queue,
-                        BROKER_VISIBILITY_TIMEOUT=str(self.visibility_timeout))
+                        BROKER_VISIBILITY_TIMEOUT=str(self.visibility_timeout), **extra_env)
         proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=prefork",
              "--concurrency=1", "-Q", self.queue, "-n", f"{name}@%h", "--without-gossip",
@@ -81,6 +82,23 @@ class WorkerPool:
         with app.connection_for_write(self.broker) as conn:
             operation_execute_task.apply_async(args=[operation_id], connection=conn,
                                                queue=self.queue)
+
+    def wake(self, *, approval_id: str | None = None, wait_id: str | None = None) -> None:
+        """Publish one workflow wake-up (`dispatch.services.wakeups.wake_now`) to the pool."""
+        from config.celery import app
+        from dispatch.tasks import workflow_wake
+
+        with app.connection_for_write(self.broker) as conn:
+            workflow_wake.apply_async(kwargs={"approval_id": approval_id, "wait_id": wait_id},
+                                      connection=conn, queue=self.queue)
+
+    def send_task(self, name: str, *args: str) -> None:
+        """Publish one message for the task registered as `name`, as a web process or the
+        beat would."""
+        from config.celery import app
+
+        with app.connection_for_write(self.broker) as conn:
+            app.tasks[name].apply_async(args=list(args), connection=conn, queue=self.queue)
 
     def stop_all(self) -> None:
         for worker in self.workers:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from dispatch.selectors import AUDIT_KINDS
-from protocols.trace import OPERATION_EVENT_KINDS
+from dispatch.audit_selectors import AUDIT_KINDS
+from protocols.audit_kinds import OPERATION_EVENT_KINDS
 
 ROOT = Path(__file__).resolve().parents[2]
 

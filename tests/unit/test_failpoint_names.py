@@ -15,7 +15,8 @@ def _passed(path: Path) -> set[str]:
     return {
         node.args[0].value
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "failpoint"
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "id", None) in ("failpoint", "failpoint_payload")
         and node.args and isinstance(node.args[0], ast.Constant)
         and isinstance(node.args[0].value, str)
     }

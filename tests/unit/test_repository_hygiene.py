@@ -24,6 +24,7 @@ GENERATED = re.compile(r"""
 #: Paths a run writes (settings' defaults, kombu's own default control folder).
 WRITTEN = [
     "var/db.sqlite3",
+    "var/demo/agent-token",  # the demo agent's bearer token, which seed_demo keeps
     "var/broker/queue/0001.msg",
     "var/broker/processed/0001.msg",
     "var/broker/control/dispatch.exchange",

@@ -51,11 +51,16 @@ OWNERS: dict[str, set[str]] = {
                  # an edit's new revision, moved by resource_move, is in the initial state
                  f"{S}resources.py:revision_create"},
     "Execution": {f"{S}executions.py:execution_move", f"{S}executions.py:execution_create"},
+    "WorkflowWait": {f"{S}waits.py:wait_move", f"{S}waits.py:wait_park"},
+    # outbox rows are created pending (the model's default), moved only by their owner
+    "Notification": {f"{S}notifications.py:notification_move"},
 }
 #: The one owner of each kind, and the transition table it moves by.
 MOVERS = {"Operation": "operation_move", "Permit": "permit_move",
           "ApprovalRequest": "approval_move", "Renewal": "renewal_move",
-          "Resource": "resource_move", "Execution": "execution_move"}
+          "Resource": "resource_move", "Execution": "execution_move",
+          "WorkflowWait": "wait_move",
+          "Notification": "notification_move"}
 ANY_OWNER = set().union(*OWNERS.values())
 
 
@@ -257,6 +262,7 @@ def test_no_function_but_its_kinds_owner_writes_a_state() -> None:
     assert {f"{S}{module}.py:{MOVERS[kind]}" for kind, module in (
         ("Operation", "operations"), ("Permit", "permits"), ("ApprovalRequest", "approvals"),
         ("Renewal", "renewals"), ("Resource", "resources"), ("Execution", "executions"),
+        ("WorkflowWait", "waits"),
     )} <= seen
 
 
@@ -373,9 +379,12 @@ def test_pure_core_records_are_not_models(tmp_path: Path) -> None:
     assert len(violations(state_writes(path.read_text(), "protocols/pure.py"))) == 1
 
 
-#: Who may start an attempt (docs/design.md#retries): the first is the claim's (`attempt_start`),
-#: every one after it `attempt_next`'s, which checks again what the claim checked.
+#: Who may start an attempt (docs/design.md#retries): the first is the claim's, in the claim's
+#: own transaction where the process that claims runs the handler (`_claim_in_one_transaction`,
+#: docs/design.md#write-transactions) or right after it on the worker (`attempt_start`); every
+#: one after it `attempt_next`'s, which checks again what the claim checked.
 ATTEMPT_STARTERS = {"attempt_open": {"dispatch/services/operations.py:attempt_start",
+                                      "dispatch/services/dispatcher.py:_claim_in_one_transaction",
                                       "dispatch/services/attempts.py:attempt_next"},
                     "attempt_start": {"dispatch/services/worker.py:_next_attempt"}}
 
@@ -402,11 +411,19 @@ def test_one_function_starts_every_attempt_after_the_first() -> None:
 
 def test_the_execution_model_stores_its_tables_states() -> None:
     from dispatch.models import Execution
-    from protocols.lifecycle import EXECUTION_LIFECYCLE, ExecutionState
+    from protocols.lifecycle_runs import EXECUTION_LIFECYCLE, ExecutionState
 
     assert {value for value, _label in Execution.State.choices} == {
         state.value for state in ExecutionState} == {
         state.value for state in EXECUTION_LIFECYCLE.states}
+
+
+def test_the_wait_model_stores_its_tables_states() -> None:
+    from dispatch.models import WorkflowWait
+    from protocols.lifecycle_runs import WAIT_LIFECYCLE, WaitState
+
+    assert {value for value, _label in WorkflowWait.State.choices} == {
+        state.value for state in WaitState} == {state.value for state in WAIT_LIFECYCLE.states}
 
 
 #: An attempt has no state of its own to move by a table: it is opened (`attempt_open`), held

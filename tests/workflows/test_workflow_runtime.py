@@ -303,16 +303,14 @@ def test_a_plain_workflow_is_not_runnable(world: World) -> None:
     assert not Execution.objects.exists()
 
 
-@pytest.mark.parametrize(("name", "kind"), [("model_json_match.yaml", "agent"),
-                                            ("parallel_disjoint.yaml", "parallel"),
-                                            ("race_reads.yaml", "race")])
-def test_unsupported_step_kinds_are_refused_up_front(world: World, name: str,
-                                                     kind: str) -> None:
-    workflow = checked(OK / name)
+def test_a_run_missing_an_input_is_refused_up_front(world: World) -> None:
+    """Concurrent steps run (tests/workflows/test_concurrent_steps.py); a refusal to start still
+    happens before any step: no execution."""
+    workflow = checked(OK / "parallel_disjoint.yaml")
     with pytest.raises(WorkflowRefused) as refused:
         run_workflow(workflow, principal=world.owner, inputs=None, now=world.now)
-    assert refused.value.code == "unsupported_step"
-    assert f"step kind {kind} is not supported by the runtime yet" in refused.value.message
+    assert refused.value.code == "input_invalid"
+    assert "input `first` is required" in refused.value.message
     assert not Execution.objects.exists()
 
 
@@ -453,4 +451,4 @@ def test_command_reports_a_refusal(world: World) -> None:
         call_command("run_workflow", str(OK / "parallel_disjoint.yaml"), "--agent", "owner",
                      stdout=out)
     assert refused.value.returncode == 1
-    assert out.getvalue().startswith("refused: unsupported_step: step kind parallel")
+    assert out.getvalue().startswith("refused: input_invalid: input `first` is required")

@@ -56,8 +56,11 @@ class ConsoleTool(BaseTool):
         return (tool_call_id,), arguments
 
     def _run(self, call_id: str, /, **arguments: Any) -> ToolMessage:
-        answer = _calling.call(self.client, self.operation, arguments, call_id,
-                               timeout=self.timeout)
+        return self.message(_calling.call(self.client, self.operation, arguments, call_id,
+                                          timeout=self.timeout), call_id)
+
+    def message(self, answer: _calling.Answer, call_id: str) -> ToolMessage:
+        """The `ToolMessage` of an answer: the result, or the error text (`status="error"`)."""
         if answer.ok:
             return ToolMessage(answer.text, tool_call_id=call_id, name=self.name,
                                artifact=answer.operation)

@@ -1,5 +1,6 @@
-"""The client stands alone: importing it loads nothing of the server, and `pip install
-./clients/python` into a fresh virtualenv gives a working `exact_console`."""
+"""The client stands alone: importing it, and each adapter whose framework is installed, loads
+nothing of the server, and `pip install ./clients/python` into a fresh virtualenv gives a
+working `exact_console`."""
 
 from __future__ import annotations
 
@@ -15,14 +16,28 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1]
 SERVER = ("django", "rest_framework", "celery", "protocols", "dispatch", "console", "demo",
           "config")
+#: Each adapter module of the package, and the framework it needs (an extra of the package).
+ADAPTERS = {"langchain": "langchain_core", "langgraph": "langgraph",
+            "openai_agents": "agents", "pydantic_ai": "pydantic_ai"}
+#: The package's modules that are not adapters: they need nothing but httpx.
+CORE = {"__init__", "_calling", "_calls", "_version", "client", "errors", "tools"}
 CHECK = f"""
-import sys
+import importlib, importlib.util, pathlib, sys
 import exact_console
 with exact_console.Client("http://127.0.0.1:9", "t") as client:
     pass
+modules = {{p.stem for p in pathlib.Path(exact_console.__file__).parent.glob("*.py")}}
+unknown = sorted(modules - set({CORE!r}) - set({ADAPTERS!r}))
+assert not unknown, f"modules neither core nor a known adapter: {{unknown}}"
+imported = []
+for adapter, framework in sorted({ADAPTERS!r}.items()):
+    if adapter in modules and importlib.util.find_spec(framework) is not None:
+        importlib.import_module("exact_console." + adapter)
+        imported.append(adapter)
 loaded = sorted({{m.split(".")[0] for m in sys.modules}} & set({SERVER!r}))
 assert not loaded, loaded
 print(exact_console.__file__)
+print(" ".join(imported))
 """
 
 
@@ -32,7 +47,10 @@ def test_importing_the_client_loads_nothing_of_the_server() -> None:
     found = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True,
                            cwd=PACKAGE.parents[1], env=env, check=False)
     assert found.returncode == 0, found.stderr
-    assert found.stdout.strip() == str(PACKAGE / "exact_console" / "__init__.py")
+    location, imported = found.stdout.splitlines()
+    assert location == str(PACKAGE / "exact_console" / "__init__.py")
+    # The dev tools install these frameworks: their adapters import, and load no server either.
+    assert {"langchain", "langgraph", "openai_agents", "pydantic_ai"} <= set(imported.split())
 
 
 @pytest.mark.slow
@@ -50,9 +68,32 @@ def test_pip_installs_the_client_alone_into_a_fresh_virtualenv(tmp_path: Path) -
     installed = subprocess.run([python, "-c", CHECK], capture_output=True, text=True,
                                check=False, cwd=tmp_path, env=env)
     assert installed.returncode == 0, installed.stderr
-    location = Path(installed.stdout.strip())
+    printed, imported = installed.stdout.splitlines()
+    location = Path(printed)
+    assert imported == ""  # no framework came with the client alone
     assert location.is_relative_to(tmp_path / "venv"), location  # installed, not the source
     assert (location.parent / "py.typed").is_file()
     django = subprocess.run([python, "-c", "import django"], capture_output=True, check=False,
                             cwd=tmp_path, env=env)
     assert django.returncode != 0  # a fresh environment: nothing else came with it
+
+
+@pytest.mark.slow
+def test_pip_installs_the_openai_agents_extra_and_its_adapter_imports(tmp_path: Path) -> None:
+    # The extra's pin resolves with the project's constraints (the SDK wants websockets<17),
+    # and the adapter imports in an environment of the client and its framework alone.
+    source = tmp_path / "exact-console"
+    shutil.copytree(PACKAGE, source, ignore=shutil.ignore_patterns(
+        "build", "*.egg-info", "__pycache__", "tests"))
+    venv.create(tmp_path / "venv", with_pip=True, clear=True)
+    python = tmp_path / "venv" / "bin" / "python"
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+    subprocess.run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                    "-c", str(PACKAGE.parents[1] / "constraints.txt"),
+                    f"{source}[openai-agents]"], check=True, cwd=tmp_path, env=env, timeout=600)
+    installed = subprocess.run([python, "-c", CHECK], capture_output=True, text=True,
+                               check=False, cwd=tmp_path, env=env)
+    assert installed.returncode == 0, installed.stderr
+    printed, imported = installed.stdout.splitlines()
+    assert Path(printed).is_relative_to(tmp_path / "venv")
+    assert imported == "openai_agents"  # its framework, and no other, came with the extra

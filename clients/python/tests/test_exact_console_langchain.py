@@ -5,10 +5,8 @@ refusal and a decision that did not come in time."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 from langchain_core.messages import ToolCall, ToolMessage
 from langchain_core.tools import BaseTool
@@ -21,17 +19,6 @@ from exact_console.langchain import tools
 
 def call(name: str, args: JSON, call_id: str = "call_7") -> ToolCall:
     return ToolCall(name=name, args=args, id=call_id, type="tool_call")
-
-
-@pytest.fixture
-def console() -> Console:
-    return Console()
-
-
-@pytest.fixture
-def client(console: Console) -> Iterator[Client]:
-    with Client("http://console.test", "eac_agent", transport=httpx.MockTransport(console)) as c:
-        yield c
 
 
 def by_name(found: list[Any]) -> dict[str, BaseTool]:

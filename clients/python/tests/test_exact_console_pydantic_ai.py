@@ -6,11 +6,8 @@ decision."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import httpx
-import pytest
 from pydantic_ai import Agent, DeferredToolRequests
 from pydantic_ai.messages import (
     ModelMessage,
@@ -50,17 +47,6 @@ class Model:
         [part] = [p for m in self.seen[-1] if isinstance(m, ModelRequest) for p in m.parts
                   if isinstance(p, ToolReturnPart)]
         return part
-
-
-@pytest.fixture
-def console() -> Console:
-    return Console()
-
-
-@pytest.fixture
-def client(console: Console) -> Iterator[Client]:
-    with Client("http://console.test", "eac_agent", transport=httpx.MockTransport(console)) as c:
-        yield c
 
 
 def run(client: Client, model: Model, **options: Any) -> Any:

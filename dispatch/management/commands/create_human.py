@@ -26,6 +26,8 @@ class Command(BaseCommand):
         parser.add_argument("--tenant", required=True)
         parser.add_argument("--role", required=True, choices=[*Role, "none"])
         parser.add_argument("--password", required=True)
+        parser.add_argument("--email", default="",
+                            help="where approval requests are emailed (optional)")
 
     def handle(self, *args: Any, **opts: Any) -> None:
         if not settings.DEBUG:  # the demo and the tests log in with short passwords
@@ -34,5 +36,5 @@ class Command(BaseCommand):
             except ValidationError as exc:
                 raise CommandError("--password: " + " ".join(exc.messages)) from None
         _, token = human_create(name=opts["name"], tenant=opts["tenant"], role=opts["role"],
-                                password=opts["password"])
+                                password=opts["password"], email=opts["email"])
         self.stdout.write(token)

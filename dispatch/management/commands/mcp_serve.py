@@ -3,7 +3,7 @@ streamable HTTP at `/mcp/` for every agent with a token."""
 
 from __future__ import annotations
 
-import sys
+import logging
 from typing import Any
 
 import anyio
@@ -59,7 +59,8 @@ class Command(BaseCommand):
 
         from dispatch.gateway.http import gateway_app
 
-        print(f"MCP gateway: http://{host}:{port}/mcp/ (Authorization: Bearer <agent token>)",
-              file=sys.stderr, flush=True)
+        logging.getLogger("dispatch.gateway").info(
+            "MCP gateway: http://%s:%s/mcp/ (Authorization: Bearer <agent token>)", host, port)
+        # log_config=None: uvicorn's loggers go through settings.LOGGING (JSON lines).
         uvicorn.run(gateway_app(host=host, wait_seconds=wait), host=host, port=port,
-                    log_level="warning", lifespan="on")
+                    log_level="warning", lifespan="on", log_config=None)

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
+from django.db import close_old_connections
 from django.utils import timezone
 
 from dispatch.services.approvals import approvals_expire_stale
@@ -15,11 +17,28 @@ class Command(BaseCommand):
     help = ("Run one reconciliation pass now: expire stale approvals, make operations stuck "
             "in 'claimed' past their timeout 'unknown', look unknowns up at the destination, "
             "revoke the grants of delegated workflow steps that can no longer end by "
-            "themselves. Prints the counts as JSON.")
+            "themselves. Prints the counts as JSON. With --every SECONDS it runs a pass every "
+            "SECONDS until stopped, one JSON line each: a reconciler without beat "
+            "(docs/deployment.md). Passes are leased, so several such processes never run one "
+            "twice at once.")
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--every", type=float, default=0.0,
+                            help="run a pass every SECONDS until stopped (default: one pass)")
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        every = float(opts["every"])
+        while True:
+            self._one_pass()
+            if every <= 0:
+                return
+            close_old_connections()  # as between requests: a dead connection is replaced
+            time.sleep(every)
+
+    def _one_pass(self) -> None:
         now = timezone.now()
         counts = reconcile_operations(now=now)
         counts["expired_approvals"] = approvals_expire_stale(now=now)
         counts["ended_delegations"] = reconcile_delegations(now=now)
         self.stdout.write(json.dumps(counts, sort_keys=True))
+        self.stdout.flush()

@@ -40,10 +40,14 @@ class Command(BaseCommand):
                                  "(a value that is not JSON is a string); repeat for each")
         parser.add_argument("--sub-agent", action="append", default=[],
                             metavar="NAME=SCRIPT.json",
-                            help="the scripted model of a delegated agent step's sub-agent "
-                                 "(demo/agent_script.json format); repeat for each agent")
+                            help="the scripted model of an agent step (a delegated step's "
+                                 "sub-agent, or the run's own agent of an undelegated one; "
+                                 "demo/agent_script.json format); repeat for each agent")
         parser.add_argument("--worker", action="store_true",
                             help="run handlers on a worker instead of in this process")
+        parser.add_argument("--deadline-s", type=float, default=None, metavar="SECONDS",
+                            help="a new run times out this many seconds after it starts "
+                                 "(docs/workflows.md#deadlines)")
         parser.add_argument("--json", action="store_true", help="print the run as JSON")
 
     def handle(self, *args: Any, **opts: Any) -> None:
@@ -66,10 +70,13 @@ class Command(BaseCommand):
             run = run_workflow(checked, principal=principal, execution_id=opts["execution"],
                                inputs=_inputs(opts["input"]) if opts["input"] else None,
                                mode="worker" if opts["worker"] else "inline",
-                               agents=_sub_agents(opts["sub_agent"]))
+                               agents=_sub_agents(opts["sub_agent"]), source=(text, name),
+                               deadline_s=opts["deadline_s"])
         except WorkflowRefused as refused:
             self.stdout.write(f"refused: {refused.code}: {refused.message}")
             raise CommandError(f"the run was refused ({refused.code})", returncode=1) from None
+        except ValueError as exc:  # a --deadline-s out of range
+            raise CommandError(str(exc), returncode=1) from None
         if opts["json"]:
             self.stdout.write(json.dumps({
                 "execution_id": run.execution_id, "workflow": run.workflow, "state": run.state,
@@ -118,7 +125,7 @@ def _line(outcome: StepOutcome) -> str:
     code = f" ({outcome.code})" if outcome.code else ""
     extra = ""
     for field in ("resource_id", "proposal_id", "operation_id", "reason", "delegation_id",
-                  "grant_id"):
+                  "grant_id", "agent_execution_id"):
         if field in outcome.detail:
             extra += f" {field}={outcome.detail[field]}"
     return f"{outcome.path}: {outcome.step} {outcome.status}{code}{extra}"

@@ -48,11 +48,13 @@ DESIGN_STATUSES: dict[str, int] = {
     "budget_exhausted": 429,
     "unsafe_retry": 409,
     "protected_race": 422,
+    "parallel_capture": 422,
     "persistence_failure": 503,
     "approver_is_requester": 403,
     "attestation_missing": 403,
     "attestation_failed": 403,
     "attestation_unbound": 409,
+    "paused": 403,
     # A workflow run's refusals before any step (`dispatch.workflows.WorkflowRefused`).
     "unsupported_step": 422,
     "input_invalid": 422,

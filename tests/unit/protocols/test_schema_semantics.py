@@ -8,7 +8,7 @@ import pytest
 from jsonschema.exceptions import SchemaError
 
 from demo.contracts import EMAIL_DRAFT_KIND, payments_transfer
-from protocols.contracts import MAX_QUOTED, compile_schema, schema_errors
+from protocols.schemas import MAX_QUOTED, compile_schema, schema_errors
 
 
 def errors(schema: dict[str, Any], instance: Any) -> list[dict[str, str]]:

@@ -10,13 +10,9 @@ from typing import Any
 
 import pytest
 
+from protocols.audit_kinds import OPERATION_EVENT_KINDS
 from protocols.lifecycle import OPERATION_LIFECYCLE, OperationEvent
-from protocols.trace import (
-    OPERATION_EVENT_KINDS,
-    TraceCode,
-    TraceEvent,
-    check_trace,
-)
+from protocols.trace import TraceCode, TraceEvent, check_trace
 
 _ids: Iterator[int] = count(1)
 

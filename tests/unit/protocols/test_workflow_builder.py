@@ -284,8 +284,9 @@ def draft_in_branch(name: str) -> Callable[[BlockBuilder], object]:
 
 
 def test_a_value_captured_by_two_branches_is_fixed_only_by_what_exists() -> None:
-    """No grant makes a handle shareable between branches: the fix-it suggests none, and what
-    it does suggest (a value per branch, made inside it; data used freely) checks clean."""
+    """A draft two write proposals name cannot be shared (only a pure read may grant shared
+    reads, docs/workflows.md#typing-rules): the fix-it suggests no grant, and what it does
+    suggest (a value per branch, made inside it; data used freely) checks clean."""
     shared = check_workflow(email_workflow().parallel(
         left=lambda b: b.propose("email.send", draft=ref("draft"), bind="a"),
         right=lambda b: b.propose("email.send", draft=ref("draft"), bind="b")).build(), REGISTRY)

@@ -215,8 +215,8 @@ def test_diagnostics_are_ordered_deduplicated_and_never_empty() -> None:
         Diagnostics(())
 
 
-ALLOWED_IMPORTS = {"__future__", "collections.abc", "dataclasses", "enum", "functools", "json",
-                   "re", "typing", "types", "importlib"}
+ALLOWED_IMPORTS = {"__future__", "collections.abc", "contextlib", "dataclasses", "enum",
+                   "functools", "json", "re", "typing", "types", "importlib"}
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "protocols" / "workflow").glob("*.py")),

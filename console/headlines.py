@@ -1,0 +1,19 @@
+"""The sentence on top of an action, wherever the console shows one (the queue, an approval,
+the Decided tab, the audit): its summary, its red effects and its large-amount flag."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from console.presenters import Headline, headline
+from dispatch import selectors
+from protocols.contracts import OperationContract
+from protocols.jsontypes import JSONObject
+
+
+def action_headline(operation: str, contract: OperationContract | None,
+              arguments: JSONObject) -> Headline:
+    """The sentence on top of an approval, with its red effects and large-amount flag."""
+    summary = selectors.action_summary(operation, contract, arguments)
+    effects = [e.value for e in contract.possible_effects] if contract else []
+    return headline(summary, effects, settings.CONSOLE_LARGE_AMOUNT)

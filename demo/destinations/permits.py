@@ -1,0 +1,100 @@
+"""The permit check of the bank and the publisher (docs/permit-tokens.md): defence in depth that
+holds even against a compromised worker.
+
+A destination started with a keys file (``--keys F``, the JSON of the console's
+``GET /api/v1/keys/``; re-read on every request, so a rotated file is picked up at once) acts on a
+write only if its ``Authorization: Bearer <token>`` is a permit token that verifies under those
+keys, is for this destination, for this idempotency key, unexpired, bound to the digest of the
+snapshot text sent as the body's ``snapshot`` member, whose arguments are exactly the request's
+fields, and whose token id this destination has never seen (kept in its own SQLite file, in the
+same transaction-per-check discipline as its records). Anything else answers 403 and records
+nothing: the dispatcher's client reads that as a definite failure, so the operation ends
+``failed_no_effect``. Started without a keys file, a destination checks nothing (the legacy
+demo mode; the project's own demo and tests always pass one).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from protocols.permit_tokens import Permit, PermitRefused, verify_permit
+
+from .storage import write_transaction
+
+__all__ = ["TOKENS_SCHEMA", "PermitRule", "permit_refusal"]
+
+TOKENS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS permit_tokens (
+    jti TEXT PRIMARY KEY,         -- a token id seen once is refused ever after
+    operation TEXT NOT NULL,
+    expires INTEGER NOT NULL,     -- the token's exp: a row older than this may be pruned
+    seen_at TEXT NOT NULL         -- ISO 8601, UTC
+);
+"""
+
+
+@dataclass(frozen=True)
+class PermitRule:
+    """What a destination checks beyond the token: its own name (the token's ``aud``), the
+    operation its requests carry out (the snapshot's ``operation``: another contract sent here
+    with the same field names is refused), and the request fields (all but ``key``) that the
+    snapshot's arguments imply."""
+
+    audience: str
+    operation: str
+    expected: Callable[[Mapping[str, Any]], Mapping[str, Any]]
+
+
+def permit_refusal(
+    *, keys_file: Path | None, db: Path, rule: PermitRule, authorization: str | None,
+    raw: bytes, fields: Mapping[str, Any],
+) -> str | None:
+    """Why this write must not happen (one line for the 403), or None if it may."""
+    if keys_file is None:
+        return None
+    try:
+        jwks = json.loads(keys_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "the destination cannot read its keys; nothing was done"
+    token = (authorization or "").removeprefix("Bearer ").strip()
+    if not token:
+        return "no permit token"
+    text = json.loads(raw).get("snapshot")  # `raw` is a JSON object: the ledger parsed it
+    if not isinstance(text, str):
+        return "no snapshot beside the permit token"
+    try:
+        permit = verify_permit(token, jwks, audience=rule.audience, key=str(fields["key"]),
+                               text=text, now=int(time.time()))
+    except PermitRefused as refused:
+        return refused.reason
+    if permit.snapshot.get("operation") != rule.operation:
+        return f"the snapshot is not a {rule.operation} request"
+    try:
+        expected = rule.expected(permit.snapshot)
+    except (KeyError, TypeError):
+        return f"the snapshot is not a {rule.audience} request"
+    if any(fields.get(name) != value for name, value in expected.items()):
+        return "the request differs from the approved snapshot"
+    if not _first_use(db, permit):
+        return "the permit token was used before (replayed)"
+    return None
+
+
+def _first_use(db: Path, permit: Permit) -> bool:
+    """Record the token id; False if it was already recorded (its PRIMARY KEY decides)."""
+    try:
+        with write_transaction(db) as conn:
+            conn.execute("INSERT INTO permit_tokens (jti, operation, expires, seen_at) "
+                         "VALUES (?, ?, ?, ?)",
+                         (permit.claims["jti"], permit.claims["sub"], permit.claims["exp"],
+                          dt.datetime.now(dt.UTC).isoformat()))
+    except sqlite3.IntegrityError:
+        return False
+    return True

@@ -1,0 +1,314 @@
+"""Nested ceilings (docs/design.md#budgets: a child scope never spends more than its parent has
+left, however it nests; docs/workflows.md#ceilings).
+
+A `Scope` of an execution holds three ceilings: tool calls, attempts and concurrency (attempts
+in flight at once). When a scope opens, its ceilings are reserved out of its parent's remaining
+capacity, in the parent's own `BudgetCounter` rows, by the conditional upsert every budget uses
+(`dispatch.services.budgets.counters_take`): a child that asks for more than its parent has left
+is refused with `budget_exhausted` naming the parent scope and the ceiling, and nothing is
+reserved. A scope then spends only out of its own counters, so however deeply scopes nest, a
+child never spends more than its parent had left when it opened.
+
+A scope closes once (`scope_close`, under its row lock): its open children close first, then
+what it did not use goes back to its parent's counters (calls and attempts not spent; the
+concurrency slots not held by an attempt still in flight, which give their slot back when that
+attempt ends, `scope_leave`). Work already attempted is never refunded. A scope's holder keeps a
+lease (`scope_renew`); the sweep (`scopes_sweep`, on the beat) closes scopes whose holder is
+gone (a killed worker) and those of runs that ended. Everything is in the store: a crash loses
+no capacity and frees none twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Final
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+
+from dispatch.models import BudgetCounter, Execution, Operation, Scope
+from dispatch.services.budgets import budget_adjust, counters_take
+from dispatch.services.statements import is_postgres, rows
+from protocols.denials import Denial, DenialCode
+from protocols.lifecycle import OperationState
+from protocols.lifecycle_runs import EXECUTION_ENDED, ExecutionState
+
+DIMENSIONS = ("calls", "attempts", "concurrency")
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """What a scope may spend: tool calls, attempts (each retry counts) and attempts in flight
+    at once."""
+
+    calls: int
+    attempts: int
+    concurrency: int
+
+    def __post_init__(self) -> None:
+        for name in DIMENSIONS:
+            amount = getattr(self, name)
+            if not isinstance(amount, int) or isinstance(amount, bool) or amount < 0:
+                raise ValueError(f"a ceiling's {name} is a count >= 0, not {amount!r}")
+
+
+def counter_key(scope_id: str, dimension: str) -> str:
+    return f"scope:{scope_id}:{dimension}"
+
+
+def scope_open(
+    *, execution: Execution, name: str, ceiling: Ceiling, now: datetime,
+    parent_id: str | None = None, holder: str = "", lease: timedelta | None = None,
+) -> Scope:
+    """Open a scope of `execution` with `ceiling`, reserved out of `parent_id`'s remaining
+    capacity (a root scope, without a parent, is given its ceiling). `budget_exhausted` naming
+    the parent scope and the first ceiling it has too little left of; `protocol_state_invalid`
+    for a parent already closed. `holder` and `lease`: the scope is the holder's until the lease
+    lapses without `scope_renew` (then the sweep closes it)."""
+    with transaction.atomic():
+        if parent_id is not None:
+            parent = Scope.objects.select_for_update().filter(
+                id=parent_id, execution_id=execution.id).first()
+            if parent is None:
+                raise Denial(DenialCode.NOT_FOUND, kind="scope", id=parent_id)
+            if parent.closed_at is not None:
+                raise Denial(DenialCode.PROTOCOL_STATE_INVALID,
+                             f"The scope '{parent.name}' is closed; nothing opens inside it.",
+                             scope=parent.name)
+            charges = [(counter_key(parent.id, d), getattr(ceiling, d), getattr(parent, d))
+                       for d in DIMENSIONS]
+            full = counters_take(charges)
+            if full is not None:
+                dimension = full.rsplit(":", 1)[1]
+                left = _remaining(parent.id, dimension, getattr(parent, dimension))
+                raise Denial(DenialCode.BUDGET_EXHAUSTED, budget=dimension, scope=parent.name,
+                             scope_id=parent.id, asked=getattr(ceiling, dimension),
+                             remaining=left)
+        scope = Scope.objects.create(
+            tenant_id=execution.tenant_id, execution=execution, parent_id=parent_id, name=name,
+            calls=ceiling.calls, attempts=ceiling.attempts, concurrency=ceiling.concurrency,
+            holder=holder, lease_expires_at=now + lease if lease is not None else None,
+            opened_at=now)
+        BudgetCounter.objects.bulk_create([
+            BudgetCounter(key=counter_key(scope.id, d), used=0, limit=getattr(ceiling, d))
+            for d in DIMENSIONS])
+    return scope
+
+
+def _remaining(scope_id: str, dimension: str, limit: int) -> int:
+    used = BudgetCounter.objects.filter(key=counter_key(scope_id, dimension)).values_list(
+        "used", flat=True).first()
+    return limit - (used or 0)
+
+
+def scope_remaining(scope_id: str) -> dict[str, int]:
+    """What the scope has left of each ceiling, as the store says now."""
+    scope = Scope.objects.get(id=scope_id)
+    return {d: _remaining(scope.id, d, getattr(scope, d)) for d in DIMENSIONS}
+
+
+def scope_take(scope_id: str, *, calls: int = 0, attempts: int = 0) -> None:
+    """Spend `calls` tool calls and `attempts` attempts out of the scope, all or nothing, or
+    raise `budget_exhausted` naming the scope and the ceiling. Inside the caller's transaction
+    when there is one (the claim's: its rollback undoes it), else in its own."""
+    with transaction.atomic():
+        scope = _open_scope(scope_id)
+        charges = [(counter_key(scope.id, d), cost, getattr(scope, d))
+                   for d, cost in (("calls", calls), ("attempts", attempts)) if cost]
+        full = counters_take(charges)
+        if full is not None:
+            raise Denial(DenialCode.BUDGET_EXHAUSTED, budget=full.rsplit(":", 1)[1],
+                         scope=scope.name, scope_id=scope.id)
+
+
+#: The action's run, share-locked on PostgreSQL (on SQLite the claim holds the write lock
+#: since BEGIN IMMEDIATE), with its innermost open scope (the newest opened: a child opens
+#: after its parent): one statement, whatever the run has.
+_RUN_AND_SCOPE = (
+    'SELECT e."state", s."id", s."name", s."calls", s."attempts" FROM "dispatch_execution" e '
+    'LEFT JOIN "dispatch_scope" s ON s."execution_id" = e."id" AND s."closed_at" IS NULL '
+    'WHERE e."id" = %s ORDER BY s."opened_at" DESC, s."id" DESC LIMIT 1')
+
+#: The ends of a run that stop its actions (docs/workflows.md#deadlines); a finished run's
+#: approved actions still run.
+RUN_STOPPED: Final = frozenset({ExecutionState.TIMED_OUT.value,
+                                ExecutionState.CANCELLED.value})
+
+
+def execution_scope_take(*, execution_id: str | None, calls: int, attempts: int,
+                         claim: bool = False) -> None:
+    """Inside a claim's (or a retry's) transaction: spend out of the innermost open scope of the
+    action's execution, so an action of a run never spends past the ceilings the run was given;
+    nothing for an action outside a run or a run without scopes. `budget_exhausted` naming the
+    scope and the ceiling.
+
+    For a claim (`claim=True`), a run that timed out or was cancelled refuses it
+    (`protocol_state_invalid`): the stop's `execution_move` updates the row this reads
+    share-locked, so a stop committed first is seen here, and one that comes after waits for
+    the claim and then finds the action claimed, to cancel through its context. This decides
+    that refusal whatever else the stop has done yet (a process that died after ending the run
+    and before withdrawing its actions leaves them issued)."""
+    if not execution_id:
+        return
+    lock = " FOR SHARE OF e" if is_postgres() else ""
+    found = rows(_RUN_AND_SCOPE + lock, [execution_id])
+    if not found:
+        return
+    state, scope_id, name, call_limit, attempt_limit = found[0]
+    if claim and state in RUN_STOPPED:
+        raise Denial(DenialCode.PROTOCOL_STATE_INVALID,
+                     "The run has ended (timed out or cancelled); its actions do not run.",
+                     execution_id=execution_id, state=state)
+    if scope_id is None:
+        return
+    full = counters_take([(counter_key(scope_id, "calls"), calls, call_limit),
+                          (counter_key(scope_id, "attempts"), attempts, attempt_limit)])
+    if full is not None:
+        raise Denial(DenialCode.BUDGET_EXHAUSTED, budget=full.rsplit(":", 1)[1], scope=name,
+                     scope_id=scope_id)
+
+
+def run_ceiling() -> Ceiling:
+    """The ceilings a workflow run is given when it does not say (`run_workflow(ceiling=...)`):
+    the deployment's per-execution budgets."""
+    return Ceiling(calls=int(settings.BUDGET_TOOL_CALLS_PER_EXECUTION),
+                   attempts=int(settings.BUDGET_ATTEMPTS_PER_EXECUTION),
+                   concurrency=int(settings.CONCURRENCY_PER_EXECUTION))
+
+
+def scope_enter(scope_id: str) -> None:
+    """One attempt of the scope starts: it holds one concurrency slot until `scope_leave`, or
+    `budget_exhausted` (naming the scope, `concurrency`) when every slot is held."""
+    with transaction.atomic():
+        scope = _open_scope(scope_id)
+        if counters_take([(counter_key(scope.id, "concurrency"), 1, scope.concurrency)]):
+            raise Denial(DenialCode.BUDGET_EXHAUSTED, budget="concurrency", scope=scope.name,
+                         scope_id=scope.id)
+
+
+def scope_leave(scope_id: str) -> None:
+    """The attempt that `scope_enter` admitted ended: its slot goes back. A scope that closed
+    meanwhile counted the slot as still held, and so did each closed ancestor: the slot goes
+    back through each of them to the first open one."""
+    with transaction.atomic():
+        scope = Scope.objects.select_for_update().get(id=scope_id)
+        budget_adjust(key=counter_key(scope.id, "concurrency"), delta=-1)
+        while scope.closed_at is not None and scope.parent_id is not None:
+            budget_adjust(key=counter_key(scope.parent_id, "concurrency"), delta=-1)
+            scope = Scope.objects.get(id=scope.parent_id)
+
+
+def _open_scope(scope_id: str) -> Scope:
+    scope = Scope.objects.filter(id=scope_id).first()
+    if scope is None:
+        raise Denial(DenialCode.NOT_FOUND, kind="scope", id=scope_id)
+    if scope.closed_at is not None:
+        raise Denial(DenialCode.BUDGET_EXHAUSTED, budget="closed", scope=scope.name,
+                     scope_id=scope.id)
+    return scope
+
+
+def scope_renew(scope_id: str, *, holder: str, lease: timedelta, now: datetime) -> bool:
+    """The holder is still there: extend its lease. False if the scope closed or is another's."""
+    return Scope.objects.filter(id=scope_id, holder=holder, closed_at__isnull=True).update(
+        lease_expires_at=now + lease) == 1
+
+
+def scope_close(scope_id: str, *, now: datetime, reason: str) -> dict[str, int] | None:
+    """Close the scope (its open children first) and give what it did not use back to its
+    parent; what went back, by ceiling (empty for a root scope), or None when it was closed
+    already. Finished, failed or abandoned alike: `reason` says which."""
+    with transaction.atomic():
+        parent_id = Scope.objects.filter(id=scope_id).values_list("parent_id", flat=True).first()
+        if parent_id is not None:
+            # Ancestors' rows before the scope's: the order scope_open takes them in.
+            Scope.objects.select_for_update().filter(id=parent_id).first()
+        return _close(scope_id, now=now, reason=reason)
+
+
+def _close(scope_id: str, *, now: datetime, reason: str) -> dict[str, int] | None:
+    scope = Scope.objects.select_for_update().filter(id=scope_id).first()
+    if scope is None or scope.closed_at is not None:
+        return None
+    for child in list(Scope.objects.filter(parent_id=scope.id, closed_at__isnull=True)
+                      .order_by("opened_at").values_list("id", flat=True)):
+        _close(child, now=now, reason=f"its parent closed: {reason}"[:200])
+    counters = {row.key.rsplit(":", 1)[1]: row for row in BudgetCounter.objects
+                .select_for_update().filter(key__in=[counter_key(scope.id, d)
+                                                     for d in DIMENSIONS])}
+    returned: dict[str, int] = {}
+    for dimension in DIMENSIONS:
+        row = counters[dimension]
+        unused = row.limit - row.used
+        returned[dimension] = unused
+        # Nothing more is ever taken from a closed scope: its counter is full. (The slots of
+        # attempts still in flight are not given back here: each goes back when its attempt
+        # ends, `scope_leave`.)
+        BudgetCounter.objects.filter(key=row.key).update(used=F("limit"))
+        if scope.parent_id is not None and unused:
+            budget_adjust(key=counter_key(scope.parent_id, dimension), delta=-unused)
+    Scope.objects.filter(id=scope.id).update(closed_at=now, close_reason=reason[:200],
+                                             returned=returned if scope.parent_id else {})
+    return returned if scope.parent_id else {}
+
+
+def scopes_close_for(*, execution_id: str, now: datetime, reason: str) -> int:
+    """Close every open root scope of the execution (and so everything inside it)."""
+    roots = list(Scope.objects.filter(execution_id=execution_id, parent__isnull=True,
+                                      closed_at__isnull=True).values_list("id", flat=True))
+    return sum(scope_close(root, now=now, reason=reason) is not None for root in roots)
+
+
+def scopes_sweep(*, now: datetime, limit: int = 100) -> int:
+    """The beat: close scopes whose holder's lease lapsed (a killed worker) and the open scopes
+    of runs that ended. Answers how many it closed."""
+    lapsed = list(Scope.objects.filter(closed_at__isnull=True, lease_expires_at__lt=now)
+                  .order_by("opened_at").values_list("id", flat=True)[:limit])
+    closed = sum(scope_close(scope_id, now=now, reason="its holder's lease lapsed") is not None
+                 for scope_id in lapsed)
+    ended = list(Scope.objects.filter(
+        closed_at__isnull=True, parent__isnull=True,
+        execution__state__in=[str(s) for s in EXECUTION_ENDED]).values_list("id", flat=True)[
+            :limit])
+    closed += sum(scope_close(scope_id, now=now, reason="its run ended") is not None
+                  for scope_id in ended)
+    return closed
+
+
+#: The limit of a principal's `claims:` counter: it only counts, and is the row every claim of the
+#: principal locks (docs/workflows.md#ceilings), so it never fills.
+CLAIMS_UNBOUNDED = 2**62
+
+
+def principal_claims_counter(principal_id: str) -> list[tuple[str, int]]:
+    """The counter the claim adds to its budget's counters while the per-principal concurrency
+    limit is on: `claims:<principal>` counts the principal's claims, and its row, locked by the
+    budget's own upsert (no round trip of its own), is what serializes the principal's claims
+    for `principal_concurrency_take`. Nothing while the limit is off."""
+    if int(settings.CONCURRENT_OPERATIONS_PER_PRINCIPAL) <= 0:
+        return []
+    return [(f"claims:{principal_id}", CLAIMS_UNBOUNDED)]
+
+
+def principal_concurrency_take(*, principal_id: str, operation_id: str) -> None:
+    """The per-principal concurrency limit (`CONCURRENT_OPERATIONS_PER_PRINCIPAL`, 0: off),
+    inside the claim's transaction, after the budget's counters (with
+    `principal_claims_counter`) are taken: the principal's operations claimed and not settled
+    (attempts in flight, or between attempts) stay below it, or the claim is `budget_exhausted`
+    naming `concurrency` and rolls back whole. The count is the store's own (`claimed`
+    operations), so a slot goes back when the operation settles, however it settles, and a
+    killed worker's operation keeps its slot until reconciliation settles it (its effect may
+    still be under way). Two claims cannot both see the last free slot: each holds the
+    principal's `claims:` counter row, locked by the budget's upsert, until it commits (on
+    SQLite the claim's BEGIN IMMEDIATE serializes them anyway). One statement when on."""
+    limit = int(settings.CONCURRENT_OPERATIONS_PER_PRINCIPAL)
+    if limit <= 0:
+        return
+    in_flight = Operation.objects.filter(principal_id=principal_id,
+                                         state=OperationState.CLAIMED).exclude(
+                                             id=operation_id).count()
+    if in_flight >= limit:
+        raise Denial(DenialCode.BUDGET_EXHAUSTED, budget="concurrency", scope="principal",
+                     limit=limit, in_flight=in_flight)

@@ -1,0 +1,438 @@
+"""Notifications to approvers and agents (docs/design.md#notifications): the one writer of the
+outbox and of its delivery attempts (agents' endpoints: `dispatch.services.webhooks`).
+
+Enqueue: the move that a notification tells of (an approval opened, decided or expired; an
+operation's outcome) writes the outbox rows in its own transaction (`notify_*`), so a rolled-back
+move tells nothing and a committed one is never lost; the delivery task is enqueued when that
+transaction commits, and the beat sweep (`notifications_due`) picks up any row whose task never
+ran (a process killed between the commit and the send).
+
+Delivery (`notification_deliver`): one conditional UPDATE claims a due row for one worker, for
+`NOTIFY_CLAIM_SECONDS`; the send follows, then its attempt is recorded, with bounded retries
+(`NOTIFY_MAX_ATTEMPTS`) and exponential backoff (`NOTIFY_BACKOFF_SECONDS`). A worker that dies
+between claim and record leaves the row claimed until its claim lapses; the receiver may then
+hear it twice under the same `webhook-id` (the email's Message-ID), its idempotency key.
+
+What a notification carries: ids, the state, the action's one-sentence summary and, for an
+approver, the link to the approval page. Never the permit, a token or a secret.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import math
+import re
+import smtplib
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime, timedelta
+from email.message import EmailMessage
+from email.utils import formatdate
+from enum import StrEnum
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+from standardwebhooks.webhooks import Webhook
+
+from dispatch.failpoints import failpoint
+from dispatch.models import (
+    ApprovalRequest,
+    Notification,
+    NotificationAttempt,
+    Operation,
+    Principal,
+    Proposal,
+    WebhookEndpoint,
+)
+from dispatch.presentation import summarize
+from dispatch.queue import notify_later, notify_on_commit
+from dispatch.runtime import get_runtime
+from dispatch.services.statements import columns, instance, rows
+from dispatch.services.webhooks import AGENT_EVENTS, private_address
+from protocols.jsontypes import JSONObject
+from protocols.roles import Role
+
+log = logging.getLogger(__name__)
+
+#: The operation states an outcome notification tells of.
+OUTCOME_STATES = frozenset(event.removeprefix("operation.") for event in AGENT_EVENTS
+                           if event.startswith("operation."))
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
+
+
+# --- enqueue: in the transaction of the move -------------------------------------------------
+
+
+def notify_approval_requested(approval: ApprovalRequest, proposal: Proposal,
+                              now: datetime) -> None:
+    """Inside `approval_open`'s transaction: an email to each eligible approver with an
+    address (humans of the tenant holding the role, or admin, never the requester), a message
+    to each deployment webhook, and to the requesting agent's endpoints that asked."""
+    emails = sorted(set(Principal.objects.filter(
+        tenant_id=proposal.tenant_id, kind=Principal.Kind.HUMAN, subagent=False,
+        role__in=[approval.role, Role.ADMIN], user__is_active=True,
+    ).exclude(id=proposal.principal_id).exclude(user__email="").values_list(
+        "user__email", flat=True)))
+    hooks = [str(hook["url"]) for hook in settings.NOTIFY_WEBHOOKS]
+    endpoints = _endpoints(proposal, "approval.requested")
+    if not (emails and _smtp_address()) and not hooks and not endpoints:
+        return
+    data: JSONObject = {
+        "approval_id": approval.id, "proposal_id": proposal.id,
+        "operation": proposal.operation, "summary": _summary(proposal), "state": approval.state,
+        "role": approval.role, "quorum": approval.quorum,
+        "expires_at": approval.expires_at.isoformat(), "approval_url": approval_url(approval.id)}
+    rows = [_row(proposal, "approval.requested", data, now, channel=Notification.Channel.EMAIL,
+                 recipient=email) for email in (emails if _smtp_address() else [])]
+    rows += [_row(proposal, "approval.requested", data, now, recipient=url) for url in hooks]
+    rows += [_row(proposal, "approval.requested", data, now, endpoint=e) for e in endpoints]
+    _write(rows)
+
+
+def notify_approval_decided(approval: ApprovalRequest, proposal: Proposal,
+                            now: datetime) -> None:
+    """Inside `approval_move`'s transaction: the agent's endpoints hear the approval's new
+    state (granted, denied, expired). Never the permit: the agent reads it from its proposal."""
+    event = f"approval.{approval.state}"
+    endpoints = _endpoints(proposal, event)
+    if not endpoints:
+        return
+    data: JSONObject = {"approval_id": approval.id, "proposal_id": proposal.id,
+                        "operation": proposal.operation, "summary": _summary(proposal),
+                        "state": approval.state}
+    _write([_row(proposal, event, data, now, endpoint=e) for e in endpoints])
+
+
+def outcome_notifications(operation: Operation, state: str, now: datetime) -> list[Notification]:
+    """For `operation_move`, before its transaction: the unsaved outbox rows telling the
+    proposing agent's endpoints that the operation reached `state`; `notify_write` writes them
+    inside the move's transaction. No endpoint, no row (one query)."""
+    if state not in OUTCOME_STATES:
+        return []
+    proposal = operation.proposal
+    event = f"operation.{state}"
+    endpoints = _endpoints(proposal, event)
+    if not endpoints:
+        return []
+    data: JSONObject = {"operation_id": operation.id, "proposal_id": proposal.id,
+                        "operation": proposal.operation, "summary": _summary(proposal),
+                        "state": state}
+    return [_row(proposal, event, data, now, endpoint=e) for e in endpoints]
+
+
+def notify_write(rows: list[Notification]) -> None:
+    """Write outbox rows in the caller's transaction; their delivery is enqueued on commit."""
+    _write(rows)
+
+
+def _write(rows: list[Notification]) -> None:
+    if not rows:
+        return
+    Notification.objects.bulk_create(rows)
+    notify_on_commit([row.id for row in rows])
+
+
+def _row(proposal: Proposal, event: str, data: JSONObject, now: datetime, *,
+         channel: str = Notification.Channel.WEBHOOK, recipient: str = "",
+         endpoint: WebhookEndpoint | None = None) -> Notification:
+    return Notification(
+        tenant_id=proposal.tenant_id, event=event, channel=channel,
+        recipient=endpoint.url if endpoint is not None else recipient, endpoint=endpoint,
+        proposal_id=proposal.id, payload={"type": event, "data": data},
+        next_attempt_at=now, created_at=now)
+
+
+def _endpoints(proposal: Proposal, event: str) -> list[WebhookEndpoint]:
+    """The proposing agent's live endpoints that take `event`: one fixed query (every
+    outcome of the hot path asks), no query compiler."""
+    found = (instance(WebhookEndpoint, row)
+             for row in rows(_endpoints_of(connection.vendor), [proposal.principal_id]))
+    return [endpoint for endpoint in found if endpoint is not None and event in endpoint.events]
+
+
+@functools.cache
+def _endpoints_of(vendor: str) -> str:
+    return (f"SELECT {columns(WebhookEndpoint, 'w')} "  # noqa: S608
+            'FROM "dispatch_webhookendpoint" w WHERE w."principal_id" = %s '
+            'AND w."deleted_at" IS NULL ORDER BY w."created_at"')
+
+
+def _summary(proposal: Proposal) -> str:
+    """The action's sentence, as on the approval page, on one line."""
+    runtime = get_runtime()
+    contract = runtime.registry.by_fingerprint(proposal.contract_fingerprint)
+    summarizer = None if contract is None else runtime.summaries.get(
+        (contract.qualified_name, contract.contract_version))
+    snapshot = json.loads(proposal.canonical)
+    arguments = snapshot.get("arguments", {}) if isinstance(snapshot, dict) else {}
+    text = summarize(summarizer, proposal.operation, arguments).text
+    return _CONTROL.sub(" ", text).strip()[:300]
+
+
+def approval_url(approval_id: str) -> str:
+    return f"{settings.CONSOLE_BASE_URL.rstrip('/')}/console/approvals/{approval_id}/"
+
+
+# --- delivery ----------------------------------------------------------------------------------
+
+
+class _Failed(Exception):
+    def __init__(self, error: str, status: int | None = None, *, final: bool = False) -> None:
+        super().__init__(error)
+        self.status = status
+        self.final = final  # nothing later could deliver it: no retry
+
+
+def notification_deliver(*, notification_id: str, now: datetime | None = None,
+                         enqueue: bool = True) -> str | None:
+    """Claim one due notification, send it, record the attempt; the state it is left in, or
+    None when it was not due or another worker holds it. A failed attempt is retried after the
+    backoff (a task with a countdown when `enqueue`, and the beat sweep in any case) until
+    `NOTIFY_MAX_ATTEMPTS`."""
+    def clock() -> datetime:
+        return now if now is not None else timezone.now()
+
+    claimed = _claim(notification_id, clock())
+    if claimed is None:
+        return None
+    notification, number = claimed
+    failpoint("notify.before_send")
+    try:
+        status = _send(notification)
+    except _Failed as failed:
+        return _settle(notification, number, clock(), status=failed.status, error=str(failed),
+                       final=failed.final, enqueue=enqueue)
+    except Exception as exc:  # a bug must not leave the row claimed: record it, retry later
+        log.exception("notification %s failed unexpectedly", notification.id)
+        return _settle(notification, number, clock(), status=None,
+                       error=type(exc).__name__, final=False, enqueue=enqueue)
+    return _settle(notification, number, clock(), status=status, error="", final=False,
+                   enqueue=enqueue, ok=True)
+
+
+def _due(now: datetime) -> Q:
+    return (Q(state=Notification.State.PENDING, next_attempt_at__lte=now)
+            | Q(state=Notification.State.SENDING, claimed_until__lte=now))
+
+
+class NotificationEvent(StrEnum):
+    CLAIM = "claim"      # a worker takes a due row (pending, or sending past a dead claim)
+    DELIVER = "deliver"  # the receiver accepted it
+    RETRY = "retry"      # an attempt failed; another is due after the backoff
+    FAIL = "fail"        # the last attempt failed, or nothing could ever deliver it
+
+
+#: The transition table: the states each event moves a notification from, and to.
+NOTIFICATION_MOVES: dict[NotificationEvent, tuple[frozenset[str], str]] = {
+    NotificationEvent.CLAIM: (frozenset({Notification.State.PENDING, Notification.State.SENDING}),
+                              Notification.State.SENDING),
+    NotificationEvent.DELIVER: (frozenset({Notification.State.SENDING}),
+                                Notification.State.DELIVERED),
+    NotificationEvent.RETRY: (frozenset({Notification.State.SENDING}),
+                              Notification.State.PENDING),
+    NotificationEvent.FAIL: (frozenset({Notification.State.SENDING}), Notification.State.FAILED),
+}
+
+
+def notification_move(notification: Notification, event: NotificationEvent, *, now: datetime,
+                      actor: str, retry_at: datetime | None = None) -> bool:
+    """THE one owner of a notification's state: one conditional UPDATE that holds only while
+    the row is as loaded (its state among the event's sources, its attempt count unchanged).
+    A claim takes a due row (`_due`) for `NOTIFY_CLAIM_SECONDS` and counts an attempt; every
+    other move settles the claimed attempt, and a retry is due again at `retry_at`. Returns
+    whether it moved; the caller's `notification` is updated when it did."""
+    sources, target = NOTIFICATION_MOVES[event]
+    rows = Notification.objects.filter(id=notification.id, attempts=notification.attempts,
+                                       state__in=sources)
+    if event is NotificationEvent.CLAIM:
+        claimed_until: datetime | None = now + timedelta(seconds=settings.NOTIFY_CLAIM_SECONDS)
+        moved = rows.filter(_due(now)).update(state=target, attempts=F("attempts") + 1,
+                                              claimed_until=claimed_until)
+        attempts = notification.attempts + 1
+    else:
+        claimed_until, attempts = None, notification.attempts
+        changes: dict[str, Any] = (
+            {"delivered_at": now} if event is NotificationEvent.DELIVER else
+            {"next_attempt_at": retry_at or now} if event is NotificationEvent.RETRY else {})
+        moved = rows.update(state=target, claimed_until=None, **changes)
+        for name, value in changes.items():
+            setattr(notification, name, value)
+    if moved != 1:
+        return False
+    log.debug("notification %s: %s by %s", notification.id, event.value, actor)
+    notification.state, notification.attempts = target, attempts
+    notification.claimed_until = claimed_until
+    return True
+
+
+def _claim(notification_id: str, now: datetime) -> tuple[Notification, int] | None:
+    """Give a due row to one worker (`notification_move`'s conditional UPDATE: of two, one
+    moves it), with its attempt opened."""
+    with transaction.atomic():
+        notification = Notification.objects.select_related("endpoint").filter(
+            _due(now), id=notification_id).first()
+        if notification is None:
+            return None
+        lapsed = NotificationAttempt.objects.filter(notification_id=notification_id,
+                                                    ended_at=None)
+        if notification.attempts >= settings.NOTIFY_MAX_ATTEMPTS:
+            # The last attempt's worker died: that was the last try.
+            if notification_move(notification, NotificationEvent.FAIL, now=now,
+                                 actor="sweep"):
+                lapsed.update(ended_at=now, error="the worker stopped before it answered")
+            return None
+        if not notification_move(notification, NotificationEvent.CLAIM, now=now,
+                                 actor="worker"):
+            return None
+        lapsed.update(ended_at=now, error="the worker stopped before it answered")
+        NotificationAttempt.objects.create(notification_id=notification_id,
+                                           number=notification.attempts, started_at=now)
+    return notification, notification.attempts
+
+
+def _settle(notification: Notification, number: int, now: datetime, *, status: int | None,
+            error: str, final: bool, enqueue: bool, ok: bool = False) -> str | None:
+    """Record attempt `number`'s answer and the row's next state, if the claim still holds."""
+    delay = settings.NOTIFY_BACKOFF_SECONDS * 2 ** (number - 1)
+    event = (NotificationEvent.DELIVER if ok else
+             NotificationEvent.FAIL if final or number >= settings.NOTIFY_MAX_ATTEMPTS else
+             NotificationEvent.RETRY)
+    with transaction.atomic():
+        if not notification_move(notification, event, now=now, actor="worker",
+                                 retry_at=now + timedelta(seconds=delay)):
+            return None  # its claim lapsed and another worker took it over
+        NotificationAttempt.objects.filter(notification_id=notification.id, number=number,
+                                           ended_at=None).update(
+            ended_at=now, ok=ok, status_code=status, error=error[:500])
+        if event is NotificationEvent.RETRY and enqueue:
+            notify_later(notification.id, delay)
+    return notification.state
+
+
+def notifications_due(*, now: datetime, enqueue: bool = True, limit: int = 200) -> int:
+    """The beat sweep: every due row (a retry's time came, a worker's claim lapsed, a task
+    that was never run) is enqueued, or delivered here when not `enqueue`. Idempotent: the
+    claim decides who sends."""
+    due = list(Notification.objects.filter(_due(now)).order_by("next_attempt_at")
+               .values_list("id", flat=True)[:limit])
+    for notification_id in due:
+        if enqueue:
+            notify_later(notification_id, 0)
+        else:
+            notification_deliver(notification_id=notification_id, now=now, enqueue=False)
+    return len(due)
+
+
+def _send(notification: Notification) -> int | None:
+    if notification.channel == Notification.Channel.EMAIL:
+        _send_email(notification)
+        return None
+    return _send_webhook(notification)
+
+
+def _webhook_secret(notification: Notification) -> str:
+    if notification.endpoint is not None:
+        if notification.endpoint.deleted_at is not None:
+            raise _Failed("the endpoint was deleted", final=True)
+        return notification.endpoint.secret
+    for hook in settings.NOTIFY_WEBHOOKS:
+        if hook.get("url") == notification.recipient and hook.get("secret"):
+            return str(hook["secret"])
+    raise _Failed("no NOTIFY_WEBHOOKS entry holds this URL any more", final=True)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A webhook is answered where it was sent: a redirect is an answer, never followed."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
+def webhook_body(notification: Notification, at: datetime) -> str:
+    """The JSON body: `{"type","timestamp","data"}`, the Standard Webhooks event shape."""
+    return json.dumps({**notification.payload, "timestamp": at.isoformat()},
+                      separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+def _send_webhook(notification: Notification) -> int:
+    secret = _webhook_secret(notification)
+    if not settings.WEBHOOK_ALLOW_PRIVATE:
+        problem = private_address(notification.recipient)
+        if problem:
+            raise _Failed(problem)
+    at = datetime.now(UTC)  # the receiver checks the timestamp against its own clock
+    body = webhook_body(notification, at)
+    try:
+        signature = Webhook(secret).sign(notification.id, at, body)
+    except Exception:  # an unusable secret in NOTIFY_WEBHOOKS; never say what it was
+        raise _Failed("the webhook secret is not a Standard Webhooks key", final=True) from None
+    if urlsplit(notification.recipient).scheme not in ("http", "https"):
+        raise _Failed("the webhook URL is not http or https", final=True)
+    request = urllib.request.Request(  # noqa: S310 - the scheme is http(s), checked above
+        notification.recipient, data=body.encode(), method="POST", headers={
+        "content-type": "application/json", "user-agent": "exact-action-console",
+        "webhook-id": notification.id, "webhook-timestamp": str(math.floor(at.timestamp())),
+        "webhook-signature": signature})
+    try:
+        with _OPENER.open(request, timeout=settings.NOTIFY_TIMEOUT_SECONDS) as answer:
+            status = int(answer.status)
+            answer.read(65536)
+    except urllib.error.HTTPError as exc:
+        raise _Failed(f"the receiver answered {exc.code}", exc.code) from None
+    except (OSError, ValueError) as exc:  # refused, unreachable, timed out, a bad URL
+        raise _Failed(f"no answer: {type(exc).__name__}: {str(exc)[:200]}") from None
+    if not 200 <= status < 300:
+        raise _Failed(f"the receiver answered {status}", status)
+    return status
+
+
+def _smtp_address() -> tuple[str, int] | None:
+    """Where approvers' email goes: `NOTIFY_SMTP`, else the demo's SMTP destination."""
+    if settings.NOTIFY_SMTP:
+        host, _, port = settings.NOTIFY_SMTP.rpartition(":")
+        return host, int(port)
+    destinations = getattr(settings, "DESTINATIONS", None)
+    if isinstance(destinations, dict) and "smtp_port" in destinations:
+        return str(destinations.get("smtp_host", "127.0.0.1")), int(destinations["smtp_port"])
+    return None
+
+
+def email_message(notification: Notification) -> EmailMessage:
+    data = notification.payload["data"]
+    message = EmailMessage()
+    message["Message-ID"] = f"<{notification.id}@console>"
+    message["Date"] = formatdate(usegmt=True)
+    message["From"] = settings.NOTIFY_EMAIL_FROM
+    message["To"] = notification.recipient
+    message["Subject"] = f"Approval requested: {data['summary']}"[:250]
+    message.set_content(
+        f"An action waits for your approval:\n\n  {data['summary']}\n\n"
+        f"Open it to see exactly what it does, then approve or deny:\n\n"
+        f"  {data['approval_url']}\n\n"
+        f"Operation: {data['operation']}\nApproval: {data['approval_id']}\n"
+        f"Proposal: {data['proposal_id']}\nExpires: {data['expires_at']}\n")
+    return message
+
+
+def _send_email(notification: Notification) -> None:
+    address = _smtp_address()
+    if address is None:
+        raise _Failed("no SMTP server is configured (NOTIFY_SMTP)", final=True)
+    message = email_message(notification)
+    try:
+        with smtplib.SMTP(address[0], address[1], local_hostname="console.localhost",
+                          timeout=settings.NOTIFY_TIMEOUT_SECONDS) as smtp:
+            smtp.send_message(message)
+    except smtplib.SMTPResponseException as exc:
+        raise _Failed(f"the SMTP server refused: {exc.smtp_code}", exc.smtp_code) from None
+    except (OSError, smtplib.SMTPException) as exc:
+        raise _Failed(f"no answer: {type(exc).__name__}") from None

@@ -1,0 +1,36 @@
+"""Decisions wake executions (docs/workflows.md#waiting-steps): after the commit of a decision
+or an input, the resumption of every workflow execution parked on it is handed to a worker.
+
+By task name, ids only (as `dispatch.queue`): services never import the workflow runtime that
+the task runs. The resumption claims each parked step with a conditional UPDATE, so a duplicate
+wake-up resumes nothing twice; beat's `workflow_resume_stale` is the fallback for a lost one.
+"""
+
+from __future__ import annotations
+
+from celery import current_app
+from django.db import transaction
+
+from dispatch.models import Execution
+
+WAKE = "dispatch.tasks.workflow_wake"
+#: `Execution.adapter` of a workflow run starts with it (the workflow's name follows).
+WORKFLOW_ADAPTER = "workflow:"
+
+
+def wake_on_decision(approval_id: str, *, execution_id: str) -> None:
+    """Once the current transaction commits (at once outside one), resume every execution
+    parked on the approval `approval_id`: only call it where a decision was made. Only a
+    workflow parks, so a proposal of any other execution (`execution_id`, the proposal's) enqueues
+    no task; a workflow's execution exists before its proposals, so none is missed."""
+    if Execution.objects.filter(id=execution_id, adapter__startswith=WORKFLOW_ADAPTER).exists():
+        transaction.on_commit(lambda: wake_now(approval_id=approval_id))
+
+
+def wake_on_input(wait_id: str) -> None:
+    """Once the current transaction commits, resume the execution parked at `wait_id`."""
+    transaction.on_commit(lambda: wake_now(wait_id=wait_id))
+
+
+def wake_now(*, approval_id: str | None = None, wait_id: str | None = None) -> None:
+    current_app.tasks[WAKE].delay(approval_id=approval_id, wait_id=wait_id)
