@@ -127,7 +127,8 @@ def scope_take(scope_id: str, *, calls: int = 0, attempts: int = 0) -> None:
 #: since BEGIN IMMEDIATE), with its innermost open scope (the newest opened: a child opens
 #: after its parent): one statement, whatever the run has.
 _RUN_AND_SCOPE = (
-    'SELECT e."state", s."id", s."name", s."calls", s."attempts" FROM "dispatch_execution" e '
+    'SELECT e."state", s."id", s."name", s."calls", s."attempts", s."concurrency" '
+    'FROM "dispatch_execution" e '
     'LEFT JOIN "dispatch_scope" s ON s."execution_id" = e."id" AND s."closed_at" IS NULL '
     'WHERE e."id" = %s ORDER BY s."opened_at" DESC, s."id" DESC LIMIT 1')
 
@@ -138,14 +139,15 @@ RUN_STOPPED: Final = frozenset({ExecutionState.TIMED_OUT.value,
 
 
 def execution_scope_take(*, execution_id: str | None, calls: int, attempts: int,
-                         claim: bool = False) -> None:
+                         claim: Operation | None = None) -> None:
     """Inside a claim's (or a retry's) transaction: spend out of the innermost open scope of the
     action's execution, so an action of a run never spends past the ceilings the run was given;
     nothing for an action outside a run or a run without scopes. `budget_exhausted` naming the
-    scope and the ceiling.
+    scope and the ceiling. A claim also takes a slot of the scope's concurrency
+    (`_run_concurrency_take`).
 
-    For a claim (`claim=True`), a run that timed out or was cancelled refuses it
-    (`protocol_state_invalid`): the stop's `execution_move` updates the row this reads
+    For a claim (`claim`, the operation being claimed), a run that timed out or was cancelled
+    refuses it (`protocol_state_invalid`): the stop's `execution_move` updates the row this reads
     share-locked, so a stop committed first is seen here, and one that comes after waits for
     the claim and then finds the action claimed, to cancel through its context. This decides
     that refusal whatever else the stop has done yet (a process that died after ending the run
@@ -156,8 +158,8 @@ def execution_scope_take(*, execution_id: str | None, calls: int, attempts: int,
     found = rows(_RUN_AND_SCOPE + lock, [execution_id])
     if not found:
         return
-    state, scope_id, name, call_limit, attempt_limit = found[0]
-    if claim and state in RUN_STOPPED:
+    state, scope_id, name, call_limit, attempt_limit, concurrency = found[0]
+    if claim is not None and state in RUN_STOPPED:
         raise Denial(DenialCode.PROTOCOL_STATE_INVALID,
                      "The run has ended (timed out or cancelled); its actions do not run.",
                      execution_id=execution_id, state=state)
@@ -168,6 +170,28 @@ def execution_scope_take(*, execution_id: str | None, calls: int, attempts: int,
     if full is not None:
         raise Denial(DenialCode.BUDGET_EXHAUSTED, budget=full.rsplit(":", 1)[1], scope=name,
                      scope_id=scope_id)
+    if claim is not None:
+        _run_concurrency_take(claim, scope_id=scope_id, name=name, limit=concurrency)
+
+
+def _run_concurrency_take(claim: Operation, *, scope_id: str, name: str, limit: int) -> None:
+    """The claim of an action of a run, after it took its attempt out of the run's innermost
+    open scope: the run's other actions claimed and not settled stay
+    below that scope's concurrency ceiling, or the claim is `budget_exhausted` naming the scope
+    and `concurrency`, and rolls back whole. The count is the store's own, as for the
+    per-principal limit: a slot goes back when the action settles, however it settles, and a
+    killed worker's action keeps its slot until reconciliation settles it. Two claims of the
+    run cannot both see the last free slot: each holds the scope's `attempts` counter row,
+    locked by the upsert above, until it commits (on SQLite, BEGIN IMMEDIATE). A run's actions
+    are not attributed to nested scopes, so the count is the whole run's against the innermost
+    scope's ceiling: never more in flight than that scope allows. A retry of an uncertain
+    action is not counted again (it was counted when first claimed)."""
+    in_flight = Operation.objects.filter(
+        principal_id=claim.principal_id, execution_id=claim.execution_id,
+        state=OperationState.CLAIMED).exclude(id=claim.id).count()
+    if in_flight >= limit:
+        raise Denial(DenialCode.BUDGET_EXHAUSTED, budget="concurrency", scope=name,
+                     scope_id=scope_id, limit=limit, in_flight=in_flight)
 
 
 def run_ceiling() -> Ceiling:

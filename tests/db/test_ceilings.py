@@ -51,6 +51,11 @@ def _root(execution: Execution, calls: int = 10, attempts: int = 10,
                       now=timezone.now())
 
 
+def _approved_in_run(world: World, execution: Execution) -> tuple[Any, Any]:
+    proposal = world.propose_email(world.draft(), execution_id=execution.id)
+    return proposal, world.grant(proposal)
+
+
 @pytest.mark.django_db
 def test_a_nested_scope_asking_for_more_than_its_parent_has_left_is_refused(
         world: World) -> None:
@@ -241,16 +246,25 @@ def test_eight_processes_claiming_never_pass_the_concurrency_limit(world: World)
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("limit", ["principal", "run"])
 def test_a_claim_counts_only_after_the_claim_before_it_committed(
-        world: World, tmp_path: Path) -> None:
-    """Forced interleaving (limit 1): the first claim stops after its count, before its commit;
-    the second, in another process, waits for the first one's lock instead of counting past it,
-    and is refused once the first commits. (On PostgreSQL the principal's budget rows are the
-    lock: its hourly counter, and its `claims:` row, which holds across an hour's boundary where
-    the hourly key changes; on SQLite the database's write lock.)"""
-    first, _ = world.approved_email()
-    second, second_permit = world.approved_email()
-    env = {"CONCURRENT_OPERATIONS_PER_PRINCIPAL": "1"}
+        world: World, tmp_path: Path, limit: str) -> None:
+    """Forced interleaving (limit 1, the principal's or a run scope's): the first claim stops
+    after its count, before its commit; the second, in another process, waits for the first
+    one's lock instead of counting past it, and is refused once the first commits. (On
+    PostgreSQL the lock is, for the principal, its budget rows: its hourly counter, and its
+    `claims:` row, which holds across an hour's boundary where the hourly key changes; for a
+    run, its scope's `attempts` counter; on SQLite the database's write lock.)"""
+    if limit == "principal":
+        first, _ = world.approved_email()
+        second, second_permit = world.approved_email()
+        env = {"CONCURRENT_OPERATIONS_PER_PRINCIPAL": "1"}
+    else:
+        execution = _run(world)
+        _root(execution, concurrency=1)
+        first, _ = _approved_in_run(world, execution)
+        second, second_permit = _approved_in_run(world, execution)
+        env = {}
     with PausedChild(tmp_path, "dispatch", world.owner.id, first.id,
                      pause="claim.before_commit", **env) as holder:
         holder.reached()
@@ -273,3 +287,60 @@ def test_a_claim_counts_only_after_the_claim_before_it_committed(
     assert json.loads(out.strip().splitlines()[-1]) == {"denied": "budget_exhausted"}
     second_permit.refresh_from_db()
     assert second_permit.state == "issued"
+
+
+
+@pytest.mark.django_db
+def test_a_runs_concurrency_ceiling_caps_its_actions_in_flight(
+        live: World, destinations: Destinations) -> None:
+    """The run's innermost open scope caps the run's actions claimed and not settled: one past
+    its concurrency ceiling is refused naming the scope, the refused claim spends nothing, and
+    the slot is free again once the action in flight settles."""
+    execution = _run(live)
+    root = _root(execution, concurrency=1)
+    first, _ = _approved_in_run(live, execution)
+    second, second_permit = _approved_in_run(live, execution)
+    running = proposal_dispatch(principal=live.owner, proposal_id=first.id,
+                                now=timezone.now(), enqueue=False)
+    with pytest.raises(Denial) as refused:
+        proposal_dispatch(principal=live.owner, proposal_id=second.id, now=timezone.now(),
+                          enqueue=False)
+    assert refused.value.code is DenialCode.BUDGET_EXHAUSTED
+    assert refused.value.details == {"budget": "concurrency", "scope": "run",
+                                     "scope_id": root.id, "limit": 1, "in_flight": 1}
+    second_permit.refresh_from_db()
+    assert second_permit.state == "issued"  # the refused claim rolled back whole
+    assert scope_remaining(root.id)["attempts"] == 9  # and spent nothing of the scope
+    assert operation_execute(operation_id=running.id).state == "completed"
+    later = proposal_dispatch(principal=live.owner, proposal_id=second.id, now=timezone.now(),
+                              enqueue=False)
+    assert later.state == "claimed"
+    assert scope_remaining(root.id)["attempts"] == 8
+
+
+@pytest.mark.django_db(transaction=True)
+def test_eight_processes_claiming_actions_of_one_run_never_pass_its_concurrency(
+        world: World) -> None:
+    """Eight processes each claim another approved action of one run at once, its scope's
+    concurrency at 3: exactly three claims win; the others hear `budget_exhausted` and their
+    permits stay issued."""
+    from dispatch.models import Operation, Permit
+
+    execution = _run(world)
+    root = _root(execution, calls=20, attempts=20, concurrency=3)
+    pairs = [_approved_in_run(world, execution) for _ in range(8)]
+    children = [subprocess.Popen(
+        [sys.executable, "-m", "tests.support.child", "dispatch", world.owner.id, proposal.id],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=child_env()) for proposal, _ in pairs]
+    answers = []
+    for child in children:
+        out, err = child.communicate(timeout=120)
+        assert child.returncode == 0, err
+        answers.append(json.loads(out.strip().splitlines()[-1]))
+    won = [a for a in answers if "operation_id" in a]
+    assert len(won) == 3, answers
+    assert [a for a in answers if "operation_id" not in a] == [{"denied": "budget_exhausted"}] * 5
+    assert Operation.objects.filter(execution_id=execution.id, state="claimed").count() == 3
+    assert Permit.objects.filter(state="issued").count() == 5
+    assert scope_remaining(root.id)["attempts"] == 17
