@@ -69,6 +69,9 @@ EXECUTION_LIFECYCLE: Final = Protocol[ExecutionState, ExecutionEvent](
 )
 #: The states a run has ended in: no step runs after them.
 EXECUTION_ENDED: Final = EXECUTION_LIFECYCLE.final
+#: The ends of a run that stop its actions too (docs/workflows.md#deadlines): a timed-out or
+#: cancelled run's issued actions are refused; a finished run's approved actions still run.
+EXECUTION_STOPPED: Final = frozenset({X.TIMED_OUT, X.CANCELLED})
 
 W, WE = WaitState, WaitEvent
 #: Of two wake-ups only one claims a parked step (the conditional UPDATE from `parked`); a run

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Final
 
 from django.conf import settings
 from django.db import transaction
@@ -33,7 +32,7 @@ from dispatch.services.budgets import budget_adjust, counters_take
 from dispatch.services.statements import is_postgres, rows
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import OperationState
-from protocols.lifecycle_runs import EXECUTION_ENDED, ExecutionState
+from protocols.lifecycle_runs import EXECUTION_ENDED, EXECUTION_STOPPED
 
 DIMENSIONS = ("calls", "attempts", "concurrency")
 
@@ -132,12 +131,6 @@ _RUN_AND_SCOPE = (
     'LEFT JOIN "dispatch_scope" s ON s."execution_id" = e."id" AND s."closed_at" IS NULL '
     'WHERE e."id" = %s ORDER BY s."opened_at" DESC, s."id" DESC LIMIT 1')
 
-#: The ends of a run that stop its actions (docs/workflows.md#deadlines); a finished run's
-#: approved actions still run.
-RUN_STOPPED: Final = frozenset({ExecutionState.TIMED_OUT.value,
-                                ExecutionState.CANCELLED.value})
-
-
 def execution_scope_take(*, execution_id: str | None, calls: int, attempts: int,
                          claim: Operation | None = None) -> None:
     """Inside a claim's (or a retry's) transaction: spend out of the innermost open scope of the
@@ -159,7 +152,7 @@ def execution_scope_take(*, execution_id: str | None, calls: int, attempts: int,
     if not found:
         return
     state, scope_id, name, call_limit, attempt_limit, concurrency = found[0]
-    if claim is not None and state in RUN_STOPPED:
+    if claim is not None and state in EXECUTION_STOPPED:
         raise Denial(DenialCode.PROTOCOL_STATE_INVALID,
                      "The run has ended (timed out or cancelled); its actions do not run.",
                      execution_id=execution_id, state=state)

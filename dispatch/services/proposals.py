@@ -30,7 +30,7 @@ from protocols.jsontypes import JSONObject, JSONValue
 from protocols.lifecycle import (
     ResourceEvent,
 )
-from protocols.lifecycle_runs import ExecutionState
+from protocols.lifecycle_runs import EXECUTION_STOPPED
 
 #: An execution id (docs/rest-api.md#calls), matched whole: no trailing newline slips through.
 EXECUTION_ID_SHAPE = "[A-Za-z0-9_.:-]{1,80}"
@@ -42,7 +42,6 @@ CALL_ID_RULE = "must be a string of 1 to 200 printable ASCII characters"
 
 
 #: A run in one of these states proposes nothing more (docs/workflows.md#deadlines).
-_STOPPED = (ExecutionState.TIMED_OUT.value, ExecutionState.CANCELLED.value)
 #: The longest client description a proposal keeps.
 CLIENT_MAX = 200
 
@@ -128,7 +127,7 @@ def proposal_intake(
         existing = _first_proposal_of_call(principal, call_scope, call, contract, full)
         if existing is not None:
             return Intake(existing, created=False)
-    if named and Execution.objects.filter(id=execution_id, state__in=_STOPPED).exists():
+    if named and Execution.objects.filter(id=execution_id, state__in=EXECUTION_STOPPED).exists():
         # A run that timed out or was cancelled proposes nothing more
         # (docs/workflows.md#deadlines): its actions were stopped with it.
         raise Denial(DenialCode.PROTOCOL_STATE_INVALID,

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from dispatch.models import Execution, WorkflowWait
 from dispatch.workflows.journal import Journal
 from dispatch.workflows.parallel import LaneDone, deliver_if_joined, enqueue, lane_key
-from dispatch.workflows.resume import _rebuild
+from dispatch.workflows.resume import rebuild
 from dispatch.workflows.runtime import run_workflow
 from dispatch.workflows.values import WorkflowRefused
 from protocols.lifecycle_runs import EXECUTION_ENDED
@@ -39,7 +39,7 @@ def run_branch(execution_id: str, focus: list[list[str]], *, now: datetime) -> s
     if execution is None or execution.state in EXECUTION_ENDED:  # finished, timed out, cancelled
         return "finished"
     try:
-        checked = _rebuild(execution)
+        checked = rebuild(execution)
         run = run_workflow(checked, principal=execution.principal, execution_id=execution.id,
                            now=now, mode=execution.adapter_config.get("mode", "inline"),
                            focus=tuple((str(key), str(label)) for key, label in focus))

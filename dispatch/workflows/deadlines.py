@@ -14,9 +14,7 @@ from dispatch.models import Execution
 from dispatch.services.run_stops import execution_stop_actions, execution_time_out
 from dispatch.workflows.context import RunContext
 from dispatch.workflows.values import RunState, WorkflowRun
-from protocols.lifecycle_runs import ExecutionState
-
-_STOPPED = (ExecutionState.TIMED_OUT, ExecutionState.CANCELLED)
+from protocols.lifecycle_runs import EXECUTION_STOPPED, ExecutionState
 
 
 def deadline_at(now: datetime, deadline_s: float | None) -> datetime | None:
@@ -43,13 +41,13 @@ def step_boundary(ctx: RunContext) -> None:
     if found is None:
         return
     state, deadline_at = found
-    if state in _STOPPED:
+    if state in EXECUTION_STOPPED:
         raise RunEnded(ExecutionState(state))
     if deadline_at is not None and deadline_at <= timezone.now():
         execution_time_out(execution_id=ctx.execution_id, now=timezone.now())
         now_state = Execution.objects.filter(id=ctx.execution_id).values_list(
             "state", flat=True).first()
-        if now_state in _STOPPED:
+        if now_state in EXECUTION_STOPPED:
             raise RunEnded(ExecutionState(now_state))
 
 

@@ -68,7 +68,7 @@ def resume_wait(wait_id: str, *, now: datetime, stale: bool = False) -> Workflow
     failpoint("workflow.resume_claimed")
     execution = row.execution
     try:
-        checked = _rebuild(execution)
+        checked = rebuild(execution)
         with transaction.atomic():
             audit_record(tenant_id=execution.tenant_id, kind="workflow.resumed",
                          actor="system", at=now, details={
@@ -102,7 +102,10 @@ def resume_stale(*, now: datetime, limit: int = SWEEP_LIMIT) -> int:
     return resumed
 
 
-def _rebuild(execution: Execution) -> CheckedWorkflow:
+def rebuild(execution: Execution) -> CheckedWorkflow:
+    """The run's workflow, checked again from the source it was started with against the
+    contracts registered now (a resumption or a lane never runs an IR the store could not
+    re-derive)."""
     config = execution.adapter_config
     source, filename = config.get("source"), config.get("filename")
     if not isinstance(source, str) or not isinstance(filename, str):
