@@ -167,6 +167,24 @@ def execution_scope_take(*, execution_id: str | None, calls: int, attempts: int,
         _run_concurrency_take(claim, scope_id=scope_id, name=name, limit=concurrency)
 
 
+def execution_scope_carve(*, execution_id: str, calls: int) -> list[str]:
+    """A delegated step's budget, carved out of the tool calls of its run's innermost open scope
+    too (spec §9: a child cannot evade its parent's budget by starting a pipeline of its own),
+    inside the delegation's transaction: `budget_exhausted` naming the scope, with what was
+    asked and what is left, when the scope has less than `calls` left. The counter keys carved
+    from, for the delegation to give its unused part back to when it ends (`budget_release`);
+    none for a run without scopes."""
+    found = rows(_RUN_AND_SCOPE, [execution_id])
+    if not found or found[0][1] is None:
+        return []
+    _, scope_id, name, call_limit, _, _ = found[0]
+    key = counter_key(scope_id, "calls")
+    if counters_take([(key, calls, call_limit)]) is not None:
+        raise Denial(DenialCode.BUDGET_EXHAUSTED, budget="calls", scope=name, scope_id=scope_id,
+                     asked=calls, remaining=_remaining(scope_id, "calls", call_limit))
+    return [key]
+
+
 def _run_concurrency_take(claim: Operation, *, scope_id: str, name: str, limit: int) -> None:
     """The claim of an action of a run, after it took its attempt out of the run's innermost
     open scope: the run's other actions claimed and not settled stay

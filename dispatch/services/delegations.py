@@ -6,7 +6,8 @@ lives from the step's start to its end, however it ends:
 - `delegation_open`: in ONE transaction, the sub-agent principal, the child grant (only
   narrower than a grant of the workflow's principal: `grant_delegate_from_covering`), the budget
   carved out of the run's, the delegator's hourly budget and a budgeted parent grant's
-  (`budget_carve`), the sub-agent's execution with its input, and the
+  (`budget_carve`) and the tool calls of the run's innermost scope (`execution_scope_carve`),
+  the sub-agent's execution with its input, and the
   record, whose opener holds the step's lease. Nothing of it exists unless all of it does, and
   one step of one execution has one record (a replay or a concurrent run finds it).
 - `delegation_acquire`, `delegation_renew`, `delegation_park`: the step's lease. A running step
@@ -40,6 +41,7 @@ from dispatch.services.budgets import (
     budget_release,
     grant_budget_key,
 )
+from dispatch.services.ceilings import execution_scope_carve
 from dispatch.services.executions import execution_create, journal_append
 from dispatch.services.principals import subagent_create
 from protocols.denials import Denial, DenialCode
@@ -141,6 +143,10 @@ def delegation_open(
             if parent_budget is not None:  # a budgeted parent: its counter bounds the child
                 parents.append((grant_budget_key(str(grant.parent_id)), parent_budget))
             budget_carve(parents=parents, child=grant_budget_key(grant.id), amount=bounds.budget)
+            # And out of the run's innermost scope's tool calls: the run's ceilings bound the
+            # sub-agent too (docs/workflows.md#ceilings). Last: its counter's key sorts last.
+            carved_from = [key for key, _ in parents] + execution_scope_carve(
+                execution_id=execution_id, calls=bounds.budget)
             run = execution_create(principal=subject, adapter=sub.adapter, now=now,
                                    adapter_config=sub.adapter_config,
                                    adapter_fingerprint=sub.adapter_fingerprint)
@@ -151,7 +157,7 @@ def delegation_open(
                 id=delegation_id, tenant_id=principal.tenant_id, execution_id=execution_id,
                 step=step, agent=sub.agent[:100], principal=subject, grant=grant,
                 agent_execution=run, budget=bounds.budget,
-                carved_from=[key for key, _ in parents], started_at=now, holder=holder,
+                carved_from=carved_from, started_at=now, holder=holder,
                 lease_expires_at=_lease_until())
     except IntegrityError:
         # The backstop (one record per step): a concurrent run of this execution opened it

@@ -232,6 +232,48 @@ def test_a_carve_out_larger_than_the_run_has_left_is_refused(
         assert used(run_counter(world, result)) == 3
 
 
+@pytest.mark.parametrize(("budget", "state"), [(1, "finished"), (2, "denied")])
+def test_a_carve_out_larger_than_the_runs_scope_has_left_is_refused_naming_the_scope(
+    world: World, budget: int, state: str,
+) -> None:
+    """A delegated step cannot evade the ceilings its run was given: its budget is carved out
+    of the run's innermost scope's tool calls too, refused naming the scope when the scope has
+    less left, and what the sub-agent did not spend goes back to the scope."""
+    from dispatch.models import Scope
+    from dispatch.services.ceilings import Ceiling, scope_remaining
+
+    workflow = checked(delegated_workflow(budget=budget, before=LOOKUPS_FIRST))
+    result = run_workflow(workflow, principal=world.owner, now=world.now,
+                          agents=scripted(lookup(), final="done"),
+                          ceiling=Ceiling(calls=3, attempts=10, concurrency=4))
+    scope = Scope.objects.get(execution_id=result.execution_id)
+    assert result.state == state
+    if state == "denied":
+        assert result.denial is not None
+        assert (result.denial.path, result.denial.code) == ("steps[4]", "budget_exhausted")
+        assert result.denial.detail == {"budget": "calls", "scope": "run", "scope_id": scope.id,
+                                        "asked": 2, "remaining": 1}
+        assert not Delegation.objects.exists()
+        assert not Grant.objects.filter(parent__isnull=False).exists()
+        assert scope_remaining(scope.id)["calls"] == 1  # the refused carve-out took nothing
+    else:
+        assert calls(result) == [("completed", None)]
+        assert scope_remaining(scope.id)["calls"] == 0  # 2 steps, 1 carved and spent
+
+
+def test_the_unused_part_of_a_carve_out_goes_back_to_the_runs_scope(world: World) -> None:
+    from dispatch.models import Scope
+    from dispatch.services.ceilings import Ceiling, scope_remaining
+
+    result = run_workflow(checked(delegated_workflow(budget=3)), principal=world.owner,
+                          now=world.now, agents=scripted(lookup(), final="done"),
+                          ceiling=Ceiling(calls=5, attempts=10, concurrency=4))
+    assert calls(result) == [("completed", None)]
+    scope = Scope.objects.get(execution_id=result.execution_id)
+    # 3 carved when the step started; the sub-agent spent 1, the other 2 came back.
+    assert scope_remaining(scope.id)["calls"] == 4
+
+
 def test_a_second_open_of_a_step_finds_its_record_before_carving_anything(
     world: World, settings: Any,
 ) -> None:
