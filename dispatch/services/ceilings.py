@@ -169,11 +169,11 @@ def execution_scope_take(*, execution_id: str | None, calls: int, attempts: int,
 
 def execution_scope_carve(*, execution_id: str, calls: int) -> list[str]:
     """A delegated step's budget, carved out of the tool calls of its run's innermost open scope
-    too (spec §9: a child cannot evade its parent's budget by starting a pipeline of its own),
-    inside the delegation's transaction: `budget_exhausted` naming the scope, with what was
-    asked and what is left, when the scope has less than `calls` left. The counter keys carved
-    from, for the delegation to give its unused part back to when it ends (`budget_release`);
-    none for a run without scopes."""
+    too (docs/design.md#budgets: a child cannot evade its parent's budget by starting a pipeline
+    of its own), inside the delegation's transaction: `budget_exhausted` naming the scope, with
+    what was asked and what is left, when the scope has less than `calls` left. The counter keys
+    carved from, for the delegation to give its unused part back to when it ends
+    (`budget_release`); none for a run without scopes."""
     found = rows(_RUN_AND_SCOPE, [execution_id])
     if not found or found[0][1] is None:
         return []
