@@ -3,7 +3,9 @@
 
 Served under ``/sources`` by the shared HTTP server (:mod:`.http_server`). ``GET /sources/<name>``
 answers 200 with the document's bytes (``text/plain; charset=utf-8``), or 404 ``{"error"}`` for
-a name it does not serve. A read has no effect and no faults.
+a name it does not serve. A read has no effect; its one fault is ``GET /sources/hang.test``,
+which waits ``hang_seconds`` before answering 404 (a source that never answers in time: the
+fetch in flight is what a cancellation or a deadline abandons).
 
 The documents are :data:`SOURCE_DOCUMENTS`, fixed bytes, so their digests are stable. When the
 server starts it copies them into ``sources.sqlite3`` with the URL each is served at; a source
@@ -23,6 +25,7 @@ from urllib.parse import quote
 
 from protocols.canonical import digest_bytes
 
+from .faults import Fault
 from .http_server import Exchange, Route
 from .storage import StrPath, initialize, read_rows, write_transaction
 
@@ -103,7 +106,10 @@ def _prepare(directory: Path, base_url: str) -> None:
 
 
 def _get(exchange: Exchange, name: str) -> None:
-    """``GET /sources/<name>``: 200 with the stored bytes, else 404."""
+    """``GET /sources/<name>``: 200 with the stored bytes, else 404 (after ``hang_seconds`` for
+    ``hang.test``)."""
+    if name == Fault.HANG.value:
+        exchange.hang()
     content = read_source(exchange.directory, name)
     if content is None:
         exchange.send_json(HTTPStatus.NOT_FOUND, {"error": "no such source"})

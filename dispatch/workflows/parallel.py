@@ -158,6 +158,11 @@ def run_lane(interp: _Interp, step: Concurrent, lane: Lane, key: str) -> None:
                 status = "cancelled"
                 break
             interp.step(inner, lane.env, lane.loops)
+        else:
+            # A race lane that reached its end after another won lost: its steps were cancelled
+            # (a call in flight abandoned through its context), and nothing of it is used.
+            if isinstance(step, Race) and race.winner(ctx, key) not in (None, lane.label):
+                status = "cancelled"
     except Denied as denied:
         status, detail = "denied", {"code": denied.outcome.code, "at": denied.outcome.path}
     ctx.journal.put(marker, {"lane": lane.label, "status": status, **detail}, ctx.now)

@@ -6,10 +6,12 @@ loses nothing."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import signal
 import subprocess
 import sys
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -116,6 +118,69 @@ def test_the_winner_withdraws_the_proposal_of_a_loser_in_another_process(
     assert final["state"] == "finished"
     assert [(o["status"], o["detail"]["winner"]) for o in final["outcomes"]
             if o["step"] == "race"] == [("won", "fast")]
+
+
+def test_the_winner_cancels_a_loser_whose_fetch_is_in_flight_in_another_process(
+    world: World, destinations: Destinations,
+) -> None:
+    """The losing lane runs in another process and its fetch waits on a source that answers
+    only after 30 s. The winner ends: the loser's handler is cancelled through its context, the
+    call in flight is abandoned at once and recorded honestly (the request was out: `unknown`,
+    never no effect), the loser's lane ends cancelled and the race is won once."""
+    from dispatch.models import Attempt
+    from dispatch.runtime import get_runtime
+    from dispatch.workflows import run_workflow
+    from protocols.workflow import CheckedWorkflow, check_source
+    from tests.support.research import Researcher
+
+    researcher = Researcher.enrol(world, destinations.sources_url)
+    path = WORKFLOWS / "runtime" / "race_fetches.yaml"
+    text = path.read_text(encoding="utf-8")
+    checked = check_source(text, get_runtime().registry, filename=str(path))
+    assert isinstance(checked, CheckedWorkflow), checked
+    run = run_workflow(checked, principal=researcher.agent, source=(text, str(path)), inputs={
+        "question": researcher.question().id, "quick": researcher.source("bees"),
+        "stuck": researcher.source("hang.test")})
+    assert (run.state, run.waiting_on) == ("waiting", "steps[0]")
+    stuck = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.child", "branch", run.execution_id, "steps[0]",
+         "stuck"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=child_env())
+    try:
+        in_flight = Attempt.objects.filter(operation__proposal__execution_id=run.execution_id,
+                                           operation__proposal__call_id__contains="stuck",
+                                           ended_at__isnull=True)
+        deadline = time.monotonic() + 60
+        while not in_flight.exists():
+            assert stuck.poll() is None, stuck.communicate()
+            assert time.monotonic() < deadline, "the stuck lane's attempt never started"
+            time.sleep(0.05)
+        started = time.monotonic()
+        assert run_branch(run.execution_id, [["steps[0]", "quick"]], now=timezone.now()) \
+            == "ended"
+        out, err = stuck.communicate(timeout=60)
+    finally:
+        if stuck.poll() is None:
+            stuck.kill()
+    assert time.monotonic() - started < 15  # the source would have answered after 30 s
+    assert stuck.returncode == 0, err
+    assert json.loads(out.strip().splitlines()[-1]) == {"lane": "ended"}
+    loser = Operation.objects.get(proposal__execution_id=run.execution_id,
+                                  proposal__call_id__contains="stuck")
+    assert loser.proposal.cancelled_at is not None
+    assert loser.state == "unknown"  # the request was out: never failed_no_effect
+    attempt = Attempt.objects.get(operation=loser)
+    assert (attempt.outcome, attempt.ended_at is not None) == ("uncertain", True)
+    assert "cancelled while the call was in flight" in attempt.error
+    lanes = TranscriptEntry.objects.filter(execution_id=run.execution_id,
+                                           call_id__startswith="steps[0]/")
+    statuses = {e.call_id: e.payload["status"] for e in lanes}
+    assert statuses == {"steps[0]/quick": "completed", "steps[0]/stuck": "cancelled"}
+    resume_stale(now=timezone.now())
+    final = TranscriptEntry.objects.get(execution_id=run.execution_id, kind="final").payload
+    assert final["state"] == "finished"
+    assert [(o["status"], o["detail"]["winner"]) for o in final["outcomes"]
+            if o["step"] == "race"] == [("won", "quick")]
 
 
 def test_a_lane_worker_killed_loses_neither_its_lane_nor_the_join(

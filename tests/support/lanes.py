@@ -12,20 +12,21 @@ def lane_racer(env: dict[str, str], execution_id: str, lanes: list[list[str]], b
 
     setup_child(env)
     from django.db import connection
-    from django.utils import timezone
-
-    from dispatch.models import Execution
-    from dispatch.workflows import run_workflow
-    from dispatch.workflows.branches import run_branch
-    from dispatch.workflows.resume import _rebuild
 
     answers: list[str] = []
     barrier.wait(timeout=60)
-    try:
+    try:  # the imports too: a child that cannot start reports why instead of going silent
+        from django.utils import timezone
+
+        from dispatch.models import Execution
+        from dispatch.workflows import run_workflow
+        from dispatch.workflows.branches import run_branch
+        from dispatch.workflows.resume import rebuild
+
         for focus in lanes[index % len(lanes):] + lanes[:index % len(lanes)]:
             answers.append(run_branch(execution_id, [focus], now=timezone.now()))
         execution = Execution.objects.select_related("principal").get(id=execution_id)
-        answers.append(run_workflow(_rebuild(execution), principal=execution.principal,
+        answers.append(run_workflow(rebuild(execution), principal=execution.principal,
                                     execution_id=execution_id).state)
     except Exception as exc:  # reported to the parent, which fails the test
         answers.append(f"error: {type(exc).__name__}: {exc}")
