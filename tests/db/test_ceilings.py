@@ -221,18 +221,13 @@ def test_a_workflow_run_spends_out_of_its_own_scope(
     assert Scope.objects.get(id=root.id).close_reason == "its run ended"
 
 
-@pytest.mark.django_db(transaction=True)
-def test_eight_processes_claiming_never_pass_the_concurrency_limit(world: World) -> None:
-    """Eight processes each claim another approved action of one principal at once, with the
-    limit at 3: exactly three claims win, the others hear `budget_exhausted` and their permits
-    stay issued."""
-    from dispatch.models import Operation, Permit
-
-    pairs = [world.approved_email() for _ in range(8)]
+def _three_of_eight_claim(world: World, proposals: list[Any], **env: str) -> None:
+    """Eight processes each dispatch one of `proposals` at once: exactly three claims win and
+    the other five hear `budget_exhausted`."""
     children = [subprocess.Popen(
         [sys.executable, "-m", "tests.support.child", "dispatch", world.owner.id, proposal.id],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=child_env(CONCURRENT_OPERATIONS_PER_PRINCIPAL="3")) for proposal, _ in pairs]
+        env=child_env(**env)) for proposal in proposals]
     answers = []
     for child in children:
         out, err = child.communicate(timeout=120)
@@ -241,6 +236,17 @@ def test_eight_processes_claiming_never_pass_the_concurrency_limit(world: World)
     won = [a for a in answers if "operation_id" in a]
     assert len(won) == 3, answers
     assert [a for a in answers if "operation_id" not in a] == [{"denied": "budget_exhausted"}] * 5
+
+
+@pytest.mark.django_db(transaction=True)
+def test_eight_processes_claiming_never_pass_the_concurrency_limit(world: World) -> None:
+    """Eight processes each claim another approved action of one principal at once, with the
+    limit at 3: exactly three claims win, the others hear `budget_exhausted` and their permits
+    stay issued."""
+    from dispatch.models import Operation, Permit
+
+    pairs = [world.approved_email() for _ in range(8)]
+    _three_of_eight_claim(world, [p for p, _ in pairs], CONCURRENT_OPERATIONS_PER_PRINCIPAL="3")
     assert Operation.objects.filter(principal=world.owner, state="claimed").count() == 3
     assert Permit.objects.filter(state="issued").count() == 5
 
@@ -329,18 +335,7 @@ def test_eight_processes_claiming_actions_of_one_run_never_pass_its_concurrency(
     execution = _run(world)
     root = _root(execution, calls=20, attempts=20, concurrency=3)
     pairs = [_approved_in_run(world, execution) for _ in range(8)]
-    children = [subprocess.Popen(
-        [sys.executable, "-m", "tests.support.child", "dispatch", world.owner.id, proposal.id],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=child_env()) for proposal, _ in pairs]
-    answers = []
-    for child in children:
-        out, err = child.communicate(timeout=120)
-        assert child.returncode == 0, err
-        answers.append(json.loads(out.strip().splitlines()[-1]))
-    won = [a for a in answers if "operation_id" in a]
-    assert len(won) == 3, answers
-    assert [a for a in answers if "operation_id" not in a] == [{"denied": "budget_exhausted"}] * 5
+    _three_of_eight_claim(world, [p for p, _ in pairs])
     assert Operation.objects.filter(execution_id=execution.id, state="claimed").count() == 3
     assert Permit.objects.filter(state="issued").count() == 5
     assert scope_remaining(root.id)["attempts"] == 17
