@@ -172,20 +172,26 @@ def test_eight_processes_opening_children_never_overdraw_the_parent(world: World
     assert BudgetCounter.objects.get(key=f"scope:{root.id}:calls").used == 9
 
 
+def _second_refused(world: World, first: Any, second: Any) -> tuple[Any, Any]:
+    """Claim `first`, then `second` while `first` is in flight: the running operation and the
+    details of the second claim's `budget_exhausted`."""
+    running = proposal_dispatch(principal=world.owner, proposal_id=first.id,
+                                now=timezone.now(), enqueue=False)
+    with pytest.raises(Denial) as refused:
+        proposal_dispatch(principal=world.owner, proposal_id=second.id, now=timezone.now(),
+                          enqueue=False)
+    assert refused.value.code is DenialCode.BUDGET_EXHAUSTED
+    return running, refused.value.details
+
+
 @pytest.mark.django_db
 def test_the_per_principal_concurrency_limit_caps_actions_in_flight(
         live: World, destinations: Destinations, settings: Any) -> None:
     settings.CONCURRENT_OPERATIONS_PER_PRINCIPAL = 1
     first, _ = live.approved_email()
     second, second_permit = live.approved_email()
-    running = proposal_dispatch(principal=live.owner, proposal_id=first.id,
-                                now=timezone.now(), enqueue=False)
-    with pytest.raises(Denial) as refused:
-        proposal_dispatch(principal=live.owner, proposal_id=second.id, now=timezone.now(),
-                          enqueue=False)
-    assert refused.value.code is DenialCode.BUDGET_EXHAUSTED
-    assert refused.value.details == {"budget": "concurrency", "scope": "principal", "limit": 1,
-                                     "in_flight": 1}
+    running, refused = _second_refused(live, first, second)
+    assert refused == {"budget": "concurrency", "scope": "principal", "limit": 1, "in_flight": 1}
     second_permit.refresh_from_db()
     assert second_permit.state == "issued"  # the refused claim rolled back whole
     assert operation_execute(operation_id=running.id).state == "completed"
@@ -306,14 +312,9 @@ def test_a_runs_concurrency_ceiling_caps_its_actions_in_flight(
     root = _root(execution, concurrency=1)
     first, _ = _approved_in_run(live, execution)
     second, second_permit = _approved_in_run(live, execution)
-    running = proposal_dispatch(principal=live.owner, proposal_id=first.id,
-                                now=timezone.now(), enqueue=False)
-    with pytest.raises(Denial) as refused:
-        proposal_dispatch(principal=live.owner, proposal_id=second.id, now=timezone.now(),
-                          enqueue=False)
-    assert refused.value.code is DenialCode.BUDGET_EXHAUSTED
-    assert refused.value.details == {"budget": "concurrency", "scope": "run",
-                                     "scope_id": root.id, "limit": 1, "in_flight": 1}
+    running, refused = _second_refused(live, first, second)
+    assert refused == {"budget": "concurrency", "scope": "run", "scope_id": root.id, "limit": 1,
+                       "in_flight": 1}
     second_permit.refresh_from_db()
     assert second_permit.state == "issued"  # the refused claim rolled back whole
     assert scope_remaining(root.id)["attempts"] == 9  # and spent nothing of the scope
