@@ -227,7 +227,11 @@ def test_thousands_of_errors_answer_50_and_their_count(
     pointers = [e["pointer"] for e in details["errors"]]
     assert pointers == sorted(pointers)  # the first 50 by pointer
     assert len(response.content) < 10_000
-    assert elapsed < 3, elapsed  # about 1 s here, most of it parsing the megabyte
+    # Not a speed target (bench/ holds those): a bound that only work growing faster than the
+    # errors could pass. Linear work takes about 1 s here, most of it parsing the megabyte, and
+    # up to several times that while the two test passes share two cores; sorting 80,000
+    # pointers by insertion, or re-reading the body per error, would take minutes.
+    assert elapsed < 30, elapsed
 
 
 #: No refusal's body is larger than this, whatever a body of up to 1 MiB held
