@@ -56,8 +56,8 @@ def main(action: str, *args: str) -> None:
         "renew": lambda who, ren, digest: {"state": renewal_decide(
             approver=principal(who), renewal_id=ren, decision="grant", digest=digest,
             now=timezone.now()).state},
-        "revoke": lambda who, grt: {"revoked_at": grant_revoke(
-            actor=principal(who), grant_id=grt, now=timezone.now()).revoked_at.isoformat()},
+        "revoke": lambda who, grt: {"revoked_at": _revoked_at(grant_revoke(
+            actor=principal(who), grant_id=grt, now=timezone.now()))},
         "cancel": lambda who, op: {"state": operation_cancel(
             actor=principal(who), operation_id=op, now=timezone.now()).state},
         "pause": lambda who, operation: {"paused": pause_scope(pause_set(
@@ -118,6 +118,11 @@ def _start(principal_id: str, path: str, given: str) -> dict[str, Any]:
     run = run_workflow(checked, principal=Principal.objects.get(id=principal_id),
                        inputs={name: value}, source=(text, path))
     return {"state": run.state, "execution_id": run.execution_id}
+
+
+def _revoked_at(grant: Any) -> str:
+    assert grant.revoked_at is not None, "grant_revoke answers the revoked grant"
+    return str(grant.revoked_at.isoformat())
 
 
 def _branch(execution_id: str, key: str, lane: str) -> dict[str, Any]:

@@ -114,13 +114,18 @@ class TasksExtension(ClientExtension):
     identifier = TASKS_EXTENSION
 
     def claims(self) -> list[ResultClaim[Any]]:
-        return [ResultClaim(result_type="task", model=CreatedTask, resolve=_keep)]
+        # The SDK types `resolve` as answering a CallToolResult; a claim may hand back its own
+        # model, which is what the tasks extension does with a task.
+        return [ResultClaim(result_type="task", model=CreatedTask,
+                            resolve=_keep)]  # type: ignore[arg-type]
 
 
 async def modern_task_call(client: Client, name: str, arguments: dict[str, Any],
                            meta: dict[str, Any] | None = None) -> Any:
     """A `tools/call` that may answer a task: a `CreatedTask`, or a `CallToolResult`."""
-    return await client.session.call_tool(name, arguments, meta=meta, allow_claimed=True)
+    # `meta` is the request's `_meta` as a plain mapping, which the SDK takes at run time.
+    return await client.session.call_tool(name, arguments, meta=meta,  # type: ignore[arg-type]
+                                          allow_claimed=True)
 
 
 async def modern_get(client: Client, task_id: str) -> DetailedTask:
