@@ -1,10 +1,10 @@
 """The transactional operation store (docs/design.md#outcomes): every model, re-exported from its
 module.
 
-`base` holds the core records; `delegations`, `evidence` and `notifications` build on it, each
-in a module of its job. They import `base` and never this package, so the package sits above its
-modules and no import goes round in a circle. Importing it here lets Django register every model
-and `from dispatch.models import X` find every model of the store.
+`base` holds the core records; `executions`, `delegations`, `evidence`, `notifications` and the
+others build on it, each in a module of its job. They import `base` and never this package, so
+the package sits above its modules and no import goes round in a circle. Importing it here lets
+Django register every model and `from dispatch.models import X` find every model of the store.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from dispatch.models.base import (
     AuditEvent,
     BudgetCounter,
     Decision,
-    Execution,
     Grant,
     Lease,
     Operation,
@@ -28,11 +27,11 @@ from dispatch.models.base import (
     Resource,
     Revision,
     Tenant,
-    TranscriptEntry,
     Vote,
 )
 from dispatch.models.delegations import Delegation
 from dispatch.models.evidence import Attestation, Receipt, ReceiptContent
+from dispatch.models.executions import Execution, TranscriptEntry
 from dispatch.models.notifications import Notification, NotificationAttempt, WebhookEndpoint
 from dispatch.models.pauses import Pause
 from dispatch.models.scopes import Scope

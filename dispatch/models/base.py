@@ -411,56 +411,6 @@ class AuditEvent(models.Model):
         ]
 
 
-class Execution(models.Model):
-    """An agent execution of the embedded runtime: the parent of its tool operations."""
-
-    class State(models.TextChoices):
-        RUNNING = "running"
-        WAITING = "waiting"
-        FINISHED = "finished"
-        TIMED_OUT = "timed_out"
-        CANCELLED = "cancelled"
-
-    id = _id_field("exe")
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT)
-    principal = models.ForeignKey(Principal, on_delete=models.PROTECT, related_name="+")
-    adapter = models.CharField(max_length=100)
-    # What rebuilds the model adapter (`ModelAdapter.config()`), and its digest with the
-    # adapter's name: a resume under another script or model configuration is refused.
-    adapter_config = models.JSONField(default=dict)
-    adapter_fingerprint = models.CharField(max_length=71, blank=True, default="")
-    state = models.CharField(max_length=10, choices=State.choices)
-    final = models.TextField(blank=True, default="")
-    # When the run times out, if it declared `deadline_s` (docs/workflows.md#deadlines).
-    deadline_at = models.DateTimeField(null=True, blank=True, db_index=True)
-    created_at = models.DateTimeField()
-    updated_at = models.DateTimeField()
-
-
-class TranscriptEntry(models.Model):
-    """The adapter transcript, persisted before the loop continues (docs/design.md#outcomes)."""
-
-    class Kind(models.TextChoices):
-        TOOL_CALL = "tool_call"
-        TOOL_RESULT = "tool_result"
-        FINAL = "final"
-        INPUT = "input"  # what a workflow gave a delegated sub-agent (its first entry)
-
-    execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="entries")
-    seq = models.PositiveIntegerField()
-    kind = models.CharField(max_length=12, choices=Kind.choices)
-    call_id = models.CharField(max_length=80, blank=True, default="")
-    payload = models.JSONField()
-    at = models.DateTimeField()
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["execution", "seq"], name="one_entry_per_seq"),
-            models.UniqueConstraint(fields=["execution", "call_id", "kind"],
-                                    condition=~Q(call_id=""), name="one_entry_per_call_kind"),
-        ]
-
-
 class Lease(models.Model):
     """A named lock with an expiry, held by one process at a time (one reconciliation pass).
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from django.db import models
 
-from dispatch.models.base import Execution, Tenant, _id_field
+from dispatch.models.base import Tenant, _id_field
+from dispatch.models.executions import Execution
 
 
 class Scope(models.Model):

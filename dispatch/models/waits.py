@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from django.db import models
 
-from dispatch.models.base import ApprovalRequest, Execution, Tenant, _id_field
+from dispatch.models.base import ApprovalRequest, Tenant, _id_field
+from dispatch.models.executions import Execution
 
 
 class WorkflowWait(models.Model):
