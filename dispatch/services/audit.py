@@ -27,7 +27,8 @@ from protocols.denials import Denial, DenialCode
 from protocols.jsontypes import JSONObject, JSONValue
 from protocols.lifecycle import ResourceEvent
 from protocols.redaction import mask_values, redact, string_values
-from protocols.trace import TraceChecker, TraceEvent, TraceReport
+from protocols.trace import TraceChecker
+from protocols.trace_events import TraceEvent, TraceReport
 
 #: The audit table's columns, in the order `audit_values` gives them.
 AUDIT_COLUMNS = ('"tenant_id", "at", "kind", "actor", "operation_id", "proposal_id", '

@@ -66,7 +66,8 @@ from dispatch.models import (
     Resource,
 )
 from protocols.denials import Denial
-from protocols.trace import TraceChecker, TraceEvent
+from protocols.trace import TraceChecker
+from protocols.trace_events import TraceEvent
 from tests.model.destinations import BEHAVIOURS, CURRENT, DestinationModel
 from tests.model.extension import NOTIFY, PUBLISH, TIMEOUT, TRANSFER
 

@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from dispatch.services.audit import audit_replay
 from protocols.denials import Denial
-from protocols.trace import TraceReport
+from protocols.trace_events import TraceReport
 
 
 class Command(BaseCommand):

@@ -12,7 +12,8 @@ import pytest
 
 from protocols.audit_kinds import OPERATION_EVENT_KINDS
 from protocols.lifecycle import OPERATION_LIFECYCLE, OperationEvent
-from protocols.trace import TraceCode, TraceEvent, check_trace
+from protocols.trace import check_trace
+from protocols.trace_events import TraceCode, TraceEvent
 
 _ids: Iterator[int] = count(1)
 

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from itertools import count
 from typing import Any
 
-from protocols.trace import TraceCode, TraceEvent, check_trace
+from protocols.trace import check_trace
+from protocols.trace_events import TraceCode, TraceEvent
 
 _ids: Iterator[int] = count(1)
 
