@@ -760,3 +760,24 @@ def test_readers_of_an_empty_directory_find_nothing(tmp_path: Path) -> None:
     assert read_source(tmp_path, "tides") is None
     assert lookup_message(tmp_path, "anything") is None
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_port_taken_before_the_child_binds_it_is_replaced(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first lookup port handed out is already bound (as when a concurrent test's outgoing
+    connection takes it): the start is tried again on fresh ports and the destinations run."""
+    from tests.support import destinations as support
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    fresh = support.free_port
+    ports = iter([fresh(), fresh(), taken.getsockname()[1]])
+    monkeypatch.setattr(support, "free_port", lambda: next(ports, None) or fresh())
+    try:
+        with support.running_destinations(tmp_path / "dest") as found:
+            assert found.lookup_port != taken.getsockname()[1]
+            with socket.create_connection(("127.0.0.1", found.smtp_port), timeout=5):
+                pass
+    finally:
+        taken.close()

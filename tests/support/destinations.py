@@ -134,7 +134,8 @@ def running_destinations(
             proc = _start(found, hang_seconds, keys)
             break
         except RuntimeError as error:
-            if "address already in use" not in str(error) or attempt == 4:
+            # The child's OSError says "Address already in use": compared without case.
+            if "address already in use" not in str(error).lower() or attempt == 4:
                 raise
     try:
         yield found
