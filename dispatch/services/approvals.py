@@ -31,6 +31,7 @@ from dispatch.services.authority import require_role
 from dispatch.services.notifications import notify_approval_decided, notify_approval_requested
 from dispatch.services.permits import permit_move
 from dispatch.services.resources import moved_refs, resource_move, resources_release
+from dispatch.services.statements import insert, is_postgres, rows, run, statement, value
 from dispatch.services.wakeups import wake_on_decision
 from protocols.denials import Denial, DenialCode
 from protocols.grants import Grant as CoreGrant
@@ -102,8 +103,8 @@ def approval_decide(
             # revokes it.
             grant = _admit_for_grant(proposal, now).grant if event is ApprovalEvent.GRANT \
                 else None
-            Vote.objects.create(approval_id=approval.id, approver=approver, outcome=decision,
-                                digest=digest, voted_at=now)
+            insert(Vote(approval_id=approval.id, approver=approver, outcome=decision,
+                        digest=digest, voted_at=now))
             failpoint("decision.vote_recorded")
             # Counted only where a quorum needs more than this one grant: a single approver's
             # decision costs no read of the votes.
@@ -123,9 +124,8 @@ def approval_decide(
             if not approval_move(approval, event, now=now, actor=approver.name,
                                  approver=approver, grant=grant, reason=reason):
                 raise Denial(DenialCode.APPROVAL_DECIDED)
-            Decision.objects.create(approval_id=approval.id, approver=approver,
-                                    outcome=decision, digest=digest, reason=reason,
-                                    decided_at=now)
+            insert(Decision(approval_id=approval.id, approver=approver, outcome=decision,
+                            digest=digest, reason=reason, decided_at=now))
             wake_on_decision(approval.id, execution_id=proposal.execution_id)  # after commit
             permit = approval.permit if grant is not None else None
             if permit is not None and proposal.dispatch_on_approval:
@@ -141,8 +141,11 @@ def approval_decide(
 def _approval_lock(approval: ApprovalRequest) -> str | None:
     """Lock the request's row for this transaction and answer its state, read under the
     lock."""
-    return ApprovalRequest.objects.select_for_update().filter(id=approval.id).values_list(
-        "state", flat=True).first()
+    found = rows(_LOCK + (" FOR UPDATE" if is_postgres() else ""), [approval.id])
+    return str(found[0][0]) if found else None
+
+
+_LOCK = statement("approval.lock", 'SELECT "state" FROM "dispatch_approvalrequest" WHERE "id" = %s')
 
 
 def _admit_for_grant(proposal: Proposal, now: datetime) -> Admission:
@@ -169,7 +172,7 @@ def _permit_mint(
 ) -> Permit:
     """The one-shot permit, binding everything of docs/design.md#permits, in the grant's
     transaction."""
-    return Permit.objects.create(
+    return insert(Permit(
         tenant_id=proposal.tenant_id, approval_id=approval.id, proposal=proposal,
         state=PERMIT_LIFECYCLE.initial, approver=approver,
         requester_id=proposal.principal_id, execution_id=proposal.execution_id,
@@ -180,7 +183,7 @@ def _permit_mint(
         destination_fingerprint=proposal.destination_fingerprint,
         policy_fingerprint=proposal.policy_fingerprint,
         operation_id=new_id("op"), issued_at=now, expires_at=approval.expires_at,
-    )
+    ))
 
 
 def approval_open(
@@ -189,9 +192,9 @@ def approval_open(
 ) -> ApprovalRequest:
     """Inside the proposal's transaction: the pending request for `quorum` humans holding
     `role`, audited, and its notifications written to the outbox."""
-    approval = ApprovalRequest.objects.create(
+    approval = insert(ApprovalRequest(
         tenant_id=proposal.tenant_id, proposal=proposal, role=role, quorum=quorum,
-        state=APPROVAL_LIFECYCLE.initial, created_at=now, expires_at=expires_at)
+        state=APPROVAL_LIFECYCLE.initial, created_at=now, expires_at=expires_at))
     audit_record(tenant_id=proposal.tenant_id, kind="approval.requested", actor=actor, at=now,
                  proposal_id=proposal.id, digest=proposal.digest,
                  details={"approval_id": approval.id, "role": role,
@@ -234,11 +237,11 @@ def approval_move(
             now=now, actor=actor, within=within or "approval.expired")
         if event is ApprovalEvent.EXPIRE and not moved:
             return False  # claimed (it ran) or revoked with its grant: it stays granted
-    # Decisions before expiry only; an expiry only past it.
-    timely = ({"expires_at__lte": now} if event is ApprovalEvent.EXPIRE else
-              {} if event is ApprovalEvent.REVOKE else {"expires_at__gt": now})
-    if ApprovalRequest.objects.filter(id=approval.id, state=source, **timely).update(
-            state=target) != 1:
+    # Decisions before expiry only; an expiry only past it; a revocation whenever.
+    at = value(ApprovalRequest, "expires_at", now)
+    decision = event in (ApprovalEvent.GRANT, ApprovalEvent.DENY)
+    if run(_MOVE, [target.value, approval.id, source.value, not decision, at,
+                   event is not ApprovalEvent.EXPIRE, at]) != 1:
         return False
     approval.state = target
     if within is not None:
@@ -270,6 +273,15 @@ def approval_move(
                  **audit_moves(granted, ResourceEvent.GRANT)},
     )
     return True
+
+
+#: `approval_move`'s conditional UPDATE, from the state the request was loaded in: a decision
+#: only before expiry (the first flag false), an expiry only past it (the second flag false),
+#: a revocation whenever (both true).
+_MOVE = statement(
+    "approval.move",
+    'UPDATE "dispatch_approvalrequest" SET "state" = %s WHERE "id" = %s AND "state" = %s '
+    'AND (%s OR "expires_at" > %s) AND (%s OR "expires_at" <= %s)')
 
 
 def approvals_expire_stale(*, now: datetime) -> int:

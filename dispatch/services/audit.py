@@ -21,7 +21,7 @@ from typing import Any
 from django.conf import settings
 
 from dispatch.models import AuditEvent, Proposal, Tenant
-from dispatch.services.statements import run, value
+from dispatch.services.statements import run, statement, value
 from protocols.audit_kinds import RESOURCE_MOVES
 from protocols.denials import Denial, DenialCode
 from protocols.jsontypes import JSONObject, JSONValue
@@ -34,7 +34,9 @@ from protocols.trace_events import TraceEvent, TraceReport
 AUDIT_COLUMNS = ('"tenant_id", "at", "kind", "actor", "operation_id", "proposal_id", '
                  '"digest", "details"')
 AUDIT_PLACEHOLDERS = "%s, %s, %s, %s, %s, %s, %s, %s"
-AUDIT_INSERT = f'INSERT INTO "dispatch_auditevent" ({AUDIT_COLUMNS}) VALUES ({AUDIT_PLACEHOLDERS})'
+AUDIT_INSERT = statement(
+    "audit.insert",
+    f'INSERT INTO "dispatch_auditevent" ({AUDIT_COLUMNS}) VALUES ({AUDIT_PLACEHOLDERS})')
 
 
 def audit_values(

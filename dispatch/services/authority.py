@@ -22,7 +22,7 @@ from dispatch.runtime import Runtime, get_runtime
 from dispatch.services.access import access_grant_by_id
 from dispatch.services.audit import audit_record
 from dispatch.services.permits import permits_revoke_resting_on
-from dispatch.services.statements import columns, instance, rows
+from dispatch.services.statements import columns, instance, rows, statement
 from protocols import grants as core
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
@@ -70,9 +70,10 @@ SELECT {columns} FROM {table} g WHERE g.id IN (SELECT id FROM chain) ORDER BY g.
 
 @functools.cache
 def _chain_sql(vendor: str, start: str, lock: bool) -> str:
-    return _CHAIN_SQL.format(table=connection.ops.quote_name(Grant._meta.db_table),
-                             start=start, columns=columns(Grant, "g"),
-                             lock=" FOR SHARE" if lock and vendor == "postgresql" else "")
+    name = f"grant.chain_by_{start}{'.locked' if lock else ''}"
+    return statement(name, derived=True, sql=_CHAIN_SQL.format(
+        table=connection.ops.quote_name(Grant._meta.db_table), start=start,
+        columns=columns(Grant, "g"), lock=" FOR SHARE" if lock and vendor == "postgresql" else ""))
 
 
 def _grant_chain(start: str, value: str, *, lock: bool) -> list[Grant]:

@@ -21,6 +21,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Greatest, Least
 
 from dispatch.models import BudgetCounter
+from dispatch.services.statements import statement
 from protocols.denials import Denial, DenialCode
 
 Limits = Sequence[tuple[str, int]]
@@ -65,8 +66,9 @@ def upsert_sql(counters: int, *, rebind: bool = False) -> str:
     values = ", ".join(["(%s, %s, %s)"] * counters)
     bound, also = ((f"excluded.{limit}", f", {limit} = excluded.{limit}") if rebind
                    else (f"{table}.{limit}", ""))
-    return (
-        f"INSERT INTO {table} ({key}, {used}, {limit}) VALUES {values} "  # noqa: S608
+    return statement(
+        f"budget.take.{counters}{'.rebind' if rebind else ''}", derived=True,
+        sql=f"INSERT INTO {table} ({key}, {used}, {limit}) VALUES {values} "  # noqa: S608
         f"ON CONFLICT ({key}) DO UPDATE SET {used} = {table}.{used} + excluded.{used}{also} "
         f"WHERE {table}.{used} + excluded.{used} <= {bound} RETURNING {key}")
 

@@ -29,7 +29,7 @@ from django.db.models import F
 
 from dispatch.models import BudgetCounter, Execution, Operation, Scope
 from dispatch.services.budgets import budget_adjust, counters_take
-from dispatch.services.statements import is_postgres, rows
+from dispatch.services.statements import is_postgres, rows, statement
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import OperationState
 from protocols.lifecycle_runs import EXECUTION_ENDED, EXECUTION_STOPPED
@@ -125,7 +125,7 @@ def scope_take(scope_id: str, *, calls: int = 0, attempts: int = 0) -> None:
 #: The action's run, share-locked on PostgreSQL (on SQLite the claim holds the write lock
 #: since BEGIN IMMEDIATE), with its innermost open scope (the newest opened: a child opens
 #: after its parent): one statement, whatever the run has.
-_RUN_AND_SCOPE = (
+_RUN_AND_SCOPE = statement("execution.run_and_scope",
     'SELECT e."state", s."id", s."name", s."calls", s."attempts", s."concurrency" '
     'FROM "dispatch_execution" e '
     'LEFT JOIN "dispatch_scope" s ON s."execution_id" = e."id" AND s."closed_at" IS NULL '

@@ -37,7 +37,7 @@ from dispatch.services.operations import OPERATION_CLAIMED, OPERATION_INSERT, OP
 from dispatch.services.pauses import pause_check
 from dispatch.services.permits import PERMIT_CLAIM
 from dispatch.services.resources import moved_refs, resource_move
-from dispatch.services.statements import cache_related, is_postgres, rows, run, value
+from dispatch.services.statements import cache_related, is_postgres, rows, run, statement, value
 from protocols.approval_rules import CapCharge
 from protocols.audit_kinds import OPERATION_EVENT_KINDS
 from protocols.denials import Denial, DenialCode
@@ -68,8 +68,9 @@ def operation_claim(
     at = value(Permit, "claimed_at", now)
     # One-shot: only an issued, unexpired permit bound to this digest moves; with no permit,
     # the proposal row is the lock a cancellation contends on.
-    lock, lock_params = ((PERMIT_CLAIM, [at, permit.id, proposal.id, proposal.digest, at])
-                         if permit is not None else (LOCK_UNCANCELLED, [proposal.id]))
+    lock, lock_params, combined = (
+        (PERMIT_CLAIM, [at, permit.id, proposal.id, proposal.digest, at], _PG_CLAIM_PERMIT)
+        if permit is not None else (LOCK_UNCANCELLED, [proposal.id], _PG_CLAIM_UNCANCELLED))
     operation = Operation(
         id=operation_id, tenant_id=proposal.tenant_id, proposal_id=proposal.id, permit=permit,
         principal_id=proposal.principal_id, execution_id=proposal.execution_id,
@@ -90,7 +91,7 @@ def operation_claim(
         if is_postgres() and not moved_refs(proposal.resource_refs):
             # One round trip: the lock, the intent and its audit row, each only if the one
             # before it happened.
-            ((locked,),) = rows(_PG_CLAIM.format(lock=lock), [*lock_params, *insert, *audit])
+            ((locked,),) = rows(combined, [*lock_params, *insert, *audit])
             if locked != 1:
                 raise _lock_denial(permit, now)
         else:
@@ -123,10 +124,13 @@ def operation_claim(
 
 #: The proposal's row, locked only while the action is not cancelled: what a claim without a
 #: permit, and every attempt after the first, contend on with a cancellation.
-LOCK_UNCANCELLED = (
+LOCK_UNCANCELLED = statement(
+    "proposal.lock_uncancelled",
     'UPDATE "dispatch_proposal" SET "cancelled_at" = NULL '
-    'WHERE "id" = %s AND "cancelled_at" IS NULL'
-)
+    'WHERE "id" = %s AND "cancelled_at" IS NULL')
+#: PostgreSQL, an action without resources to move: the lock (of the permit, or of the
+#: uncancelled proposal), the intent and its audit row in one round trip, each written only if
+#: the one before it was.
 _PG_CLAIM = (
     "WITH lock AS ({lock} RETURNING 1), "
     f"op AS ({OPERATION_INSERT_IF.format(after='lock')} RETURNING 1), "
@@ -134,6 +138,10 @@ _PG_CLAIM = (
     "WHERE EXISTS (SELECT 1 FROM op) RETURNING 1) "
     "SELECT count(*) FROM lock"
 )
+_PG_CLAIM_PERMIT = statement("claim.permit", vendor="postgresql",
+                             sql=_PG_CLAIM.format(lock=PERMIT_CLAIM))
+_PG_CLAIM_UNCANCELLED = statement("claim.uncancelled", vendor="postgresql",
+                                  sql=_PG_CLAIM.format(lock=LOCK_UNCANCELLED))
 
 
 def _lock_denial(permit: Permit | None, now: datetime) -> Denial:

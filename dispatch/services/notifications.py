@@ -53,7 +53,7 @@ from dispatch.models import (
 from dispatch.presentation import summarize
 from dispatch.queue import notify_later, notify_on_commit
 from dispatch.runtime import get_runtime
-from dispatch.services.statements import columns, instance, rows
+from dispatch.services.statements import columns, instance, rows, statement
 from dispatch.services.webhooks import AGENT_EVENTS, private_address
 from protocols.jsontypes import JSONObject
 from protocols.roles import Role
@@ -158,9 +158,11 @@ def _endpoints(proposal: Proposal, event: str) -> list[WebhookEndpoint]:
 
 @functools.cache
 def _endpoints_of(vendor: str) -> str:
-    return (f"SELECT {columns(WebhookEndpoint, 'w')} "  # noqa: S608
-            'FROM "dispatch_webhookendpoint" w WHERE w."principal_id" = %s '
-            'AND w."deleted_at" IS NULL ORDER BY w."created_at"')
+    return statement(
+        "webhook.endpoints_of",
+        f"SELECT {columns(WebhookEndpoint, 'w')} "  # noqa: S608
+        'FROM "dispatch_webhookendpoint" w WHERE w."principal_id" = %s '
+        'AND w."deleted_at" IS NULL ORDER BY w."created_at"')
 
 
 def _summary(proposal: Proposal) -> str:

@@ -33,7 +33,7 @@ from dispatch.services.audit import (
 from dispatch.services.notifications import notify_write, outcome_notifications
 from dispatch.services.pauses import attempt_paused
 from dispatch.services.resources import moved_refs, resource_move
-from dispatch.services.statements import is_postgres, rows, run, value
+from dispatch.services.statements import is_postgres, rows, run, statement, value
 from protocols.audit_kinds import ATTEMPT_STARTED, ATTEMPT_UNCERTAIN, OPERATION_EVENT_KINDS
 from protocols.denials import Denial
 from protocols.jsontypes import JSONObject
@@ -64,66 +64,67 @@ class _Lost(Exception):
 # The hot statements, written once (dispatch.services.statements). Identifiers are Django's
 # default names for these models (tests/unit/test_statements.py checks they still are); every
 # value is a bound parameter.
-_MOVE = (
+_MOVE = statement(
+    "operation.move",
     'UPDATE "dispatch_operation" SET "state" = %s, "updated_at" = %s, '
     '"result" = CASE WHEN %s THEN %s ELSE "result" END, '
     '"evidence" = COALESCE(%s, "evidence"), "uncertain" = %s '
     'WHERE "id" = %s AND "state" = %s AND "attempts_made" = %s AND "uncertain" = %s '
-    'AND (%s OR "updated_at" = %s)'
-)
-_END_ATTEMPT = (
+    'AND (%s OR "updated_at" = %s)')
+_END_ATTEMPT = statement(
+    "attempt.end",
     'UPDATE "dispatch_attempt" SET "ended_at" = %s, "outcome" = %s, "error" = %s '
-    'WHERE "operation_id" = %s AND "number" = %s AND "ended_at" IS NULL'
-)
+    'WHERE "operation_id" = %s AND "number" = %s AND "ended_at" IS NULL')
 # PostgreSQL: the same writes in one round trip. Every writer of an attempt row updates its
 # operation row first, so that row's lock orders them; the attempt moves only where the
 # operation did, and the audit row is written only where both did.
-_PG_MOVE_AND_END = (
-    f"WITH op AS ({_MOVE} RETURNING 1), "
+_PG_MOVE_AND_END = statement(
+    "operation.move_and_end", vendor="postgresql",
+    sql=f"WITH op AS ({_MOVE} RETURNING 1), "
     f"att AS ({_END_ATTEMPT} AND EXISTS (SELECT 1 FROM op) RETURNING 1), "
     f'au AS (INSERT INTO "dispatch_auditevent" ({AUDIT_COLUMNS}) SELECT {AUDIT_PLACEHOLDERS} '
     "WHERE EXISTS (SELECT 1 FROM att) RETURNING 1) "
-    "SELECT (SELECT count(*) FROM op), (SELECT count(*) FROM att)"
-)
-_PG_MOVE = (
-    f"WITH op AS ({_MOVE} RETURNING 1), "
+    "SELECT (SELECT count(*) FROM op), (SELECT count(*) FROM att)")
+_PG_MOVE = statement(
+    "operation.move_with_audit", vendor="postgresql",
+    sql=f"WITH op AS ({_MOVE} RETURNING 1), "
     f'au AS (INSERT INTO "dispatch_auditevent" ({AUDIT_COLUMNS}) SELECT {AUDIT_PLACEHOLDERS} '
     "WHERE EXISTS (SELECT 1 FROM op) RETURNING 1) "
-    "SELECT (SELECT count(*) FROM op), 1"
-)
+    "SELECT (SELECT count(*) FROM op), 1")
 # A new attempt starts only where the one before it has ended (none is open).
-_START = (
+_START = statement(
+    "attempt.start_guard",
     'UPDATE "dispatch_operation" SET "attempts_made" = %s, "updated_at" = %s, '
     '"next_attempt_at" = NULL WHERE "id" = %s AND "state" = %s AND "attempts_made" = %s '
     'AND NOT EXISTS (SELECT 1 FROM "dispatch_attempt" a '
-    'WHERE a."operation_id" = "dispatch_operation"."id" AND a."ended_at" IS NULL)'
-)
+    'WHERE a."operation_id" = "dispatch_operation"."id" AND a."ended_at" IS NULL)')
 # An uncertain attempt ends while the operation stays claimed for a retry under the same key;
 # the operation remembers the uncertainty (sticky, docs/design.md#outcomes).
-_HOLD = (
+_HOLD = statement(
+    "operation.hold",
     'UPDATE "dispatch_operation" SET "uncertain" = TRUE, "next_attempt_at" = %s, '
-    '"updated_at" = %s WHERE "id" = %s AND "state" = %s AND "attempts_made" = %s'
-)
-_INSERT_ATTEMPT = (
-    'INSERT INTO "dispatch_attempt" ("operation_id", "number", "started_at", "ended_at", '
-    "\"outcome\", \"error\") VALUES (%s, %s, %s, NULL, '', '')"
-)
-_PG_START = (
-    f"WITH op AS ({_START} RETURNING 1), "
+    '"updated_at" = %s WHERE "id" = %s AND "state" = %s AND "attempts_made" = %s')
+# SQLite's; PostgreSQL inserts the attempt row inside `_PG_START`.
+_INSERT_ATTEMPT = statement(
+    "attempt.insert", vendor="sqlite",
+    sql='INSERT INTO "dispatch_attempt" ("operation_id", "number", "started_at", "ended_at", '
+    "\"outcome\", \"error\") VALUES (%s, %s, %s, NULL, '', '')")
+_PG_START = statement(
+    "attempt.start", vendor="postgresql",
+    sql=f"WITH op AS ({_START} RETURNING 1), "
     'att AS (INSERT INTO "dispatch_attempt" ("operation_id", "number", "started_at", '
     "\"ended_at\", \"outcome\", \"error\") SELECT %s, %s, %s, NULL, '', '' "
     "WHERE EXISTS (SELECT 1 FROM op) RETURNING 1), "
     f'au AS (INSERT INTO "dispatch_auditevent" ({AUDIT_COLUMNS}) SELECT {AUDIT_PLACEHOLDERS} '
     "WHERE EXISTS (SELECT 1 FROM op) RETURNING 1) "
-    "SELECT count(*) FROM op"
-)
-OPERATION_INSERT = (
+    "SELECT count(*) FROM op")
+OPERATION_INSERT = statement(
+    "operation.insert",
     'INSERT INTO "dispatch_operation" ("id", "tenant_id", "proposal_id", "permit_id", '
     '"principal_id", "execution_id", "operation", "contract_fingerprint", "state", '
     '"attempts_made", "uncertain", "next_attempt_at", "result", "evidence", "lookup_found", '
     '"looked_up_at", "claimed_at", "updated_at") '
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 0, FALSE, NULL, NULL, '', '', NULL, %s, %s)"
-)
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 0, FALSE, NULL, NULL, '', '', NULL, %s, %s)")
 #: The same insert inside a CTE, only where the statement named `after` changed a row.
 OPERATION_INSERT_IF = OPERATION_INSERT.replace(
     "VALUES (", "SELECT ").removesuffix(")") + " WHERE EXISTS (SELECT 1 FROM {after})"
@@ -286,7 +287,8 @@ def attempt_open(
         raise RuntimeError("attempt_open runs inside its caller's transaction")
     if not _attempt_insert(operation, number, now, previous=number - 1, details=details):
         return None
-    operation.attempts_made, operation.updated_at = number, now
+    # What `_START` wrote: a started attempt is no longer due at a time.
+    operation.attempts_made, operation.updated_at, operation.next_attempt_at = number, now, None
     return StartedAttempt(operation.id, number, _MINT, operation.operation)
 
 

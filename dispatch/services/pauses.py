@@ -26,7 +26,7 @@ from dispatch.queue import execute_on_commit
 from dispatch.runtime import get_runtime
 from dispatch.services.audit import audit_record
 from dispatch.services.authority import require_role
-from dispatch.services.statements import rows
+from dispatch.services.statements import rows, statement
 from protocols.denials import Denial, DenialCode
 from protocols.jsontypes import JSONObject
 from protocols.lifecycle import OperationState
@@ -75,7 +75,8 @@ def attempt_paused(operation: Operation) -> bool:
 @functools.cache
 def _tenant_pauses(vendor: str) -> str:
     lock = " FOR SHARE" if vendor == "postgresql" else ""
-    return f'SELECT "pauses" FROM "dispatch_tenant" WHERE "id" = %s{lock}'  # noqa: S608
+    return statement("tenant.pauses",
+                     f'SELECT "pauses" FROM "dispatch_tenant" WHERE "id" = %s{lock}')  # noqa: S608
 
 
 def pause_details(pause: Pause) -> JSONObject:

@@ -13,6 +13,7 @@ from datetime import datetime
 from dispatch.models import Permit
 from dispatch.services.audit import audit_record
 from dispatch.services.resources import resources_release
+from dispatch.services.statements import statement
 from protocols.lifecycle import (
     PERMIT_LIFECYCLE,
     PermitEvent,
@@ -26,11 +27,11 @@ from protocols.lifecycle import (
 #: an issued, unexpired permit bound to this proposal's digest moves, and records when.
 _ISSUED = PermitState.ISSUED
 _CLAIMED = transition(PERMIT_LIFECYCLE, _ISSUED, PermitEvent.CLAIM)
-PERMIT_CLAIM = (
+PERMIT_CLAIM = statement(
+    "permit.claim",
     f"UPDATE \"dispatch_permit\" SET \"state\" = '{_CLAIMED.value}', \"claimed_at\" = %s "
     'WHERE "id" = %s AND "proposal_id" = %s AND "digest" = %s '
-    f"AND \"state\" = '{_ISSUED.value}' AND \"expires_at\" > %s"
-)
+    f"AND \"state\" = '{_ISSUED.value}' AND \"expires_at\" > %s")
 
 
 def permit_move(

@@ -20,6 +20,7 @@ from dispatch.services.admission import Admission, admit, validate_arguments
 from dispatch.services.approvals import approval_open
 from dispatch.services.audit import audit_binding, audit_moves, audit_record
 from dispatch.services.resources import moved_refs, resource_move
+from dispatch.services.statements import insert
 from protocols.canonical import (
     CanonicalizationError,
     canonicalize,
@@ -197,7 +198,7 @@ def _proposal_insert(
     full, resolved, proposal_digest = admission.arguments, admission.resolved, admission.digest
     canonical = admission.canonical.decode()  # the bytes hashed, not a second encoding
     with transaction.atomic(durable=True):
-        proposal = Proposal.objects.create(
+        proposal = insert(Proposal(
             tenant_id=principal.tenant_id, principal=principal, execution_id=execution_id,
             operation=contract.qualified_name, contract_version=contract.contract_version,
             contract_fingerprint=contract.fingerprint, arguments=full,
@@ -206,7 +207,7 @@ def _proposal_insert(
             policy_fingerprint=runtime.policy_fingerprint(contract),
             dispatch_on_approval=dispatch_on_approval, call_scope=call_scope, call_id=call_id,
             created_at=now, channel=origin.channel, client=origin.client[:CLIENT_MAX],
-        )
+        ))
         for ref in resolved.refs:
             ProposalResource.objects.create(proposal=proposal, resource_id=ref["id"],
                                             revision=ref["revision"])

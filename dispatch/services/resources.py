@@ -4,12 +4,12 @@ edits."""
 from __future__ import annotations
 
 import functools
-import operator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import models, transaction
-from django.db.models import Case, Q, Value, When
+from django.db import transaction
+from django.db.models import Q
 
 from dispatch.models import ApprovalRequest, Principal, Proposal, Resource, Revision
 from dispatch.runtime import get_runtime
@@ -19,6 +19,7 @@ from dispatch.services.access import (
     tool_message,
 )
 from dispatch.services.audit import audit_moves, audit_record
+from dispatch.services.statements import run, statement, value
 from protocols.canonical import CanonicalizationError, digest, materialize_defaults
 from protocols.contracts import ResourceKind, compile_schema, schema_errors
 from protocols.denials import Denial, DenialCode
@@ -97,7 +98,7 @@ def revision_create(
         # Compare-and-swap: only the holder of the current revision moves it on, from a
         # state that allows an edit.
         resource_move({"id": resource.id, "revision": base_revision}, ResourceEvent.EDIT,
-                      now=now, also={"current_revision": number})
+                      now=now, revision_to=number)
         revision = Revision.objects.create(
             resource_id=resource.id, number=number, payload=full, digest=payload_digest,
             created_by=principal,
@@ -122,43 +123,55 @@ def moved_refs(refs: list[JSONObject]) -> list[JSONObject]:
 
 
 def resource_move(
-    ref: JSONObject, event: ResourceEvent, *, now: datetime,
-    also: JSONObject | None = None,
+    ref: JSONObject, event: ResourceEvent, *, now: datetime, revision_to: int | None = None,
 ) -> None:
     """Move a referenced resource by `event`: THE one owner of a resource's state.
 
-    One compare-and-swap on the revision and on every (kind, state) the transition tables
-    allow `event` from, each moving to its own target; nothing is read unless it fails. Call
-    inside a transaction: a refusal (`stale_revision` if the revision moved on,
+    One compare-and-swap (`_move_statement`) on the revision and on every (kind, state) the
+    transition tables allow `event` from, each moving to its own target; nothing is read unless
+    it fails. Call inside a transaction: a refusal (`stale_revision` if the revision moved on,
     `protocol_state_invalid` if the state does not allow `event`) rolls the caller back whole.
-    `also`: other columns the same update writes (an edit's new revision number).
+    `revision_to`: the new current revision the same update writes (an edit's).
     """
     # The kinds' tables are registered by the extensions as the runtime loads: load it first,
     # or a process whose first act is a revocation (a web worker, a script) knows no kind and
     # fails on it (found by the chaos soak). The registered kinds are part of the key: a kind
     # registered later moves too.
     get_runtime()
-    allowed, target = _moves(event, tuple(sorted(RESOURCE_PROTOCOLS)))
-    moved = Resource.objects.filter(
-        allowed, id=ref["id"], current_revision=ref["revision"],
-    ).update(state=target, updated_at=now, **(also or {}))
-    if moved != 1:
+    move = _move_statement(event, tuple(sorted(RESOURCE_PROTOCOLS)))
+    if move is None or run(move.sql, [*move.targets, value(Resource, "updated_at", now),
+                                      revision_to, ref["id"], ref["revision"],
+                                      *move.sources]) != 1:
         raise _refusal(ref, event)
 
 
+@dataclass(frozen=True)
+class _Move:
+    sql: str
+    targets: tuple[str, ...]  # the CASE's (kind, state, target) triples, flattened
+    sources: tuple[str, ...]  # the WHERE's (kind, state) pairs, flattened
+
+
 @functools.cache
-def _moves(event: ResourceEvent, kinds: tuple[str, ...]) -> tuple[Q, Case]:
-    """The WHERE and the SET of `resource_move`, derived from the registered tables of `kinds`
-    (`sources`); a registered table never changes, so its name is its key."""
-    sources, whens = [], []
-    for kind in kinds:
-        protocol = RESOURCE_PROTOCOLS[kind]
-        for (source, on), target in sorted(protocol.transitions.items()):
-            if on == event:
-                sources.append(Q(kind=kind, state=str(source)))
-                whens.append(When(kind=kind, state=str(source), then=Value(str(target))))
-    allowed = functools.reduce(operator.or_, sources, Q(pk__in=[]))
-    return allowed, Case(*whens, output_field=models.CharField())
+def _move_statement(event: ResourceEvent, kinds: tuple[str, ...]) -> _Move | None:
+    """The UPDATE of `resource_move` for `event`, derived from the registered tables of
+    `kinds` (`sources`); a registered table never changes, so its name is its key. None when
+    no table allows `event` from any state."""
+    pairs = [(kind, str(source), str(target)) for kind in kinds
+             for (source, on), target in sorted(RESOURCE_PROTOCOLS[kind].transitions.items())
+             if on == event]
+    if not pairs:
+        return None
+    whens = " ".join('WHEN "kind" = %s AND "state" = %s THEN %s' for _ in pairs)
+    allowed = " OR ".join('("kind" = %s AND "state" = %s)' for _ in pairs)
+    # Only placeholders are formatted in; every kind and state is a bound parameter.
+    sql = statement(
+        f"resource.move.{event.value}", derived=True,
+        sql=f'UPDATE "dispatch_resource" SET "state" = CASE {whens} END, "updated_at" = %s, '  # noqa: S608
+        '"current_revision" = COALESCE(%s, "current_revision") '
+        f'WHERE "id" = %s AND "current_revision" = %s AND ({allowed})')
+    return _Move(sql, tuple(x for triple in pairs for x in triple),
+                 tuple(x for kind, source, _ in pairs for x in (kind, source)))
 
 
 def _refusal(ref: JSONObject, event: ResourceEvent) -> Denial:

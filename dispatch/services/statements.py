@@ -1,12 +1,15 @@
-"""Fixed-shape SQL for the hot path (docs/design.md#write-transactions: close to what the database
+"""The statement layer of the hot path (docs/design.md#statement-layer: close to what the database
 itself can do).
 
-The statements of a dispatched action (claim, attempt start, outcome, audit) are written once,
-as explicit SQL, in the owner module of each record kind; this module gives them what they
-share: a cursor, and values prepared by the model fields themselves (`get_db_prep_save`), so
-a row written here reads back exactly like one the ORM wrote. On PostgreSQL a move that writes
-several rows is one data-modifying CTE (one round trip); SQLite, in-process, runs the same
-statements one by one. Everything that is not hot stays on the ORM.
+The statements of a decision and of a dispatched action (the votes, the permit, the claim, the
+attempts, the outcome, the resources' moves, the audit, and the loads the checks need) are
+written once, as explicit SQL, in the owner module of each record kind, and declared here
+(`statement`, `STATEMENTS`); this module gives them what they share: a cursor, values prepared
+by the model fields themselves (`get_db_prep_save`), so that a row written here reads back
+exactly like one the ORM wrote, rows turned into model instances without the query compiler,
+and one fixed INSERT per model (`insert`). On PostgreSQL a move that writes several rows is
+one data-modifying CTE (one round trip) of the same statements; SQLite, in-process, runs them
+one by one. Everything that is not hot stays on the ORM.
 """
 
 from __future__ import annotations
@@ -36,6 +39,27 @@ def _field(model: type[Model], name: str) -> Field[Any, Any]:
 def value(model: type[Model], name: str, raw: Any) -> Any:
     """`raw` as the database stores `model.name` (a datetime in UTC, JSON, ...)."""
     return _field(model, name).get_db_prep_save(raw, connection)
+
+
+@dataclass(frozen=True)
+class Statement:
+    sql: str
+    vendor: str | None  # the one backend it is written for (a data-modifying CTE); None: both
+    derived: bool  # one of a family derived from a parameter (a resource move per event)
+
+
+#: Every fixed-shape write and read of the hot path, by name, as its owner module declares it:
+#: what `tests/db/test_statement_layer.py` runs on each backend and checks against the models.
+STATEMENTS: dict[str, Statement] = {}
+
+
+def statement(name: str, sql: str, *, vendor: str | None = None, derived: bool = False) -> str:
+    """Declare one statement of the hot path (`STATEMENTS`); returns its SQL. A `derived`
+    statement is one of a family built from a parameter when first needed (a resource move per
+    event, a budget take per number of counters); one derived from registered tables is
+    declared again when they grow."""
+    STATEMENTS[name] = Statement(sql, vendor, derived)
+    return sql
 
 
 def run(sql: str, params: Sequence[Any]) -> int:
@@ -104,3 +128,30 @@ def instance(model: type[M], values: Sequence[Any]) -> M | None:
 def cache_related(owner: Model, name: str, related: Model | None) -> None:
     """What select_related does: `owner.name` answers without a query (None: none exists)."""
     owner._state.fields_cache[name] = related
+
+
+# --- fixed-shape inserts: one INSERT of every column per model ----------------------------------
+
+
+@functools.cache
+def _insert_sql(model: type[Model]) -> str:
+    names = ", ".join(f'"{column}"' for column in _shape(model, connection.vendor).columns)
+    marks = ", ".join(["%s"] * width(model))
+    # Only the model's own table and column names are formatted in; every value is bound.
+    return statement(f"{model._meta.model_name}.insert",
+                     f'INSERT INTO "{model._meta.db_table}" ({names}) VALUES ({marks})')  # noqa: S608
+
+
+def insert(obj: M) -> M:
+    """Write the new row `obj` with its model's one fixed INSERT, each value prepared by its
+    field as `Model.save` would (defaults, `auto_now`); `obj` is then as if loaded. No query is
+    compiled: the hot path's rows (a vote, a decision, a permit) cost one execute."""
+    fields = obj._meta.concrete_fields
+    if obj._meta.pk.db_returning:
+        raise TypeError(f"{type(obj).__name__}: insert writes rows whose id is ours, not the "
+                        "database's")
+    run(_insert_sql(type(obj)),
+        [field.get_db_prep_save(field.pre_save(obj, True), connection) for field in fields])
+    obj._state.adding, obj._state.db = False, connection.alias
+    return obj
+

@@ -11,11 +11,13 @@ from __future__ import annotations
 from celery import current_app
 from django.db import transaction
 
-from dispatch.models import Execution
+from dispatch.services.statements import rows, statement
 
 WAKE = "dispatch.tasks.workflow_wake"
 #: `Execution.adapter` of a workflow run starts with it (the workflow's name follows).
 WORKFLOW_ADAPTER = "workflow:"
+_IS_WORKFLOW = statement("execution.is_workflow", 'SELECT 1 FROM "dispatch_execution" '
+                         'WHERE "id" = %s AND "adapter" LIKE %s')
 
 
 def wake_on_decision(approval_id: str, *, execution_id: str) -> None:
@@ -23,7 +25,7 @@ def wake_on_decision(approval_id: str, *, execution_id: str) -> None:
     parked on the approval `approval_id`: only call it where a decision was made. Only a
     workflow parks, so a proposal of any other execution (`execution_id`, the proposal's) enqueues
     no task; a workflow's execution exists before its proposals, so none is missed."""
-    if Execution.objects.filter(id=execution_id, adapter__startswith=WORKFLOW_ADAPTER).exists():
+    if execution_id and rows(_IS_WORKFLOW, [execution_id, f"{WORKFLOW_ADAPTER}%"]):
         transaction.on_commit(lambda: wake_now(approval_id=approval_id))
 
 

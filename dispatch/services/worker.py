@@ -43,7 +43,7 @@ from dispatch.services.operations import (
     operation_move,
 )
 from dispatch.services.permit_tokens import permit_token
-from dispatch.services.statements import cache_related, columns, instance, rows, width
+from dispatch.services.statements import cache_related, columns, instance, rows, statement, width
 from protocols.contracts import OperationContract, SchedulingContract
 from protocols.denials import DenialCode
 from protocols.jsontypes import JSONObject
@@ -130,12 +130,14 @@ def operation_run(
 
 @functools.cache
 def _worker_load(vendor: str) -> str:
-    return (f"SELECT {columns(Operation, 'o')}, {columns(Proposal, 'p')}, "
-            f"{columns(Principal, 'r')}, {columns(Permit, 'm')} FROM \"dispatch_operation\" o "
-            'JOIN "dispatch_proposal" p ON p."id" = o."proposal_id" '
-            'JOIN "dispatch_principal" r ON r."id" = o."principal_id" '
-            'LEFT JOIN "dispatch_permit" m ON m."id" = o."permit_id" '
-            'WHERE o."id" = %s')
+    return statement(
+        "operation.load_for_worker",
+        f"SELECT {columns(Operation, 'o')}, {columns(Proposal, 'p')}, "
+        f"{columns(Principal, 'r')}, {columns(Permit, 'm')} FROM \"dispatch_operation\" o "
+        'JOIN "dispatch_proposal" p ON p."id" = o."proposal_id" '
+        'JOIN "dispatch_principal" r ON r."id" = o."principal_id" '
+        'LEFT JOIN "dispatch_permit" m ON m."id" = o."permit_id" '
+        'WHERE o."id" = %s')
 
 
 def _operation_for_worker(operation_id: str) -> Operation:
