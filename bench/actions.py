@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import (
+    DEBUG_OFF,
     ROOT,
     Context,
     Result,
@@ -76,7 +77,6 @@ LIFE_SIDES = ("ours_life", "peer_life")
 PEER_SIDES = ("peer", "peer_life")
 LABELS = {"ours": "ours", "raw": "raw", "peer": "agentbarrier", "ours_life": "ours lifecycle",
           "peer_life": "agentbarrier lifecycle"}
-SECRET = "bench-only-secret-key-not-for-any-deployment"  # DEBUG off needs one
 
 
 def plan(quick: bool) -> dict[str, Any]:
@@ -820,8 +820,7 @@ def run(ctx: Context) -> Result:
             else:
                 peer_args = {"postgres_url": url}
         ctx.progress.say(f"{backend}: making data")
-        env = django_env(url, ctx.dbs.var, DJANGO_DEBUG="0", SECRET_KEY=SECRET,
-                         DISPATCH_EXTENSIONS="bench.noop")
+        env = django_env(url, ctx.dbs.var, **DEBUG_OFF, DISPATCH_EXTENSIONS="bench.noop")
         try:
             per_backend[backend] = in_child(env, drive, url, p, peer_args,
                                             progress=ctx.progress, timeout=3600)

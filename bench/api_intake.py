@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import (
+    DEBUG_OFF,
     ROOT,
     Context,
     Result,
@@ -43,8 +44,7 @@ TITLE = "Proposal intake over the REST API (gunicorn -w 3)"
 WORKERS = 3
 THREADS = 6
 # DEBUG off, served over plain HTTP on loopback: no redirect to HTTPS.
-SERVER_ENV = {"SECRET_KEY": "bench-only-secret-key-not-for-production-use-0123456789",
-              "DJANGO_DEBUG": "0", "SECURE_SSL_REDIRECT": "0"}
+SERVER_ENV = {**DEBUG_OFF, "SECURE_SSL_REDIRECT": "0"}
 
 
 def plan(quick: bool) -> dict[str, Any]:

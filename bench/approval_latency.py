@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import (
+    DEBUG_OFF,
     REDIS_URL,
     ROOT,
     Context,
@@ -204,8 +205,9 @@ def run(ctx: Context) -> Result:
         ctx.progress.say("starting destinations and workers")
         destinations, dest_env = start_destinations(ctx.tmp / f"destinations-{tag}")
         procs.append(destinations)
+        # DEBUG off on the worker and the deciding process alike, as deployed.
         env = django_env(url, ctx.dbs.var, CELERY_BROKER_URL=REDIS_URL, CELERY_QUEUE=queue,
-                         **dest_env)
+                         **DEBUG_OFF, **dest_env)
         worker = start_worker("config", queue, env, ctx.tmp / f"worker-{tag}.log")
         procs.append(worker)
         ctx.progress.step(1)

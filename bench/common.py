@@ -30,6 +30,10 @@ REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
 SETTINGS = "config.test_settings"
 
 # Limits that would otherwise stop a load run part-way (they are policy, not the hot path).
+#: What production runs with: DEBUG off (no debug cursor formatting and keeping every query),
+#: which needs a secret key. Every bench that measures our code runs with it.
+DEBUG_OFF = {"DJANGO_DEBUG": "0",
+             "SECRET_KEY": "bench-only-secret-key-not-for-production-use-0123456789"}
 LOAD_ENV = {
     "BUDGET_TOOL_CALLS_PER_PRINCIPAL": "1000000000",
     "BUDGET_TOOL_CALLS_PER_EXECUTION": "1000000",

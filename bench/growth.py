@@ -24,6 +24,7 @@ from datetime import timedelta
 from typing import Any
 
 from bench.common import (
+    DEBUG_OFF,
     Context,
     Result,
     Table,
@@ -38,9 +39,8 @@ from bench.common import (
 NAME = "growth"
 TITLE = "Growth: claim latency and the console queue at 10^4 .. 10^6 rows"
 LIMIT = 1.2
-GROWTH_ENV = {"ALLOWED_HOSTS": "testserver,localhost,127.0.0.1", "DJANGO_DEBUG": "0",
-              "SECURE_SSL_REDIRECT": "0",  # the test client speaks plain HTTP
-              "SECRET_KEY": "bench-only-secret-key-not-for-production-use-0123456789"}
+GROWTH_ENV = {"ALLOWED_HOSTS": "testserver,localhost,127.0.0.1", **DEBUG_OFF,
+              "SECURE_SSL_REDIRECT": "0"}  # the test client speaks plain HTTP
 
 
 def plan(quick: bool) -> dict[str, Any]:
