@@ -74,25 +74,33 @@ def notify_approval_requested(approval: ApprovalRequest, proposal: Proposal,
     """Inside `approval_open`'s transaction: an email to each eligible approver with an
     address (humans of the tenant holding the role, or admin, never the requester), a message
     to each deployment webhook, and to the requesting agent's endpoints that asked."""
-    emails = sorted(set(Principal.objects.filter(
-        tenant_id=proposal.tenant_id, kind=Principal.Kind.HUMAN, subagent=False,
-        role__in=[approval.role, Role.ADMIN], user__is_active=True,
-    ).exclude(id=proposal.principal_id).exclude(user__email="").values_list(
-        "user__email", flat=True)))
+    # Read only where there is somewhere to send them.
+    emails = sorted({email for (email,) in rows(_APPROVER_EMAILS, [
+        proposal.tenant_id, Principal.Kind.HUMAN, approval.role, Role.ADMIN,
+        proposal.principal_id])}) if _smtp_address() else []
     hooks = [str(hook["url"]) for hook in settings.NOTIFY_WEBHOOKS]
     endpoints = _endpoints(proposal, "approval.requested")
-    if not (emails and _smtp_address()) and not hooks and not endpoints:
+    if not emails and not hooks and not endpoints:
         return
     data: JSONObject = {
         "approval_id": approval.id, "proposal_id": proposal.id,
         "operation": proposal.operation, "summary": _summary(proposal), "state": approval.state,
         "role": approval.role, "quorum": approval.quorum,
         "expires_at": approval.expires_at.isoformat(), "approval_url": approval_url(approval.id)}
-    rows = [_row(proposal, "approval.requested", data, now, channel=Notification.Channel.EMAIL,
-                 recipient=email) for email in (emails if _smtp_address() else [])]
-    rows += [_row(proposal, "approval.requested", data, now, recipient=url) for url in hooks]
-    rows += [_row(proposal, "approval.requested", data, now, endpoint=e) for e in endpoints]
-    _write(rows)
+    outbox = [_row(proposal, "approval.requested", data, now,
+                   channel=Notification.Channel.EMAIL, recipient=email) for email in emails]
+    outbox += [_row(proposal, "approval.requested", data, now, recipient=url) for url in hooks]
+    outbox += [_row(proposal, "approval.requested", data, now, endpoint=e) for e in endpoints]
+    _write(outbox)
+
+
+#: The addresses of a tenant's active humans who may decide an approval of a role (the role,
+#: or admin), never its requester, nor a sub-agent.
+_APPROVER_EMAILS = statement(
+    "principal.approver_emails",
+    'SELECT u."email" FROM "dispatch_principal" p JOIN "auth_user" u ON u."id" = p."user_id" '
+    'WHERE p."tenant_id" = %s AND p."kind" = %s AND NOT p."subagent" '
+    'AND p."role" IN (%s, %s) AND u."is_active" AND p."id" <> %s AND u."email" <> \'\'')
 
 
 def notify_approval_decided(approval: ApprovalRequest, proposal: Proposal,

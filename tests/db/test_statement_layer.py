@@ -38,6 +38,7 @@ from dispatch.services.access import access_approval_for_decision
 from dispatch.services.attempts import attempt_next
 from dispatch.services.dispatcher import proposal_claim_and_start, proposal_dispatch
 from dispatch.services.operations import attempt_hold, attempt_start, operation_move
+from dispatch.services.principals import token_authenticate
 from dispatch.services.proposals import proposal_create
 from dispatch.services.reconciliation import operation_resolve
 from dispatch.services.statements import STATEMENTS
@@ -71,7 +72,11 @@ def reads_back(obj: Model) -> None:
 
 
 def email_action(world: World) -> Operation:
-    """Propose, grant, claim with attempt 1 and complete an email with its draft."""
+    """Propose, grant, claim with attempt 1 and complete an email with its draft; the agent
+    is known by its token, as every API request knows it."""
+    agent = token_authenticate(world.owner_token)
+    assert agent is not None and agent.id == world.owner.id
+    reads_back(agent)
     proposal = world.propose_email(world.draft())
     approval = access_approval_for_decision(world.approver, proposal.approval.id)
     reads_back(approval)
@@ -161,7 +166,8 @@ def test_every_declared_statement_runs_and_reads_back_as_written(
             if declared.vendor in (None, vendor)
             and (not declared.derived or name in DERIVED_ON_THIS_PATH)}
     # Not blind: the layer declares the writes of each record kind the hot path touches.
-    assert {"operation.insert", "operation.move", "attempt.end",
+    assert {"operation.insert", "operation.move", "attempt.end", "token.load",
+            "principal.approver_emails",
             "permit.claim", "permit.insert", "approval.move", "vote.insert",
             "decision.insert", "audit.insert", *DERIVED_ON_THIS_PATH} <= set(ours)
     # All of them ran. A plain statement that PostgreSQL only runs inside one of its CTEs

@@ -7,6 +7,7 @@ import re
 
 import pytest
 from django.apps import apps
+from django.contrib.auth import get_user_model
 
 # Importing the services declares their statements (the derived ones when first built).
 from dispatch.services import access, admission, approvals, claims, operations  # noqa: F401
@@ -14,7 +15,8 @@ from dispatch.services.statements import STATEMENTS
 
 pytestmark = pytest.mark.django_db(databases=[])  # needs the app registry, not a database
 
-MODELS = list(apps.get_app_config("dispatch").get_models())
+# Ours, and the user model the approvers' addresses and a token's principal join.
+MODELS = [*apps.get_app_config("dispatch").get_models(), get_user_model()]
 TABLES = {model._meta.db_table for model in MODELS}
 COLUMNS = {field.column for model in MODELS for field in model._meta.concrete_fields}
 # The aliases and names the statements give their own parts (CTEs, counts, a recursive chain).
@@ -36,5 +38,6 @@ def test_the_hot_statements_are_declared() -> None:
 
 
 def test_the_tables_are_djangos_default_names() -> None:
-    for model in MODELS:
+    assert get_user_model()._meta.db_table == "auth_user"
+    for model in MODELS[:-1]:
         assert model._meta.db_table == f"dispatch_{model._meta.model_name}"
