@@ -31,7 +31,15 @@ from dispatch.services.authority import require_role
 from dispatch.services.notifications import notify_approval_decided, notify_approval_requested
 from dispatch.services.permits import permit_move
 from dispatch.services.resources import moved_refs, resource_move, resources_release
-from dispatch.services.statements import insert, is_postgres, rows, run, statement, value
+from dispatch.services.statements import (
+    insert,
+    is_postgres,
+    pipelined,
+    rows,
+    run,
+    statement,
+    value,
+)
 from dispatch.services.wakeups import wake_on_decision
 from protocols.denials import Denial, DenialCode
 from protocols.grants import Grant as CoreGrant
@@ -90,7 +98,7 @@ def approval_decide(
     event = ApprovalEvent.GRANT if decision == Decision.Outcome.GRANT else ApprovalEvent.DENY
     failpoint("decision.before_transaction")
     try:
-        with transaction.atomic(durable=True):
+        with transaction.atomic(durable=True), pipelined():
             # One decider at a time per approval: the request's row is locked (SQLite holds
             # the write lock since BEGIN IMMEDIATE), so that of two votes completing a quorum
             # the second counts the first, and exactly one mints the permit.

@@ -21,7 +21,7 @@ from typing import Any
 from django.conf import settings
 
 from dispatch.models import AuditEvent, Proposal, Tenant
-from dispatch.services.statements import run, statement, value
+from dispatch.services.statements import statement, value, write
 from protocols.audit_kinds import RESOURCE_MOVES
 from protocols.denials import Denial, DenialCode
 from protocols.jsontypes import JSONObject, JSONValue
@@ -61,7 +61,7 @@ def audit_record(
     details: JSONObject | None = None,
 ) -> None:
     """Append one event. Call inside the transaction of the change it records."""
-    run(AUDIT_INSERT, audit_values(tenant_id=tenant_id, kind=kind, actor=actor, at=at,
+    write(AUDIT_INSERT, audit_values(tenant_id=tenant_id, kind=kind, actor=actor, at=at,
                               operation_id=operation_id, proposal_id=proposal_id,
                               digest=digest, details=details))
 

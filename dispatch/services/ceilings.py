@@ -197,12 +197,24 @@ def _run_concurrency_take(claim: Operation, *, scope_id: str, name: str, limit: 
     are not attributed to nested scopes, so the count is the whole run's against the innermost
     scope's ceiling: never more in flight than that scope allows. A retry of an uncertain
     action is not counted again (it was counted when first claimed)."""
-    in_flight = Operation.objects.filter(
-        principal_id=claim.principal_id, execution_id=claim.execution_id,
-        state=OperationState.CLAIMED).exclude(id=claim.id).count()
+    in_flight = _in_flight(claim.principal_id, claim.id, execution_id=claim.execution_id)
     if in_flight >= limit:
         raise Denial(DenialCode.BUDGET_EXHAUSTED, budget="concurrency", scope=name,
                      scope_id=scope_id, limit=limit, in_flight=in_flight)
+
+
+#: A principal's operations claimed and not settled but the one being claimed, of one run or
+#: of all (the first flag true).
+_IN_FLIGHT = statement(
+    "operation.in_flight",
+    'SELECT count(*) FROM "dispatch_operation" WHERE "principal_id" = %s AND "state" = %s '
+    'AND "id" <> %s AND (%s OR "execution_id" = %s)')
+
+
+def _in_flight(principal_id: str, operation_id: str, *, execution_id: str | None) -> int:
+    [(count,)] = rows(_IN_FLIGHT, [principal_id, OperationState.CLAIMED.value, operation_id,
+                                   execution_id is None, execution_id or ""])
+    return int(count)
 
 
 def run_ceiling() -> Ceiling:
@@ -341,9 +353,7 @@ def principal_concurrency_take(*, principal_id: str, operation_id: str) -> None:
     limit = int(settings.CONCURRENT_OPERATIONS_PER_PRINCIPAL)
     if limit <= 0:
         return
-    in_flight = Operation.objects.filter(principal_id=principal_id,
-                                         state=OperationState.CLAIMED).exclude(
-                                             id=operation_id).count()
+    in_flight = _in_flight(principal_id, operation_id, execution_id=None)
     if in_flight >= limit:
         raise Denial(DenialCode.BUDGET_EXHAUSTED, budget="concurrency", scope="principal",
                      limit=limit, in_flight=in_flight)

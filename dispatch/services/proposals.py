@@ -20,7 +20,7 @@ from dispatch.services.admission import Admission, admit, validate_arguments
 from dispatch.services.approvals import approval_open
 from dispatch.services.audit import audit_binding, audit_moves, audit_record
 from dispatch.services.resources import moved_refs, resource_move
-from dispatch.services.statements import insert
+from dispatch.services.statements import insert, pipelined
 from protocols.canonical import (
     CanonicalizationError,
     canonicalize,
@@ -197,7 +197,7 @@ def _proposal_insert(
     principal, contract, runtime = admission.principal, admission.contract, admission.runtime
     full, resolved, proposal_digest = admission.arguments, admission.resolved, admission.digest
     canonical = admission.canonical.decode()  # the bytes hashed, not a second encoding
-    with transaction.atomic(durable=True):
+    with transaction.atomic(durable=True), pipelined():
         proposal = insert(Proposal(
             tenant_id=principal.tenant_id, principal=principal, execution_id=execution_id,
             operation=contract.qualified_name, contract_version=contract.contract_version,

@@ -14,12 +14,14 @@ one by one. Everything that is not hot stays on the ORM.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Field, Model
 
 M = TypeVar("M", bound=Model)
@@ -62,11 +64,59 @@ def statement(name: str, sql: str, *, vendor: str | None = None, derived: bool =
     return sql
 
 
+@contextlib.contextmanager
+def pipelined() -> Iterator[None]:
+    """Inside the caller's transaction: PostgreSQL is sent the unconditional writes made with
+    `write` (inserts) without waiting for each answer (psycopg's pipeline mode), so several
+    cost one round trip together. Every other statement inside, ours or the ORM's, waits for
+    its answer as outside (the pipeline is synced after it): a guard's row count is read,
+    never guessed. An error surfaces by the next such statement or the end of the block, as
+    Django's error (an `IntegrityError` stays one), and rolls the transaction back as any
+    other. SQLite, in-process, runs them as they come."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("pipelined writes run inside their caller's transaction")
+    if not is_postgres() or _PIPELINE.get() is not None:
+        yield
+        return
+    with (connection.wrap_database_errors, connection.connection.pipeline() as pipeline,
+          connection.execute_wrapper(_answered)):
+        token = _PIPELINE.set(pipeline)
+        try:
+            yield
+        finally:
+            _PIPELINE.reset(token)
+
+
+_PIPELINE: ContextVar[Any] = ContextVar("statements_pipeline", default=None)
+_UNANSWERED: ContextVar[bool] = ContextVar("statements_unanswered", default=False)
+
+
+def _answered(execute: Callable[..., Any], sql: str, params: Any, many: bool,
+              context: Any) -> Any:
+    """Inside `pipelined`: every statement but a `write` waits for its answer."""
+    result = execute(sql, params, many, context)
+    pipeline = _PIPELINE.get()
+    if pipeline is not None and not _UNANSWERED.get():
+        pipeline.sync()
+    return result
+
+
 def run(sql: str, params: Sequence[Any]) -> int:
     """Execute one statement; the number of rows it changed."""
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return int(cursor.rowcount)
+
+
+def write(sql: str, params: Sequence[Any]) -> None:
+    """Execute one unconditional write whose row count nobody reads (an insert): inside
+    `pipelined` it does not wait for its answer."""
+    token = _UNANSWERED.set(True)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+    finally:
+        _UNANSWERED.reset(token)
 
 
 def rows(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
@@ -150,7 +200,7 @@ def insert(obj: M) -> M:
     if obj._meta.pk.db_returning:
         raise TypeError(f"{type(obj).__name__}: insert writes rows whose id is ours, not the "
                         "database's")
-    run(_insert_sql(type(obj)),
+    write(_insert_sql(type(obj)),
         [field.get_db_prep_save(field.pre_save(obj, True), connection) for field in fields])
     obj._state.adding, obj._state.db = False, connection.alias
     return obj

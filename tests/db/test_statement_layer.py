@@ -18,7 +18,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Model
 
 from dispatch.models import (
@@ -36,12 +36,14 @@ from dispatch.runtime import get_runtime
 from dispatch.services import authority, budgets, claims, operations, resources
 from dispatch.services.access import access_approval_for_decision
 from dispatch.services.attempts import attempt_next
+from dispatch.services.audit import AUDIT_INSERT, audit_values
+from dispatch.services.claims import LOCK_UNCANCELLED
 from dispatch.services.dispatcher import proposal_claim_and_start, proposal_dispatch
 from dispatch.services.operations import attempt_hold, attempt_start, operation_move
 from dispatch.services.principals import token_authenticate
 from dispatch.services.proposals import proposal_create
 from dispatch.services.reconciliation import operation_resolve
-from dispatch.services.statements import STATEMENTS
+from dispatch.services.statements import STATEMENTS, insert, pipelined, run, write
 from dispatch.services.worker import operation_execute
 from protocols.lifecycle import OperationEvent, OperationState
 from tests.conftest import World
@@ -154,8 +156,9 @@ DERIVED_ON_THIS_PATH = {"resource.move.propose", "resource.move.grant", "resourc
 
 
 def test_every_declared_statement_runs_and_reads_back_as_written(
-        live: World, built_afresh: None, executed: list[str]) -> None:
+        live: World, built_afresh: None, executed: list[str], settings: Any) -> None:
     world = live
+    settings.CONCURRENT_OPERATIONS_PER_PRINCIPAL = 10  # the claim counts what is in flight
     email_action(world)
     transfer_action(world)
     lookup_action(world)
@@ -167,6 +170,7 @@ def test_every_declared_statement_runs_and_reads_back_as_written(
             and (not declared.derived or name in DERIVED_ON_THIS_PATH)}
     # Not blind: the layer declares the writes of each record kind the hot path touches.
     assert {"operation.insert", "operation.move", "attempt.end", "token.load",
+            "operation.in_flight",
             "principal.approver_emails",
             "permit.claim", "permit.insert", "approval.move", "vote.insert",
             "decision.insert", "audit.insert", *DERIVED_ON_THIS_PATH} <= set(ours)
@@ -226,3 +230,25 @@ def test_the_ctes_write_what_the_plain_statements_write(
     plain = [action(world).id for action in actions]
     assert _rows(combined) == _rows(plain)
     assert len(_rows(plain)) > 3 * len(actions)  # each action left its rows
+
+
+def test_a_pipelined_block_reads_every_guard_and_fails_whole(world: World) -> None:
+    """Inside `pipelined` the inserts are not waited for, but a guard's row count is the
+    store's, and a failed insert is Django's `IntegrityError` that undoes the whole block."""
+    proposal = world.propose_email(world.draft())
+    vote = {"approval_id": proposal.approval.id, "approver": world.approver,
+            "outcome": "grant", "digest": proposal.digest, "voted_at": world.now}
+    before = AuditEvent.objects.count()
+    with transaction.atomic(), pipelined():
+        write(AUDIT_INSERT, audit_values(tenant_id=proposal.tenant_id, kind="test.pipelined",
+                                         actor="test", at=world.now))
+        assert run(LOCK_UNCANCELLED, [proposal.id]) == 1
+        assert run(LOCK_UNCANCELLED, ["prp_none"]) == 0
+        transaction.set_rollback(True)
+    with pytest.raises(IntegrityError), transaction.atomic(), pipelined():
+        write(AUDIT_INSERT, audit_values(tenant_id=proposal.tenant_id, kind="test.pipelined",
+                                         actor="test", at=world.now))
+        insert(Vote(**vote))
+        insert(Vote(**vote))  # one vote per approver
+    assert AuditEvent.objects.count() == before
+    assert not Vote.objects.filter(approval_id=proposal.approval.id).exists()
