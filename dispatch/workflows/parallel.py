@@ -150,18 +150,22 @@ def run_lane(interp: _Interp, step: Concurrent, lane: Lane, key: str) -> None:
     marker = lane_key(key, lane.label)
     if marker in _fresh(ctx).results:
         return
+    def lost() -> bool:
+        """Another lane of this race won: this one is cancelled."""
+        return isinstance(step, Race) and race.winner(ctx, key) not in (None, lane.label)
+
     status, detail = "completed", {}
     try:
         for inner in lane.body:
             failpoint("workflow.lane_step")
-            if isinstance(step, Race) and race.winner(ctx, key) not in (None, lane.label):
+            if lost():
                 status = "cancelled"
                 break
             interp.step(inner, lane.env, lane.loops)
         else:
             # A race lane that reached its end after another won lost: its steps were cancelled
             # (a call in flight abandoned through its context), and nothing of it is used.
-            if isinstance(step, Race) and race.winner(ctx, key) not in (None, lane.label):
+            if lost():
                 status = "cancelled"
     except Denied as denied:
         status, detail = "denied", {"code": denied.outcome.code, "at": denied.outcome.path}
