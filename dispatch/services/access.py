@@ -20,14 +20,7 @@ from dispatch.models import (
     Resource,
 )
 from dispatch.runtime import get_runtime
-from dispatch.services.statements import (
-    cache_related,
-    columns,
-    instance,
-    rows,
-    statement,
-    width,
-)
+from dispatch.services.statements import cache_related, columns, instances, rows, statement
 from protocols.denials import Denial, DenialCode
 from protocols.roles import Role, role_allows
 
@@ -114,14 +107,10 @@ def access_proposal_for_dispatch(principal: Principal, proposal_id: object) -> P
     found = rows(_dispatch_load(connection.vendor), [proposal_id, principal.tenant_id])
     if not found:
         raise Denial(DenialCode.NOT_FOUND, kind="proposal", id=proposal_id)
-    row = found[0]
-    split = width(Proposal)
-    proposal = instance(Proposal, row[:split])
-    assert proposal is not None
-    cache_related(proposal, "approval",
-                  instance(ApprovalRequest, row[split:split + width(ApprovalRequest)]))
-    cache_related(proposal, "permit", instance(Permit, row[split + width(ApprovalRequest):]))
-    return proposal
+    proposal, approval, permit = instances(found[0], Proposal, ApprovalRequest, Permit)
+    cache_related(proposal, "approval", approval)
+    cache_related(proposal, "permit", permit)
+    return proposal  # type: ignore[no-any-return]
 
 
 def access_approval_for_review(principal: Principal, approval_id: object) -> ApprovalRequest:
@@ -150,13 +139,10 @@ def access_approval_for_decision(principal: Principal, approval_id: object) -> A
     found = rows(_decision_load(connection.vendor), [approval_id, principal.tenant_id])
     if not found:
         raise Denial(DenialCode.NOT_FOUND, kind="approval", id=approval_id)
-    row, split = found[0], width(ApprovalRequest)
-    approval, proposal = (instance(ApprovalRequest, row[:split]),
-                          instance(Proposal, row[split:split + width(Proposal)]))
-    assert approval is not None and proposal is not None
-    cache_related(proposal, "principal", instance(Principal, row[split + width(Proposal):]))
+    approval, proposal, requester = instances(found[0], ApprovalRequest, Proposal, Principal)
+    cache_related(proposal, "principal", requester)
     cache_related(approval, "proposal", proposal)
-    return approval
+    return approval  # type: ignore[no-any-return]
 
 
 def access_operation_by_id(principal: Principal, operation_id: object) -> Operation:

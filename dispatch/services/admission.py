@@ -22,14 +22,7 @@ from dispatch.hooks import AdmissionContext
 from dispatch.models import Principal, Proposal, Resource, Revision
 from dispatch.runtime import Runtime, get_runtime
 from dispatch.services.authority import check_authority
-from dispatch.services.statements import (
-    cache_related,
-    columns,
-    instance,
-    rows,
-    statement,
-    width,
-)
+from dispatch.services.statements import cache_related, columns, instances, rows, statement
 from protocols.canonical import (
     CANON_VERSION,
     CanonicalizationError,
@@ -129,14 +122,12 @@ def _current_revision(principal: Principal, kind: str, resource_id: Any,
             raise Denial(DenialCode.NOT_FOUND, kind="resource", id=resource_id)
         raise Denial(DenialCode.STALE_REVISION, resource_id=resource.id,
                      current_revision=resource.current_revision)
-    split = width(Revision)
-    revision = instance(Revision, found[0][:split])
-    assert revision is not None
-    cache_related(revision, "resource", instance(Resource, found[0][split:]))
+    revision, resource = instances(found[0], Revision, Resource)
+    cache_related(revision, "resource", resource)
     if revision.resource.current_revision != number:
         raise Denial(DenialCode.STALE_REVISION, resource_id=revision.resource_id,
                      current_revision=revision.resource.current_revision)
-    return revision
+    return revision  # type: ignore[no-any-return]
 
 
 def _links(principal: Principal, kind: str, payload: JSONObject) -> JSONObject:

@@ -125,11 +125,13 @@ def scope_take(scope_id: str, *, calls: int = 0, attempts: int = 0) -> None:
 #: The action's run, share-locked on PostgreSQL (on SQLite the claim holds the write lock
 #: since BEGIN IMMEDIATE), with its innermost open scope (the newest opened: a child opens
 #: after its parent): one statement, whatever the run has.
-_RUN_AND_SCOPE = statement("execution.run_and_scope",
+_RUN_AND_SCOPE = statement(
+    "execution.run_and_scope",
     'SELECT e."state", s."id", s."name", s."calls", s."attempts", s."concurrency" '
     'FROM "dispatch_execution" e '
     'LEFT JOIN "dispatch_scope" s ON s."execution_id" = e."id" AND s."closed_at" IS NULL '
     'WHERE e."id" = %s ORDER BY s."opened_at" DESC, s."id" DESC LIMIT 1')
+
 
 def execution_scope_take(*, execution_id: str | None, calls: int, attempts: int,
                          claim: Operation | None = None) -> None:

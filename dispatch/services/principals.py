@@ -16,7 +16,7 @@ from django.db import connection, transaction
 
 from dispatch.models import ApiToken, Principal, Tenant
 from dispatch.runtime import get_runtime
-from dispatch.services.statements import cache_related, columns, instance, rows, statement, width
+from dispatch.services.statements import cache_related, columns, instances, rows, statement
 from protocols.roles import Role
 
 User = get_user_model()
@@ -52,13 +52,11 @@ def token_authenticate(raw: str) -> Principal | None:
     secret_hash, *row = found[0]
     if not hmac.compare_digest(secret_hash, _hash(secret)):
         return None
-    at = width(Principal)
-    principal, user = instance(Principal, row[:at]), instance(User, row[at:])
-    assert principal is not None
+    principal, user = instances(row, Principal, User)
     if user is not None and not user.is_active:
         return None  # a deactivated human's token stops at once, as their session does
     cache_related(principal, "user", user)
-    return principal
+    return principal  # type: ignore[no-any-return]
 
 
 @functools.cache

@@ -79,7 +79,7 @@ def pipelined() -> Iterator[None]:
         yield
         return
     with (connection.wrap_database_errors, connection.connection.pipeline() as pipeline,
-          connection.execute_wrapper(_answered)):
+          connection.execute_wrapper(functools.partial(_answered, pipeline))):
         token = _PIPELINE.set(pipeline)
         try:
             yield
@@ -87,16 +87,15 @@ def pipelined() -> Iterator[None]:
             _PIPELINE.reset(token)
 
 
-_PIPELINE: ContextVar[Any] = ContextVar("statements_pipeline", default=None)
+_PIPELINE: ContextVar[Any] = ContextVar("statements_pipeline", default=None)  # one at a time
 _UNANSWERED: ContextVar[bool] = ContextVar("statements_unanswered", default=False)
 
 
-def _answered(execute: Callable[..., Any], sql: str, params: Any, many: bool,
+def _answered(pipeline: Any, execute: Callable[..., Any], sql: str, params: Any, many: bool,
               context: Any) -> Any:
     """Inside `pipelined`: every statement but a `write` waits for its answer."""
     result = execute(sql, params, many, context)
-    pipeline = _PIPELINE.get()
-    if pipeline is not None and not _UNANSWERED.get():
+    if not _UNANSWERED.get():
         pipeline.sync()
     return result
 
@@ -173,6 +172,16 @@ def instance(model: type[M], values: Sequence[Any]) -> M | None:
             raw = converter(raw, expression, connection)
         converted.append(raw)
     return model.from_db(connection.alias, list(shape.attnames), converted)
+
+
+def instances(row: Sequence[Any], *models: type[Model]) -> list[Any]:
+    """A joined row (each model's `columns`, in the order given) as one instance per model,
+    as `instance` makes them (None for an outer join that found nothing)."""
+    found, at = [], 0
+    for model in models:
+        found.append(instance(model, row[at:at + width(model)]))
+        at += width(model)
+    return found
 
 
 def cache_related(owner: Model, name: str, related: Model | None) -> None:

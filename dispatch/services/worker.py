@@ -14,7 +14,6 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -43,7 +42,7 @@ from dispatch.services.operations import (
     operation_move,
 )
 from dispatch.services.permit_tokens import permit_token
-from dispatch.services.statements import cache_related, columns, instance, rows, statement, width
+from dispatch.services.statements import cache_related, columns, instances, rows, statement
 from protocols.contracts import OperationContract, SchedulingContract
 from protocols.denials import DenialCode
 from protocols.jsontypes import JSONObject
@@ -145,12 +144,8 @@ def _operation_for_worker(operation_id: str) -> Operation:
     found = rows(_worker_load(connection.vendor), [operation_id])
     if not found:
         raise Operation.DoesNotExist(operation_id)
-    row, at = found[0], 0
-    parts: list[Any] = []
-    for model in (Operation, Proposal, Principal, Permit):
-        parts.append(instance(model, row[at:at + width(model)]))
-        at += width(model)
-    operation, proposal, principal, permit = parts
+    operation, proposal, principal, permit = instances(found[0], Operation, Proposal,
+                                                       Principal, Permit)
     cache_related(operation, "proposal", proposal)
     cache_related(operation, "principal", principal)
     cache_related(operation, "permit", permit)
