@@ -87,11 +87,13 @@ def adapter_fingerprint(adapter: ModelAdapter) -> str:
     return "sha256:" + hashlib.sha256(encoded.encode()).hexdigest()
 
 
-def execution_open(*, principal: Principal, adapter: ModelAdapter, now: datetime) -> Execution:
-    """A new execution, with the adapter's configuration persisted for an exact resume."""
+def execution_open(*, principal: Principal, adapter: ModelAdapter, now: datetime,
+                   parent: Execution | None = None) -> Execution:
+    """A new execution, with the adapter's configuration persisted for an exact resume;
+    `parent`: the run whose agent step opens it, whose tree it joins (docs/design.md#run-trees)."""
     return execution_create(principal=principal, adapter=adapter.name, now=now,
                             adapter_config=adapter.config(),
-                            adapter_fingerprint=adapter_fingerprint(adapter))
+                            adapter_fingerprint=adapter_fingerprint(adapter), parent=parent)
 
 
 def _refuse_another_adapter(execution: Execution, adapter: ModelAdapter) -> None:

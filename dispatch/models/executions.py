@@ -32,6 +32,17 @@ class Execution(models.Model):
     final = models.TextField(blank=True, default="")
     # When the run times out, if it declared `deadline_s` (docs/workflows.md#deadlines).
     deadline_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    # The tree of a run (docs/design.md#run-trees): the execution that opened this one (an
+    # agent step's loop, a delegated sub-agent: the workflow run) and the tree's root; both
+    # null for a root. Every check that keeps a run's promise walks this path.
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
+                               related_name="children")
+    root = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
+                             related_name="+")
+    # The authority this execution declares (a workflow's `authority:`, as
+    # `[{"operations": [...], "scope": {...}}]`); null: it declares none, and only its grants
+    # and its ancestors' declarations bound it.
+    authority = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 

@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db import transaction
 
 from dispatch.failpoints import failpoint
-from dispatch.models import ApprovalRequest, Attempt, Operation, Principal, Proposal
+from dispatch.models import ApprovalRequest, Attempt, Execution, Operation, Principal, Proposal
 from dispatch.services.access import access_operation_by_id, access_proposal_by_id
 from dispatch.services.approvals import approval_move
 from dispatch.services.audit import audit_binding, audit_record, audit_text
@@ -80,8 +80,11 @@ def operation_cancel(
 
 
 def _require_canceller(actor: Principal, proposal: Proposal) -> None:
-    """The principal that proposed, or a human who operates (an admin does too)."""
+    """The principal that proposed, the principal whose run encloses the action (a delegated
+    sub-agent's, docs/design.md#run-trees), or a human who operates (an admin does too)."""
     if actor.id == proposal.principal_id:
+        return
+    if Execution.objects.filter(id=proposal.execution_id, root__principal_id=actor.id).exists():
         return
     require_role(actor, Role.OPERATOR)
 

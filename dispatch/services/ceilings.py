@@ -27,8 +27,9 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
-from dispatch.models import BudgetCounter, Execution, Operation, Scope
+from dispatch.models import BudgetCounter, Delegation, Execution, Operation, Scope
 from dispatch.services.budgets import budget_adjust, counters_take
+from dispatch.services.run_tree import execution_path, path_stop_refusal
 from dispatch.services.statements import is_postgres, rows, statement
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import OperationState
@@ -122,12 +123,13 @@ def scope_take(scope_id: str, *, calls: int = 0, attempts: int = 0) -> None:
                          scope=scope.name, scope_id=scope.id)
 
 
-#: The action's run, share-locked on PostgreSQL (on SQLite the claim holds the write lock
-#: since BEGIN IMMEDIATE), with its innermost open scope (the newest opened: a child opens
-#: after its parent): one statement, whatever the run has.
+#: The action's execution, share-locked on PostgreSQL (on SQLite the claim holds the write lock
+#: since BEGIN IMMEDIATE), its parent, and its innermost open scope (the newest opened: a child
+#: opens after its parent): one statement for an action of a run, whatever the run has.
 _RUN_AND_SCOPE = statement(
     "execution.run_and_scope",
-    'SELECT e."state", s."id", s."name", s."calls", s."attempts", s."concurrency" '
+    'SELECT e."state", s."id", s."name", s."calls", s."attempts", s."concurrency", '
+    'e."parent_id", e."root_id" '
     'FROM "dispatch_execution" e '
     'LEFT JOIN "dispatch_scope" s ON s."execution_id" = e."id" AND s."closed_at" IS NULL '
     'WHERE e."id" = %s ORDER BY s."opened_at" DESC, s."id" DESC LIMIT 1')
@@ -135,29 +137,51 @@ _RUN_AND_SCOPE = statement(
 
 def execution_scope_take(*, execution_id: str | None, calls: int, attempts: int,
                          claim: Operation | None = None) -> None:
-    """Inside a claim's (or a retry's) transaction: spend out of the innermost open scope of the
-    action's execution, so an action of a run never spends past the ceilings the run was given;
-    nothing for an action outside a run or a run without scopes. `budget_exhausted` naming the
-    scope and the ceiling. A claim also takes a slot of the scope's concurrency
-    (`_run_concurrency_take`).
+    """Inside a claim's (or a retry's) transaction: spend out of the nearest open scope on the
+    action's path to its run's root (docs/design.md#run-trees): its own execution's innermost
+    open scope, else its parent's, up to the run's; so an action of a run, or of an agent step
+    or a sub-agent inside it, never spends past the ceilings the run was given; nothing for an
+    action outside a run or a run without scopes. `budget_exhausted` naming the scope and the
+    ceiling. A claim also takes a slot of that scope's concurrency (`_run_concurrency_take`),
+    counted over the whole tree.
 
-    For a claim (`claim`, the operation being claimed), a run that timed out or was cancelled
-    refuses it (`protocol_state_invalid`): the stop's `execution_move` updates the row this reads
-    share-locked, so a stop committed first is seen here, and one that comes after waits for
-    the claim and then finds the action claimed, to cancel through its context. This decides
-    that refusal whatever else the stop has done yet (a process that died after ending the run
-    and before withdrawing its actions leaves them issued)."""
+    A delegated sub-agent's tool calls were carved out of the run's scope when its delegation
+    opened (`execution_scope_carve`): its claims charge the run's scope attempts and slots,
+    never its calls a second time.
+
+    For a claim (`claim`, the operation being claimed), an execution on the path that timed out
+    or was cancelled refuses it (`protocol_state_invalid`): the stop's `execution_move` updates
+    the row this reads share-locked, so a stop committed first is seen here, and one that comes
+    after waits for the claim and then finds the action claimed, to cancel through its context.
+    This decides that refusal whatever else the stop has done yet (a process that died after
+    ending the run and before withdrawing its actions leaves them issued)."""
     if not execution_id:
         return
     lock = " FOR SHARE OF e" if is_postgres() else ""
     found = rows(_RUN_AND_SCOPE + lock, [execution_id])
     if not found:
         return
-    state, scope_id, name, call_limit, attempt_limit, concurrency = found[0]
+    state, scope_id, name, call_limit, attempt_limit, concurrency, parent_id, root_id = found[0]
     if claim is not None and state in EXECUTION_STOPPED:
         raise Denial(DenialCode.PROTOCOL_STATE_INVALID,
                      "The run has ended (timed out or cancelled); its actions do not run.",
                      execution_id=execution_id, state=state)
+    tree = root_id or execution_id
+    if parent_id is not None:
+        # Inside a run's tree: its ancestors' stops refuse the claim, and the nearest open
+        # scope on the path is the one charged.
+        path = execution_path(parent_id, lock=True)
+        refusal = path_stop_refusal(path) if claim is not None else None
+        if refusal is not None:
+            raise refusal
+        if scope_id is None:
+            if _delegated(execution_id):
+                calls = 0
+            for node in path:
+                nearest = rows(_RUN_AND_SCOPE, [node.id])
+                if nearest and nearest[0][1] is not None:
+                    _, scope_id, name, call_limit, attempt_limit, concurrency, _, _ = nearest[0]
+                    break
     if scope_id is None:
         return
     full = counters_take([(counter_key(scope_id, "calls"), calls, call_limit),
@@ -166,7 +190,12 @@ def execution_scope_take(*, execution_id: str | None, calls: int, attempts: int,
         raise Denial(DenialCode.BUDGET_EXHAUSTED, budget=full.rsplit(":", 1)[1], scope=name,
                      scope_id=scope_id)
     if claim is not None:
-        _run_concurrency_take(claim, scope_id=scope_id, name=name, limit=concurrency)
+        _run_concurrency_take(claim, tree=tree, scope_id=scope_id, name=name, limit=concurrency)
+
+
+def _delegated(execution_id: str) -> bool:
+    """Whether the execution is a delegated step's sub-agent (its calls carved already)."""
+    return Delegation.objects.filter(agent_execution_id=execution_id).exists()
 
 
 def execution_scope_carve(*, execution_id: str, calls: int) -> list[str]:
@@ -179,7 +208,7 @@ def execution_scope_carve(*, execution_id: str, calls: int) -> list[str]:
     found = rows(_RUN_AND_SCOPE, [execution_id])
     if not found or found[0][1] is None:
         return []
-    _, scope_id, name, call_limit, _, _ = found[0]
+    _, scope_id, name, call_limit, _, _, _, _ = found[0]
     key = counter_key(scope_id, "calls")
     if counters_take([(key, calls, call_limit)]) is not None:
         raise Denial(DenialCode.BUDGET_EXHAUSTED, budget="calls", scope=name, scope_id=scope_id,
@@ -187,35 +216,42 @@ def execution_scope_carve(*, execution_id: str, calls: int) -> list[str]:
     return [key]
 
 
-def _run_concurrency_take(claim: Operation, *, scope_id: str, name: str, limit: int) -> None:
-    """The claim of an action of a run, after it took its attempt out of the run's innermost
-    open scope: the run's other actions claimed and not settled stay
-    below that scope's concurrency ceiling, or the claim is `budget_exhausted` naming the scope
-    and `concurrency`, and rolls back whole. The count is the store's own, as for the
+def _run_concurrency_take(claim: Operation, *, tree: str, scope_id: str, name: str,
+                          limit: int) -> None:
+    """The claim of an action of a run, after it took its attempt out of the nearest open scope
+    on its path: the actions claimed and not settled anywhere in the run's tree (`tree`, its
+    root: the run's own, its agent steps' and its sub-agents') stay below that scope's
+    concurrency ceiling, or the claim is `budget_exhausted` naming the scope and
+    `concurrency`, and rolls back whole. The count is the store's own, as for the
     per-principal limit: a slot goes back when the action settles, however it settles, and a
     killed worker's action keeps its slot until reconciliation settles it. Two claims of the
     run cannot both see the last free slot: each holds the scope's `attempts` counter row,
     locked by the upsert above, until it commits (on SQLite, BEGIN IMMEDIATE). A run's actions
-    are not attributed to nested scopes, so the count is the whole run's against the innermost
+    are not attributed to nested scopes, so the count is the whole tree's against the nearest
     scope's ceiling: never more in flight than that scope allows. A retry of an uncertain
     action is not counted again (it was counted when first claimed)."""
-    in_flight = _in_flight(claim.principal_id, claim.id, execution_id=claim.execution_id)
+    [(count,)] = rows(_IN_FLIGHT_TREE, [OperationState.CLAIMED.value, claim.id, tree, tree])
+    in_flight = int(count)
     if in_flight >= limit:
         raise Denial(DenialCode.BUDGET_EXHAUSTED, budget="concurrency", scope=name,
                      scope_id=scope_id, limit=limit, in_flight=in_flight)
 
 
-#: A principal's operations claimed and not settled but the one being claimed, of one run or
-#: of all (the first flag true).
+#: A principal's operations claimed and not settled but the one being claimed.
 _IN_FLIGHT = statement(
     "operation.in_flight",
     'SELECT count(*) FROM "dispatch_operation" WHERE "principal_id" = %s AND "state" = %s '
-    'AND "id" <> %s AND (%s OR "execution_id" = %s)')
+    'AND "id" <> %s')
+#: The operations claimed and not settled, but the one being claimed, of a run's whole tree.
+_IN_FLIGHT_TREE = statement(
+    "operation.in_flight_tree",
+    'SELECT count(*) FROM "dispatch_operation" WHERE "state" = %s AND "id" <> %s '
+    'AND "execution_id" IN (SELECT "id" FROM "dispatch_execution" '
+    'WHERE "id" = %s OR "root_id" = %s)')
 
 
-def _in_flight(principal_id: str, operation_id: str, *, execution_id: str | None) -> int:
-    [(count,)] = rows(_IN_FLIGHT, [principal_id, OperationState.CLAIMED.value, operation_id,
-                                   execution_id is None, execution_id or ""])
+def _in_flight(principal_id: str, operation_id: str) -> int:
+    [(count,)] = rows(_IN_FLIGHT, [principal_id, OperationState.CLAIMED.value, operation_id])
     return int(count)
 
 
@@ -355,7 +391,7 @@ def principal_concurrency_take(*, principal_id: str, operation_id: str) -> None:
     limit = int(settings.CONCURRENT_OPERATIONS_PER_PRINCIPAL)
     if limit <= 0:
         return
-    in_flight = _in_flight(principal_id, operation_id, execution_id=None)
+    in_flight = _in_flight(principal_id, operation_id)
     if in_flight >= limit:
         raise Denial(DenialCode.BUDGET_EXHAUSTED, budget="concurrency", scope="principal",
                      limit=limit, in_flight=in_flight)

@@ -47,6 +47,7 @@ from dispatch.services.principals import subagent_create
 from protocols.denials import Denial, DenialCode
 from protocols.expiry import expiry_after
 from protocols.jsontypes import JSONObject
+from protocols.lifecycle_runs import EXECUTION_ENDED
 
 #: Why a delegation ended (`Delegation.end_reason`).
 FINISHED, RAISED, LEASE_LAPSED, RUN_ENDED, EXPIRED, REVOKED = (
@@ -120,8 +121,7 @@ def delegation_open(
             # run of this execution waits here and then finds the record. Without it the
             # loser's carve-out, made before the record's insert, could find the run's budget
             # spent by the winner's and hear `budget_exhausted` for a step that is running.
-            list(Execution.objects.select_for_update().filter(id=execution_id)
-                 .values_list("id", flat=True))
+            parent = Execution.objects.select_for_update().get(id=execution_id)
             found = delegation_for(execution_id=execution_id, step=step)
             if found is not None:
                 return found
@@ -149,7 +149,8 @@ def delegation_open(
                 execution_id=execution_id, calls=bounds.budget)
             run = execution_create(principal=subject, adapter=sub.adapter, now=now,
                                    adapter_config=sub.adapter_config,
-                                   adapter_fingerprint=sub.adapter_fingerprint)
+                                   adapter_fingerprint=sub.adapter_fingerprint,
+                                   parent=parent)
             journal_append(execution_id=run.id, kind=TranscriptEntry.Kind.INPUT,
                            call_id=INPUT_CALL, payload={"agent": sub.agent, "input": sub.inputs},
                            now=now)
@@ -232,8 +233,8 @@ def _stale_because(now: datetime) -> dict[str, Q]:
     The grant's revocation covers its ancestors': a revocation revokes the whole tree."""
     grant = Grant.objects.filter(id=OuterRef("grant_id"))
     return {
-        RUN_ENDED: Q(Exists(Execution.objects.filter(id=OuterRef("execution_id"),
-                                                     state=Execution.State.FINISHED))),
+        RUN_ENDED: Q(Exists(Execution.objects.filter(
+            id=OuterRef("execution_id"), state__in=[str(s) for s in EXECUTION_ENDED]))),
         REVOKED: Q(Exists(grant.filter(revoked_at__isnull=False))),
         EXPIRED: Q(Exists(grant.filter(expires_at__lte=now))),
         LEASE_LAPSED: Q(lease_expires_at__lte=now),

@@ -23,10 +23,10 @@ from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.runs import proposal_run
 from dispatch.services.worker import operation_execute
 from protocols.approvals import effective_approval_state
-from protocols.denials import Denial
-from protocols.jsontypes import JSONObject
+from protocols.denials import Denial, DenialCode
+from protocols.jsontypes import JSONObject, JSONValue
 from protocols.lifecycle import ApprovalState, OperationState, Outcome, settled_outcome, sources
-from protocols.lifecycle_runs import EXECUTION_LIFECYCLE, ExecutionEvent
+from protocols.lifecycle_runs import EXECUTION_ENDED, EXECUTION_LIFECYCLE, ExecutionEvent
 
 #: Rounds of "read the next seq, insert" before giving up; each lost round means another
 #: writer's entry landed, so this bounds how many writers of one execution may race at once.
@@ -36,16 +36,26 @@ _APPEND_ROUNDS = 20
 def execution_create(
     *, principal: Principal, adapter: str, now: datetime,
     adapter_config: JSONObject | None = None, adapter_fingerprint: str = "",
-    deadline_at: datetime | None = None,
+    deadline_at: datetime | None = None, parent: Execution | None = None,
+    authority: JSONValue = None,
 ) -> Execution:
     """A new running execution of `principal`; `adapter` names the runtime that drives it,
     `adapter_config` is what rebuilds it and `adapter_fingerprint` pins that
-    (docs/design.md#outcomes). `deadline_at`: when it times out (docs/workflows.md#deadlines)."""
+    (docs/design.md#outcomes). `deadline_at`: when it times out (docs/workflows.md#deadlines).
+    `parent`: the execution that opens this one (an agent step's run), whose tree it joins
+    (docs/design.md#run-trees): refused `protocol_state_invalid` when the parent has ended.
+    `authority`: what it declares (a workflow's `authority:`), None for nothing."""
+    if parent is not None and parent.state in EXECUTION_ENDED:
+        raise Denial(DenialCode.PROTOCOL_STATE_INVALID,
+                     f"The run has ended ({parent.state}); nothing more starts inside it.",
+                     execution_id=parent.id, state=parent.state)
     return Execution.objects.create(
         tenant_id=principal.tenant_id, principal=principal, adapter=adapter,
         adapter_config=adapter_config or {}, adapter_fingerprint=adapter_fingerprint,
         state=EXECUTION_LIFECYCLE.initial.value, deadline_at=deadline_at, created_at=now,
-        updated_at=now)
+        updated_at=now, parent=parent,
+        root_id=None if parent is None else (parent.root_id or parent.id),
+        authority=authority)
 
 
 def execution_move(

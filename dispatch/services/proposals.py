@@ -14,12 +14,14 @@ from datetime import datetime, timedelta
 from django.db import IntegrityError, transaction
 
 from dispatch.ids import new_id
-from dispatch.models import ApprovalRequest, Execution, Principal, Proposal, ProposalResource
+from dispatch.models import ApprovalRequest, Principal, Proposal, ProposalResource
 from dispatch.runtime import get_runtime
 from dispatch.services.admission import Admission, admit, validate_arguments
 from dispatch.services.approvals import approval_open
 from dispatch.services.audit import audit_binding, audit_moves, audit_record
+from dispatch.services.authority import select_authority
 from dispatch.services.resources import moved_refs, resource_move
+from dispatch.services.run_tree import execution_path, path_authority_refusal, path_stop_refusal
 from dispatch.services.statements import insert, pipelined
 from protocols.canonical import (
     CanonicalizationError,
@@ -31,7 +33,6 @@ from protocols.jsontypes import JSONObject, JSONValue
 from protocols.lifecycle import (
     ResourceEvent,
 )
-from protocols.lifecycle_runs import EXECUTION_STOPPED
 
 #: An execution id (docs/rest-api.md#calls), matched whole: no trailing newline slips through.
 EXECUTION_ID_SHAPE = "[A-Za-z0-9_.:-]{1,80}"
@@ -128,14 +129,21 @@ def proposal_intake(
         existing = _first_proposal_of_call(principal, call_scope, call, contract, full)
         if existing is not None:
             return Intake(existing, created=False)
-    if named and Execution.objects.filter(id=execution_id, state__in=EXECUTION_STOPPED).exists():
-        # A run that timed out or was cancelled proposes nothing more
-        # (docs/workflows.md#deadlines): its actions were stopped with it.
-        raise Denial(DenialCode.PROTOCOL_STATE_INVALID,
-                     "The run has ended (timed out or cancelled); it proposes nothing more.",
-                     execution_id=execution_id)
+    # The execution's path to its run's root (docs/design.md#run-trees): a run that timed out
+    # or was cancelled, or any execution enclosing this one, proposes nothing more
+    # (docs/workflows.md#deadlines): its actions were stopped with it.
+    path = execution_path(execution_id) if named else []
+    stopped = path_stop_refusal(path, action="it proposes nothing more")
+    if stopped is not None:
+        raise stopped
     admission = admit(contract, principal, full, now=now,
                       resource_event=ResourceEvent.PROPOSE)
+    # The authority in force is the grants' (checked by `admit`) within what every execution
+    # on the path declares: an agent step's call is held to its workflow's `authority:`.
+    outside = path_authority_refusal(path, contract.qualified_name,
+                                     select_authority(contract, admission.resolved.arguments))
+    if outside is not None:
+        raise outside
     try:
         proposal, approval = _proposal_insert(
             admission, execution_id=execution_id, dispatch_on_approval=dispatch_on_approval,

@@ -27,12 +27,14 @@ from datetime import datetime
 
 from django.db import transaction
 
-from dispatch.models import Execution, Operation, Principal, Proposal
+from dispatch.models import Delegation, Execution, Operation, Principal, Proposal
 from dispatch.services.audit import audit_record
 from dispatch.services.authority import require_role
 from dispatch.services.cancellation import proposal_cancel
 from dispatch.services.ceilings import scopes_close_for
+from dispatch.services.delegations import RUN_ENDED, delegation_end
 from dispatch.services.executions import execution_move
+from dispatch.services.run_tree import tree_of
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import OperationState
 from protocols.lifecycle_runs import EXECUTION_ENDED, ExecutionEvent, ExecutionState
@@ -109,15 +111,27 @@ def _end(execution: Execution, event: ExecutionEvent, *, actor: str, now: dateti
 
 def execution_stop_actions(execution: Execution, *, actor: Principal, now: datetime,
                            reason: str) -> int:
-    """Stop every action of an ended run that is not settled, and close its scopes; how many
-    actions this stopped. Idempotent: an action already cancelled or settled is left as it is.
-    `actor` is who the cancellations are recorded as (the canceller, or the run's principal
-    for a deadline)."""
+    """Stop the whole tree of an ended run (docs/design.md#run-trees) in one pass; how many
+    actions this stopped. Every live execution below it (an agent step's loop, a sub-agent)
+    ends with it; every action of any of them that is not settled is stopped; every open
+    delegation in it ends (its child grant revoked with the unclaimed permits resting on it);
+    every scope closes. Idempotent: an action already cancelled or settled, an execution or a
+    delegation already ended, is left as it is. `actor` is who the cancellations are recorded
+    as (the canceller, or the run's principal for a deadline)."""
     if execution.state not in EXECUTION_ENDED:
         raise ValueError(f"execution {execution.id} has not ended: its actions are its own")
+    tree = tree_of(execution.id)
+    event = (ExecutionEvent.TIME_OUT if execution.state == ExecutionState.TIMED_OUT
+             else ExecutionEvent.CANCEL)
+    for child in Execution.objects.filter(id__in=tree[1:], state__in=_LIVE).order_by(
+            "created_at", "id"):
+        _end(child, event, actor=actor.name, now=now, reason=f"its run ended: {reason}")
+    for delegation in Delegation.objects.select_related("grant").filter(
+            execution_id__in=tree, ended_at__isnull=True).order_by("started_at", "id"):
+        delegation_end(delegation=delegation, reason=RUN_ENDED, actor=actor.name, now=now)
     stopped = 0
-    proposals = Proposal.objects.filter(execution_id=execution.id, cancelled_at__isnull=True)
-    claimed = Operation.objects.filter(execution_id=execution.id, state=OperationState.CLAIMED)
+    proposals = Proposal.objects.filter(execution_id__in=tree, cancelled_at__isnull=True)
+    claimed = Operation.objects.filter(execution_id__in=tree, state=OperationState.CLAIMED)
     ids = set(proposals.values_list("id", flat=True)) | set(
         claimed.values_list("proposal_id", flat=True))
     for proposal_id in sorted(ids):
@@ -130,5 +144,6 @@ def execution_stop_actions(execution: Execution, *, actor: Principal, now: datet
             log.info("run %s: action %s not stopped: %s", execution.id, proposal_id, denial)
             continue
         stopped += 1
-    scopes_close_for(execution_id=execution.id, now=now, reason=f"the run ended: {reason}")
+    for member in tree:
+        scopes_close_for(execution_id=member, now=now, reason=f"the run ended: {reason}")
     return stopped

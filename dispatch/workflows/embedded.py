@@ -20,7 +20,7 @@ import copy
 
 from dispatch.agent import execution_run
 from dispatch.agent.loop import execution_open
-from dispatch.models import TranscriptEntry
+from dispatch.models import Execution, TranscriptEntry
 from dispatch.services.delegations import INPUT_CALL
 from dispatch.services.executions import journal_append
 from dispatch.workflows import delegated
@@ -52,7 +52,11 @@ def _run(ctx: RunContext, step: AgentCall, env: Env, key: str) -> JSONObject:
     if started is None:
         inputs = ctx.guard(key, "agent", lambda: {name: data(env, expr)
                                                   for name, expr in step.inputs})
-        opened = execution_open(principal=ctx.principal, adapter=adapter, now=ctx.now)
+        try:
+            opened = execution_open(principal=ctx.principal, adapter=adapter, now=ctx.now,
+                                    parent=Execution.objects.get(id=ctx.execution_id))
+        except Denial as denial:
+            ctx.deny(key, "agent", denial)
         journal_append(execution_id=opened.id, kind=TranscriptEntry.Kind.INPUT,
                        call_id=INPUT_CALL, payload={"agent": step.agent, "input": inputs},
                        now=ctx.now)

@@ -39,6 +39,7 @@ from dispatch.workflows.values import Mode, WorkflowRefused, WorkflowRun
 from protocols.canonical import CanonicalizationError
 from protocols.contracts import ContractRegistry
 from protocols.denials import Denial, DenialCode
+from protocols.grants import scope_as_json
 from protocols.jsontypes import JSONObject, JSONValue
 from protocols.lifecycle import RESOURCE_PROTOCOLS, protocol_tables
 from protocols.workflow import CheckedWorkflow
@@ -103,7 +104,8 @@ def run_workflow(
             "source": source[0], "filename": source[1], "mode": mode}
         execution = execution_create(principal=principal, adapter_config=config,
                                      adapter=(ADAPTER_PREFIX + workflow.name)[:100], now=now,
-                                     deadline_at=deadline_at(now, deadline_s))
+                                     deadline_at=deadline_at(now, deadline_s),
+                                     authority=declared_authority(workflow))
         scope_open(execution=execution, name="run", ceiling=ceiling or run_ceiling(), now=now)
         journal = Journal(execution.id)
         journal.put(HEADER, {**header, "inputs": pinned}, now, kind=TranscriptEntry.Kind.TOOL_CALL)
@@ -131,6 +133,13 @@ def run_workflow(
                      journal=journal, now=now, mode=mode, agents=agents, focus=focus,
                      source_less="source" not in execution.adapter_config)
     return Interpreter(ctx).run(pinned)
+
+
+def declared_authority(workflow: Workflow) -> JSONValue:
+    """The workflow's `authority:` as its execution keeps it (docs/design.md#run-trees): every
+    action of the run's tree, its agent steps' and sub-agents' included, must lie within it."""
+    return [{"operations": sorted(entry.operations), "scope": scope_as_json(entry.scope)}
+            for entry in workflow.authority]
 
 
 # --- refusals before any step --------------------------------------------------------------------

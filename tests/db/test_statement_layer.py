@@ -37,8 +37,10 @@ from dispatch.services import authority, budgets, claims, operations, resources
 from dispatch.services.access import access_approval_for_decision
 from dispatch.services.attempts import attempt_next
 from dispatch.services.audit import AUDIT_INSERT, audit_values
+from dispatch.services.ceilings import Ceiling, scope_open
 from dispatch.services.claims import LOCK_UNCANCELLED
 from dispatch.services.dispatcher import proposal_claim_and_start, proposal_dispatch
+from dispatch.services.executions import execution_create
 from dispatch.services.operations import attempt_hold, attempt_start, operation_move
 from dispatch.services.principals import token_authenticate
 from dispatch.services.proposals import proposal_create
@@ -130,10 +132,14 @@ def transfer_action(world: World) -> Operation:
 
 
 def lookup_action(world: World) -> Operation:
-    """A lookup that needs no approval: the claim locks the proposal, not a permit; a worker
-    loads it and runs it."""
+    """A lookup that needs no approval, made by a run with ceilings: the claim locks the
+    proposal, not a permit, and counts what the run's tree has in flight; a worker loads it
+    and runs it."""
+    run = execution_create(principal=world.owner, adapter="workflow:statements", now=world.now)
+    scope_open(execution=run, name="run", ceiling=Ceiling(5, 5, 2), now=world.now)
     proposal = proposal_create(principal=world.owner, operation="crm.lookup",
-                               arguments={"customer_id": "cus-001"}, now=world.now)
+                               arguments={"customer_id": "cus-001"}, execution_id=run.id,
+                               now=world.now)
     claimed = proposal_dispatch(principal=world.owner, proposal_id=proposal.id, now=world.now,
                                 enqueue=False)
     reads_back(claimed)
@@ -170,7 +176,7 @@ def test_every_declared_statement_runs_and_reads_back_as_written(
             and (not declared.derived or name in DERIVED_ON_THIS_PATH)}
     # Not blind: the layer declares the writes of each record kind the hot path touches.
     assert {"operation.insert", "operation.move", "attempt.end", "token.load",
-            "operation.in_flight",
+            "operation.in_flight", "operation.in_flight_tree",
             "principal.approver_emails",
             "permit.claim", "permit.insert", "approval.move", "vote.insert",
             "decision.insert", "audit.insert", *DERIVED_ON_THIS_PATH} <= set(ours)

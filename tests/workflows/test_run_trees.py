@@ -1,0 +1,175 @@
+"""Every path to an effect stays inside its run (docs/design.md#run-trees): an agent step's loop
+and a delegated sub-agent are executions of the run's tree, and each check that keeps the run's
+promise walks the path to its root: a cancelled run leaves nothing of its tree to run (its
+agent steps' pending approvals withdrawn, its delegated grants revoked), an agent step's call is
+held to the workflow's declared authority, and its calls are charged to the run's ceilings."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from demo.destinations.runner import list_all
+from dispatch.agent import ScriptedAdapter
+from dispatch.models import ApprovalRequest, Delegation, Execution, Operation, Permit, Proposal
+from dispatch.runtime import get_runtime
+from dispatch.services.ceilings import Ceiling
+from dispatch.services.run_stops import execution_cancel
+from dispatch.workflows import WorkflowRun, run_workflow
+from protocols.denials import Denial, DenialCode
+from protocols.jsontypes import JSONValue
+from protocols.workflow import CheckedWorkflow, check_source
+from tests.conftest import MAILBOX, World
+from tests.support.delegation import delegated_workflow
+from tests.support.destinations import Destinations
+
+pytestmark = pytest.mark.django_db
+
+REPLY = {"call": "resources.create", "name": "reply", "arguments": {
+    "kind": "email_draft", "payload": {"from": MAILBOX, "to": ["ada@example.com"],
+                                       "subject": "Tier", "body": "Gold."}}}
+SEND = {"call": "email.send", "arguments": {"draft": {"$result": "reply"}}}
+
+
+def checked(text: str) -> CheckedWorkflow:
+    result = check_source(text, get_runtime().registry, filename="tree.yaml")
+    assert isinstance(result, CheckedWorkflow), result
+    return result
+
+
+def model(name: str, *steps: Mapping[str, JSONValue], final: JSONValue = "done") -> ScriptedAdapter:
+    return ScriptedAdapter({"agent": name, "steps": [*steps, {"final": json.dumps(final)}]})
+
+
+def run(world: World, text: str, agents: Mapping[str, ScriptedAdapter],
+        ceiling: Ceiling | None = None, **inputs: Any) -> WorkflowRun:
+    return run_workflow(checked(text), principal=world.owner, inputs=inputs or None,
+                        agents=agents, now=timezone.now(), ceiling=ceiling)
+
+
+def lookup(customer: str) -> dict[str, JSONValue]:
+    return {"call": "crm.lookup", "arguments": {"customer_id": customer}}
+
+
+def agent_calls(result: WorkflowRun) -> list[list[tuple[str, str | None]]]:
+    return [[(c["status"], c["code"]) for c in o.detail["calls"]]
+            for o in result.outcomes if o.step == "agent" and o.status == "completed"]
+
+
+SENDER = f"""version: 1
+name: agent-sends
+effects: [human, external_write]
+authority:
+  - operations: [email.send]
+    scope: {{mailbox: [{MAILBOX}]}}
+steps:
+  - agent: sender
+    tools: [email.send]
+    bind: answer
+"""
+
+
+def _cancelled_leaves_nothing(live: World, destinations: Destinations, result: WorkflowRun,
+                              proposal: Proposal) -> None:
+    """Cancel the run waiting on `proposal` (made inside its tree): nothing of it runs."""
+    approval_id = proposal.approval.id
+    execution_cancel(actor=live.owner, execution_id=result.execution_id, now=timezone.now(),
+                     reason="not needed any more")
+    assert Proposal.objects.get(id=proposal.id).cancelled_at is not None
+    assert ApprovalRequest.objects.get(id=approval_id).state == "revoked"
+    with pytest.raises(Denial) as late:  # no operator can approve it any more
+        live.grant(Proposal.objects.get(id=proposal.id))
+    assert late.value.code in (DenialCode.APPROVAL_REVOKED, DenialCode.APPROVAL_DECIDED)
+    assert not Permit.objects.filter(proposal_id=proposal.id).exists()
+    assert not Operation.objects.filter(proposal_id=proposal.id).exists()
+    # Every execution of the tree has ended with the run.
+    tree = Execution.objects.filter(id=proposal.execution_id).get()
+    assert tree.state == "cancelled" and tree.root_id == result.execution_id
+    assert list_all(destinations.directory)["email"] == []
+
+
+def test_a_cancelled_run_withdraws_its_agent_steps_pending_approval(
+        live: World, destinations: Destinations) -> None:
+    result = run(live, SENDER, {"sender": model("sender", REPLY, SEND, final="sent")})
+    assert result.state == "waiting", result
+    proposal = Proposal.objects.select_related("approval").get(operation="email.send")
+    # The agent step's loop is its own execution, in the run's tree.
+    assert proposal.execution_id != result.execution_id
+    _cancelled_leaves_nothing(live, destinations, result, proposal)
+
+
+def test_a_cancelled_run_revokes_its_delegated_grant_and_withdraws_the_sub_agents_approval(
+        live: World, destinations: Destinations) -> None:
+    text = delegated_workflow(
+        operations="[email.send]", scope=f"{{mailbox: [{MAILBOX}]}}", budget=3,
+        authority=f"[{{operations: [email.send], scope: {{mailbox: [{MAILBOX}]}}}}]",
+        effects="[human, external_write]")
+    result = run(live, text, {"researcher": model("researcher", REPLY, SEND)})
+    assert result.state == "waiting", result
+    delegation = Delegation.objects.select_related("grant").get()
+    proposal = Proposal.objects.select_related("approval").get(operation="email.send")
+    assert proposal.principal_id == delegation.principal_id
+    _cancelled_leaves_nothing(live, destinations, result, proposal)
+    delegation.refresh_from_db()
+    delegation.grant.refresh_from_db()
+    assert delegation.ended_at is not None and delegation.end_reason == "run_ended"
+    assert delegation.grant.revoked_at is not None
+
+
+LOOKUP_ONE = """version: 1
+name: one-customer
+effects: [read]
+authority:
+  - operations: [crm.lookup]
+    scope: {customer: [cus-001]}
+steps:
+  - agent: researcher
+    tools: [crm.lookup]
+    bind: notes
+"""
+
+
+def test_an_agent_steps_call_outside_the_workflows_authority_is_a_scope_violation(
+        world: World) -> None:
+    # The principal's grant covers every customer; the workflow declares one.
+    result = run(world, LOOKUP_ONE,
+                 {"researcher": model("researcher", lookup("cus-002"), lookup("cus-001"))})
+    assert result.state == "finished", result
+    assert agent_calls(result) == [[("denied", "scope_violation"), ("completed", None)]]
+    assert list(Operation.objects.values_list("proposal__arguments__customer_id", flat=True)) \
+        == ["cus-001"]
+    assert not Proposal.objects.filter(arguments__customer_id="cus-002").exists()
+
+
+THREE_AGENTS = """version: 1
+name: three-agents
+effects: [read]
+authority:
+  - operations: [crm.lookup]
+    scope: {customer: "*"}
+steps:
+  - agent: first
+    tools: [crm.lookup]
+  - agent: second
+    tools: [crm.lookup]
+  - agent: third
+    tools: [crm.lookup]
+"""
+
+
+def test_agent_steps_past_the_runs_calls_ceiling_are_budget_exhausted_naming_the_scope(
+        world: World) -> None:
+    agents = {name: model(name, lookup("cus-001")) for name in ("first", "second", "third")}
+    result = run(world, THREE_AGENTS, agents, ceiling=Ceiling(calls=1, attempts=10,
+                                                              concurrency=4))
+    assert result.state == "finished", result
+    assert agent_calls(result) == [[("completed", None)], [("denied", "budget_exhausted")],
+                                   [("denied", "budget_exhausted")]]
+    assert Operation.objects.filter(state="completed").count() == 1
+    refusals = [c for o in result.outcomes if o.step == "agent" for c in o.detail["calls"]
+                if c["code"] == "budget_exhausted"]
+    assert len(refusals) == 2
