@@ -394,6 +394,9 @@ METRICS_TOKEN: str = env.str("METRICS_TOKEN", default="")
 HANDLER_TIMEOUT_CAP: float = env.float("HANDLER_TIMEOUT_CAP", default=15.0)
 # Pause between same-key retries of a receiver_dedup operation, doubled per attempt.
 RETRY_BACKOFF_SECONDS: float = env.float("RETRY_BACKOFF_SECONDS", default=0.5)
+# The longest wait between two attempts under one key, the jittered backoff's cap and the
+# longest `Retry-After` a destination is granted (protocols/backoff.py).
+RETRY_BACKOFF_MAX_SECONDS: float = env.float("RETRY_BACKOFF_MAX_SECONDS", default=30.0)
 
 # --- Reconciliation (docs/design.md#reconciliation): bounded, one pass at a time ------------------
 RECONCILE_BATCH: int = env.int("RECONCILE_BATCH", default=500)  # operations of each state per pass

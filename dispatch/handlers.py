@@ -68,7 +68,13 @@ class DefiniteFailure(DestinationError):
 
 
 class UncertainOutcome(DestinationError):
-    """The destination may have performed the effect; only a lookup can settle it."""
+    """The destination may have performed the effect; only a lookup can settle it.
+    `retry_after`: seconds the destination asked to wait before trying again (its
+    `Retry-After`), which a retry under the same key honours (`protocols.backoff`)."""
+
+    def __init__(self, reason: str, *, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.retry_after = retry_after
 
 
 class LookupFailedError(DestinationError):

@@ -110,6 +110,11 @@ class SchedulingContract:
     timeout: float = 15.0  # seconds a claimed attempt may run before it is presumed lost
     max_attempts: int = 1
     budget_cost: int = 1
+    # The backoff between retries under the same key (`protocols.backoff`): its base delay and
+    # its cap, in seconds; None: the deployment's (`RETRY_BACKOFF_SECONDS`,
+    # `RETRY_BACKOFF_MAX_SECONDS`). Part of the fingerprint only when set.
+    retry_base_delay: float | None = None
+    retry_max_delay: float | None = None
 
 
 class EvidenceRole(StrEnum):
@@ -232,6 +237,9 @@ class OperationContract:
                 "timeout": self.scheduling_contract.timeout,
                 "max_attempts": self.scheduling_contract.max_attempts,
                 "budget_cost": self.scheduling_contract.budget_cost,
+                **{name: getattr(self.scheduling_contract, name)
+                   for name in ("retry_base_delay", "retry_max_delay")
+                   if getattr(self.scheduling_contract, name) is not None},
             },
             "destination": self.destination,
             "normalizers": dict(self.normalizers),

@@ -11,11 +11,13 @@ import http.client
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import urlsplit
 
 from dispatch.handlers import DefiniteFailure, LookupFailedError, UncertainOutcome
+from protocols.backoff import parse_retry_after
 
 __all__ = [
     "REFUSED_BEFORE_ANY_EFFECT",
@@ -67,13 +69,15 @@ def exchange(
     accept: str = "application/json",
     max_bytes: int | None = None,
     headers: Mapping[str, str] | None = None,
+    answered: dict[str, str] | None = None,
 ) -> tuple[int, bytes | None]:
     """Send one request to ``url``; return the status and the body (``None`` if unreadable, or
     longer than ``max_bytes`` when that is given: an endless body is never held whole).
 
     Raises :class:`ConnectError` when the connection was never established and
     :class:`ExchangeError` for any failure once request bytes may have left. ``timeout`` bounds
-    the connect and every single socket wait.
+    the connect and every single socket wait. ``answered``, if given, receives the response's
+    ``Retry-After`` header when it has one.
     """
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -99,6 +103,9 @@ def exchange(
             response = connection.getresponse()
         except (OSError, http.client.HTTPException) as error:
             raise ExchangeError(f"no response from {url}: {error!r}") from error
+        retry_after = response.getheader("Retry-After")
+        if answered is not None and retry_after is not None:
+            answered["Retry-After"] = retry_after
         try:
             if max_bytes is None:
                 content: bytes | None = response.read()
@@ -157,7 +164,9 @@ def post_keyed(
     body = json.dumps(sent).encode("utf-8")
     url = base_url.rstrip("/") + path
     try:
-        status, content = exchange(url, "POST", body=body, timeout=timeout, headers=headers)
+        answered: dict[str, str] = {}
+        status, content = exchange(url, "POST", body=body, timeout=timeout, headers=headers,
+                                   answered=answered)
     except ConnectError as error:
         raise DefiniteFailure(str(error)) from error
     except ExchangeError as error:
@@ -169,7 +178,10 @@ def post_keyed(
             f"{destination} refused the {noun}: {status} {detail.get('error', '')}"
         )
     if status not in SUCCESS:
-        raise UncertainOutcome(f"{destination} answered {status}")
+        # Maybe an effect: retried under the same key only where the contract allows it, not
+        # before the destination's Retry-After (protocols/backoff.py).
+        raise UncertainOutcome(f"{destination} answered {status}", retry_after=parse_retry_after(
+            answered.get("Retry-After"), now=datetime.now(UTC)))
     record = json_object(content)
     if record is None or record.get("key") != key:
         raise UncertainOutcome(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import random
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -43,6 +44,7 @@ from dispatch.services.operations import (
 )
 from dispatch.services.permit_tokens import permit_token
 from dispatch.services.statements import cache_related, columns, instances, rows, statement
+from protocols.backoff import retry_delay
 from protocols.contracts import OperationContract, SchedulingContract
 from protocols.denials import DenialCode
 from protocols.jsontypes import JSONObject
@@ -90,6 +92,7 @@ def operation_run(
     handler = get_runtime().handler(contract)
     snapshot = json.loads(operation.proposal.canonical)
     cancelled = Cancellation(probe=_cancelled_probe(operation.proposal_id))
+    asked_wait: list[float] = []  # the destination's Retry-After of the attempt, if any
     while True:
         ctx = HandlerContext(operation_id=operation.id, attempt=number,
                              snapshot=failpoint_payload("attempt.payload", snapshot),
@@ -98,7 +101,8 @@ def operation_run(
                              principal_id=operation.principal_id,
                              execution_id=operation.execution_id, cancelled=cancelled,
                              deadline=time.monotonic() + contract.scheduling_contract.timeout)
-        outcome, result, error = _run_handler(handler, ctx, contract, started)
+        asked_wait.clear()
+        outcome, result, error = _run_handler(handler, ctx, contract, started, asked_wait)
         log.info("attempt %s of %s ended %s", number, contract.qualified_name, outcome)
         failpoint("attempt.before_outcome")
         now = clock()
@@ -110,7 +114,7 @@ def operation_run(
                 # Same key: the destination deduplicates. The attempt ends uncertain and the
                 # operation stays claimed; after the backoff, `attempt_next` checks everything
                 # again in the transaction that starts the next attempt.
-                delay = settings.RETRY_BACKOFF_SECONDS * 2 ** (number - 1)
+                delay = backoff(contract, number, asked_wait[0] if asked_wait else None)
                 if not attempt_hold(operation, number, error, now,
                                     retry_at=now + timedelta(seconds=delay)):
                     break  # settled meanwhile (reconciliation past the timeout)
@@ -241,9 +245,28 @@ def handler_invoke(
     return handler.perform(ctx)
 
 
+def backoff(contract: OperationContract, number: int, retry_after: float | None) -> float:
+    """The wait after uncertain attempt `number` (`protocols.backoff`): the contract's base
+    delay and cap, else the deployment's, with full jitter and the destination's Retry-After."""
+    scheduling = contract.scheduling_contract
+    base = scheduling.retry_base_delay
+    cap = scheduling.retry_max_delay
+    return retry_delay(
+        number, base=float(settings.RETRY_BACKOFF_SECONDS) if base is None else base,
+        cap=float(settings.RETRY_BACKOFF_MAX_SECONDS) if cap is None else cap,
+        jitter=_JITTER.random(), retry_after=retry_after)
+
+
+#: The jitter's source: spreading retries needs no secret, only independence across workers.
+_JITTER = random.SystemRandom()
+
+
 def _run_handler(
     handler: Handler, ctx: HandlerContext, contract: OperationContract, started: StartedAttempt,
+    asked_wait: list[float],
 ) -> tuple[str, JSONObject | None, str]:
+    """The attempt's outcome, result and error; an uncertain answer's `Retry-After` is
+    appended to `asked_wait`."""
     failpoint("attempt.before_call")
     try:
         result = handler_invoke(handler, ctx, started)
@@ -251,6 +274,8 @@ def _run_handler(
     except DefiniteFailure as exc:
         return Attempt.Outcome.FAILED_NO_EFFECT, None, exc.reason
     except UncertainOutcome as exc:
+        if exc.retry_after is not None:
+            asked_wait.append(exc.retry_after)
         return Attempt.Outcome.UNCERTAIN, None, exc.reason
     except Exception as exc:  # a handler bug: it may have written before failing
         log.exception("handler %s failed", contract.qualified_name)

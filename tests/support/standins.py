@@ -19,7 +19,8 @@ REFUSAL = json.dumps({"error": "same key in progress"}).encode()
 @contextmanager
 def bank_standin() -> Iterator[Any]:
     """A bank that answers every POST with `status` and `body`, or drips `drip` more bytes, one
-    a second; `keys` holds the idempotency key of every request that reached it, in order."""
+    a second, or is down for `outage` seconds; `keys` holds the idempotency key of every
+    request that reached it, in order."""
 
     class Reply(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
@@ -28,6 +29,11 @@ def bank_standin() -> Iterator[Any]:
         def do_POST(self) -> None:
             request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             server.keys.append(request["key"])
+            server.arrived.append(time.monotonic())
+            if server.outage is not None:  # down for `outage` s from the first request
+                down = server.arrived[-1] - server.arrived[0] < server.outage
+                self._outage(request, down)
+                return
             body = server.body
             self.send_response(server.status)
             self.send_header("Content-Length", str(len(body) + server.drip))
@@ -37,9 +43,24 @@ def bank_standin() -> Iterator[Any]:
                 time.sleep(1)
                 self.wfile.write(b" ")
 
+        def _outage(self, request: dict[str, Any], down: bool) -> None:
+            """503 with `retry_after` (if set) while down, then the transfer's record."""
+            body = (json.dumps({"error": "unavailable"}) if down else json.dumps(
+                {**{k: v for k, v in request.items() if k != "snapshot"},
+                 "created_at": "2026-12-07T00:00:00Z"})).encode()
+            self.send_response(503 if down else 201)
+            if down and server.retry_after is not None:
+                self.send_header("Retry-After", str(server.retry_after))
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
     server: Any = ThreadingHTTPServer(("127.0.0.1", 0), Reply)
     server.daemon_threads = True
     server.status, server.body, server.drip, server.keys = 409, REFUSAL, 0, []
+    # `outage`: seconds after the first request during which it answers 503 (None: never),
+    # with `Retry-After: retry_after`; `arrived`: when each request came (monotonic).
+    server.outage, server.retry_after, server.arrived = None, None, []
     with _serving(server):
         yield server
 
