@@ -23,6 +23,7 @@ class WorkflowWait(models.Model):
         RECEIVE = "receive"     # `receive`: a host message (JSON)
         APPROVE = "approve"     # `approve`: a human's yes or no (a Bool, never a permit)
         JOIN = "join"           # `parallel`, `race`, a parallel loop: its branches on workers
+        SLOT = "slot"           # a dispatch at the run's concurrency ceiling: a slot to free
 
     class State(models.TextChoices):
         PARKED = "parked"

@@ -193,6 +193,20 @@ def execution_scope_take(*, execution_id: str | None, calls: int, attempts: int,
         _run_concurrency_take(claim, tree=tree, scope_id=scope_id, name=name, limit=concurrency)
 
 
+def execution_slot_free(execution_id: str) -> bool:
+    """Whether an action of the execution could take a concurrency slot now: the actions in
+    flight in its run's tree are below the concurrency of the nearest open scope on its path
+    (no such scope: no ceiling). A read, for a waiting lane to know it should not wait."""
+    for node in execution_path(execution_id):
+        found = rows(_RUN_AND_SCOPE, [node.id])
+        if found and found[0][1] is not None:
+            limit, root_id = found[0][5], found[0][7]
+            tree = root_id or node.id
+            [(count,)] = rows(_IN_FLIGHT_TREE, [OperationState.CLAIMED.value, "", tree, tree])
+            return int(count) < int(limit)
+    return True
+
+
 def _delegated(execution_id: str) -> bool:
     """Whether the execution is a delegated step's sub-agent (its calls carved already)."""
     return Delegation.objects.filter(agent_execution_id=execution_id).exists()

@@ -34,6 +34,7 @@ from dispatch.services.notifications import notify_write, outcome_notifications
 from dispatch.services.pauses import attempt_paused
 from dispatch.services.resources import moved_refs, resource_move
 from dispatch.services.statements import is_postgres, rows, run, statement, value
+from dispatch.services.wakeups import wake_on_slot
 from protocols.audit_kinds import ATTEMPT_STARTED, ATTEMPT_UNCERTAIN, OPERATION_EVENT_KINDS
 from protocols.denials import Denial
 from protocols.jsontypes import JSONObject
@@ -224,6 +225,9 @@ def operation_move(
         operation.result = result
     if evidence is not None:
         operation.evidence = evidence
+    if source is OperationState.CLAIMED and target is not OperationState.CLAIMED:
+        # Settled: a slot of its run is free for the lane that waits longest for one.
+        wake_on_slot(operation.execution_id)
     return True
 
 

@@ -10,18 +10,21 @@ from typing import Any
 from django.db.models import Q
 
 from dispatch.models import WorkflowWait
+from protocols.jsontypes import JSONValue
 from protocols.lifecycle import sources
 from protocols.lifecycle_runs import WAIT_LIFECYCLE, WaitEvent
 
 
 def wait_park(*, tenant_id: str, execution_id: str, step: str, kind: str,
-              approval_id: str | None, now: datetime, actor: str) -> WorkflowWait:
+              approval_id: str | None, now: datetime, actor: str,
+              value: JSONValue = None) -> WorkflowWait:
     """The step's wait, `parked`: made in the table's initial state, or parked again when a
-    resumed run still waits at it."""
+    resumed run still waits at it. `value`: what a `slot` wait keeps (the lanes to enter to
+    reach its step again)."""
     wait, made = WorkflowWait.objects.get_or_create(
         execution_id=execution_id, step=step,
         defaults={"tenant_id": tenant_id, "kind": kind, "approval_id": approval_id,
-                  "state": WAIT_LIFECYCLE.initial.value, "parked_at": now})
+                  "state": WAIT_LIFECYCLE.initial.value, "parked_at": now, "value": value})
     if not made and wait.state != WAIT_LIFECYCLE.initial:
         wait_move(wait, WaitEvent.PARK, now=now, actor=actor)
     return wait

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from celery import current_app
 from django.db import transaction
+from django.db.models import Q
 
+from dispatch.models import Execution, WorkflowWait
 from dispatch.services.statements import rows, statement
 
 WAKE = "dispatch.tasks.workflow_wake"
@@ -32,6 +34,25 @@ def wake_on_decision(approval_id: str, *, execution_id: str) -> None:
 def wake_on_input(wait_id: str) -> None:
     """Once the current transaction commits, resume the execution parked at `wait_id`."""
     transaction.on_commit(lambda: wake_now(wait_id=wait_id))
+
+
+def wake_on_slot(execution_id: str | None) -> None:
+    """Once the current transaction commits, wake the lane of `execution_id`'s run that has
+    waited longest for a slot (docs/workflows.md#ceilings): an action of the run settled, so
+    one slot of its concurrency is free. One lane per freed slot; a woken lane that finds the
+    slot taken again waits again, and checks again after its park (`slot_recheck`)."""
+    if execution_id:
+        transaction.on_commit(lambda: _wake_one_slot(execution_id))
+
+
+def _wake_one_slot(execution_id: str) -> None:
+    tree = Execution.objects.filter(id=execution_id).values("root_id")
+    oldest = (WorkflowWait.objects.filter(kind=WorkflowWait.Kind.SLOT,
+                                          state=WorkflowWait.State.PARKED)
+              .filter(Q(execution_id=execution_id) | Q(execution_id__in=tree))
+              .order_by("parked_at", "id").values_list("id", flat=True).first())
+    if oldest is not None:
+        wake_now(wait_id=oldest)
 
 
 def wake_now(*, approval_id: str | None = None, wait_id: str | None = None) -> None:

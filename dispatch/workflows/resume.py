@@ -22,8 +22,10 @@ from dispatch.models import Execution, Principal, WorkflowWait
 from dispatch.runtime import get_runtime
 from dispatch.services.audit import audit_record
 from dispatch.services.authority import require_role
+from dispatch.services.ceilings import execution_slot_free
 from dispatch.services.waits import wait_move
 from dispatch.services.wakeups import wake_on_input
+from dispatch.workflows.parallel import LaneDone
 from dispatch.workflows.runtime import run_workflow
 from dispatch.workflows.values import WorkflowRefused, WorkflowRun
 from protocols.denials import Denial, DenialCode
@@ -74,8 +76,15 @@ def resume_wait(wait_id: str, *, now: datetime, stale: bool = False) -> Workflow
                          actor="system", at=now, details={
                              "execution_id": execution.id, "step": row.step, "waits": row.kind,
                              "approval_id": row.approval_id or ""})
-        run = run_workflow(checked, principal=execution.principal, execution_id=execution.id,
-                           now=now, mode=execution.adapter_config.get("mode", "inline"))
+        # A lane waiting for a slot runs alone, as its lane task would; anything else resumes
+        # the whole run.
+        focus = _focus_of(row)
+        try:
+            run = run_workflow(checked, principal=execution.principal,
+                               execution_id=execution.id, now=now, focus=focus,
+                               mode=execution.adapter_config.get("mode", "inline"))
+        except LaneDone:
+            run = None
     except WorkflowRefused as refused:
         wait_move(row, WaitEvent.REFUSE, now=now, actor="system",
                   note=f"{refused.code}: {refused}"[:2000])
@@ -84,6 +93,13 @@ def resume_wait(wait_id: str, *, now: datetime, stale: bool = False) -> Workflow
     # A run that passed the step leaves it resumed; one that parks it again made it `parked`.
     wait_move(row, WaitEvent.RESUME, now=now, actor="system")
     return run
+
+
+def _focus_of(wait: WorkflowWait) -> tuple[tuple[str, str], ...]:
+    """The lanes a `slot` wait's step is reached through (none: it is the run's own step)."""
+    kept = wait.value if wait.kind == WorkflowWait.Kind.SLOT else None
+    focus = kept.get("focus") if isinstance(kept, dict) else None
+    return tuple((str(key), str(label)) for key, label in focus) if focus else ()
 
 
 def resume_stale(*, now: datetime, limit: int = SWEEP_LIMIT) -> int:
@@ -96,6 +112,13 @@ def resume_stale(*, now: datetime, limit: int = SWEEP_LIMIT) -> int:
     resumed = 0
     for wait_id in list(decided.order_by("parked_at").values_list("id", flat=True)[:limit]):
         resumed += resume_wait(wait_id, now=now) is not None
+    # A lane waiting for a slot whose wake-up was lost (its task, or the process that settled
+    # an action, died): resumed only while its run has a slot free.
+    slots = WorkflowWait.objects.filter(state=_P, kind=WorkflowWait.Kind.SLOT)
+    for wait_id, execution_id in list(slots.order_by("parked_at").values_list(
+            "id", "execution_id")[:limit]):
+        if execution_slot_free(execution_id):
+            resumed += resume_wait(wait_id, now=now) is not None
     stuck = WorkflowWait.objects.filter(state=_R, claimed_at__lt=now - RESUME_LEASE)
     for wait_id in list(stuck.values_list("id", flat=True)[:limit]):
         resumed += resume_wait(wait_id, now=now, stale=True) is not None

@@ -13,7 +13,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from dispatch.models import ApprovalRequest, Attempt, Decision, Proposal, Revision, TranscriptEntry
+from dispatch.models import (
+    ApprovalRequest,
+    Attempt,
+    Decision,
+    Proposal,
+    Revision,
+    TranscriptEntry,
+    WorkflowWait,
+)
 from dispatch.runtime import get_runtime
 from dispatch.services.admission import resolve_resources, validate_arguments
 from dispatch.services.authority import select_authority
@@ -21,6 +29,7 @@ from dispatch.services.executions import Running, proposal_drive
 from dispatch.services.proposals import proposal_create
 from dispatch.services.resources import resource_create, revision_create
 from dispatch.workflows.context import RunContext
+from dispatch.workflows.parallel import focus_prefix
 from dispatch.workflows.values import (
     DecisionValue,
     Env,
@@ -173,6 +182,13 @@ def request_approval(ctx: RunContext, step: RequestApproval, env: Env,
         env[step.bind] = DecisionValue(done["proposal_id"], tag, done.get("reason", ""))
 
 
+def waits_for_slot(denial: Denial) -> bool:
+    """A claim refused at the run's concurrency ceiling (a scope's, not the principal's): the
+    dispatch waits for one of the run's actions to settle (docs/workflows.md#ceilings)."""
+    return (denial.code is DenialCode.BUDGET_EXHAUSTED
+            and denial.details.get("budget") == "concurrency" and "scope_id" in denial.details)
+
+
 def dispatch(ctx: RunContext, step: Dispatch, env: Env, key: str) -> None:
     done = ctx.replay(key)
     if done is None:
@@ -188,6 +204,14 @@ def dispatch(ctx: RunContext, step: Dispatch, env: Env, key: str) -> None:
                 permit_id=permit.permit_id if permit else None, now=ctx.now,
                 execute=ctx.mode == "inline", await_approval=False)
         except Denial as denial:
+            if waits_for_slot(denial):
+                # At the run's concurrency ceiling: the step waits for a slot instead of being
+                # refused; the settling of one of the run's actions wakes it (not a poll).
+                ctx.record(key, "dispatch", "waiting_for_slot", detail={
+                    "proposal_id": proposal.id, "scope": denial.details.get("scope"),
+                    "limit": denial.details.get("limit"),
+                    "in_flight": denial.details.get("in_flight")})
+                raise Wait(key, kind=WorkflowWait.Kind.SLOT, focus=focus_prefix(ctx)) from None
             ctx.deny(key, "dispatch", denial)
         operation = driven.operation
         detail: JSONObject = {"proposal_id": proposal.id, "operation_id": operation.id,

@@ -121,10 +121,13 @@ class Wait(Exception):
     input resumes the run (`dispatch.workflows.waits`); without one its caller runs it again."""
 
     def __init__(self, path: str, *, kind: str | None = None,
-                 approval_id: str | None = None) -> None:
+                 approval_id: str | None = None, focus: list[list[str]] | None = None) -> None:
         self.path = path
         self.kind = kind
         self.approval_id = approval_id
+        #: The lanes to enter to reach the step again (a `slot` wait of a lane, which its
+        #: wake-up runs alone instead of the whole run).
+        self.focus = focus
 
 
 class Denied(Exception):

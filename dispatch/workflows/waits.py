@@ -20,9 +20,10 @@ from django.db import transaction
 from dispatch.failpoints import failpoint
 from dispatch.models import ApprovalRequest, Execution, TranscriptEntry, WorkflowWait
 from dispatch.services.audit import audit_record
+from dispatch.services.ceilings import execution_slot_free
 from dispatch.services.executions import execution_move
 from dispatch.services.waits import wait_park
-from dispatch.services.wakeups import wake_on_decision
+from dispatch.services.wakeups import wake_on_decision, wake_on_input
 from dispatch.workflows.context import RunContext
 from dispatch.workflows.parallel import after_park
 from dispatch.workflows.values import Env, StepOutcome, Wait
@@ -80,9 +81,10 @@ def park(ctx: RunContext, wait: Wait) -> None:
                        now=ctx.now, actor=ctx.principal.name)
         if wait.kind is None:
             return
-        wait_park(tenant_id=ctx.principal.tenant_id, execution_id=ctx.execution_id,
-                  step=wait.path, kind=wait.kind, approval_id=wait.approval_id, now=ctx.now,
-                  actor=ctx.principal.name)
+        parked = wait_park(tenant_id=ctx.principal.tenant_id, execution_id=ctx.execution_id,
+                           step=wait.path, kind=wait.kind, approval_id=wait.approval_id,
+                           now=ctx.now, actor=ctx.principal.name,
+                           value={"focus": wait.focus or []} if wait.focus is not None else None)
         audit_record(tenant_id=ctx.principal.tenant_id, kind="workflow.parked",
                      actor=ctx.principal.name, at=ctx.now,
                      details={"execution_id": ctx.execution_id, "step": wait.path,
@@ -93,3 +95,7 @@ def park(ctx: RunContext, wait: Wait) -> None:
 
     if wait.kind == WorkflowWait.Kind.JOIN:  # lanes that ended while it parked
         after_park(ctx.execution_id, wait.path, ctx.now)
+    if wait.kind == WorkflowWait.Kind.SLOT and execution_slot_free(ctx.execution_id):
+        # An action settled between the refused claim and this park found nothing parked to
+        # wake: wake it now (a lost wake-up would leave the lane waiting for ever).
+        wake_on_input(parked.id)

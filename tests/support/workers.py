@@ -58,16 +58,17 @@ class WorkerPool:
     visibility_timeout: int
     workers: list[Worker] = field(default_factory=list)
 
-    def start(self, **extra_env: str) -> Worker:
-        """Start one more worker; `extra_env` is added to its environment (a failpoint)."""
+    def start(self, concurrency: int = 1, **extra_env: str) -> Worker:
+        """Start one more worker (with `concurrency` pool processes); `extra_env` is added to
+        its environment (a failpoint)."""
         name = f"w{len(self.workers) + 1}-{self.queue}"
         log = self.directory / f"{name}.log"
         env = child_env(CELERY_BROKER_URL=self.broker, CELERY_QUEUE=self.queue,
                         BROKER_VISIBILITY_TIMEOUT=str(self.visibility_timeout), **extra_env)
         proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=prefork",
-             "--concurrency=1", "-Q", self.queue, "-n", f"{name}@%h", "--without-gossip",
-             "--without-mingle", "--loglevel=INFO"],
+             f"--concurrency={concurrency}", "-Q", self.queue, "-n", f"{name}@%h",
+             "--without-gossip", "--without-mingle", "--loglevel=INFO"],
             cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
             start_new_session=True,
         )
