@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun, worker_process_init
+from celery.signals import beat_init, task_postrun, task_prerun, worker_init, worker_process_init
 from django.db import close_old_connections
 
 from config import broker
@@ -40,3 +40,19 @@ def no_inherited_connections(**_: Any) -> None:
     """A prefork child makes its own connections and its own pool: what the parent held is
     the parent's (config/forking.py)."""
     forget_after_fork()
+
+
+@worker_init.connect(weak=False)
+@beat_init.connect(weak=False)
+def runtime_or_exit(**_: Any) -> None:
+    """Build the runtime as the worker (or beat) starts, before any task: a deployment it refuses
+    (an approval rule that would never apply, docs/design.md#approval-policies) never runs.
+    Celery logs and swallows a receiver's exception, so the refusal is an exit."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from dispatch.runtime import get_runtime
+
+    try:
+        get_runtime()
+    except ImproperlyConfigured as error:
+        raise SystemExit(f"django.core.exceptions.ImproperlyConfigured: {error}") from None

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -316,7 +315,8 @@ DEPLOYMENT_ALLOWED_EFFECTS: list[str] = env.list(
     "DEPLOYMENT_ALLOWED_EFFECTS", default=["read", "external_write", "financial_write", "human"]
 )
 # Approval rules by operation and argument (docs/design.md#approval-policies): a JSON list such as
-# [{"operation": "payments.transfer", "when": {"amount": {"gte": "10000.00"}}, "quorum": 2}].
+# [{"operation": "payments.transfer", "when": {"amount": {"gte": "10000.00"},
+#   "currency": {"eq": "EUR"}}, "quorum": 2}]; checked against the contracts at start-up.
 # Part of the policy fingerprint: a rule changed between a proposal and its dispatch refuses it.
 APPROVAL_RULES: Any = env.json("APPROVAL_RULES", default=[])
 # Argument and payload fields redacted before anything reaches the audit (docs/design.md#audit).
@@ -455,7 +455,3 @@ NOTIFY_WEBHOOKS: list[dict[str, str]] = _notify_webhooks
 # deployment's own network); the demo and the tests, under DJANGO_DEBUG, listen on loopback.
 WEBHOOK_ALLOW_PRIVATE: bool = env.bool("WEBHOOK_ALLOW_PRIVATE", default=DEBUG)
 
-# --- The console (docs/design.md#console) ---------------------------------------------------------
-# An amount an action moves above this, in its currency's major units, is marked "large" on the
-# queue and the approval page (`dispatch.presentation.is_large`).
-CONSOLE_LARGE_AMOUNT: Decimal = Decimal(env.str("CONSOLE_LARGE_AMOUNT", default="10000"))

@@ -164,6 +164,7 @@ def _is_reference(value: dict[str, Any]) -> bool:
 #: Kinds whose words are not their name's (`approval.voted` is one grant toward a quorum).
 KIND_TITLES: Mapping[str, str] = {
     "approval.voted": "Approval vote recorded",
+    "renewal.voted": "Renewal vote recorded",
 }
 
 

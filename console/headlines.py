@@ -3,10 +3,9 @@ the Decided tab, the audit): its summary, its red effects and its large-amount f
 
 from __future__ import annotations
 
-from django.conf import settings
-
 from console.presenters import Headline, headline
 from dispatch import selectors
+from dispatch.runtime import get_runtime
 from protocols.contracts import OperationContract
 from protocols.jsontypes import JSONObject
 
@@ -16,4 +15,5 @@ def action_headline(operation: str, contract: OperationContract | None,
     """The sentence on top of an approval, with its red effects and large-amount flag."""
     summary = selectors.action_summary(operation, contract, arguments)
     effects = [e.value for e in contract.possible_effects] if contract else []
-    return headline(summary, effects, settings.CONSOLE_LARGE_AMOUNT)
+    # Large where the deployment's rules ask more approvers for the amount, in its currency.
+    return headline(summary, effects, get_runtime().large_amount(operation, arguments))

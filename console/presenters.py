@@ -13,10 +13,9 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
-from decimal import Decimal
 from typing import Any
 
-from dispatch.presentation import MessagePresentation, Summary, is_large
+from dispatch.presentation import MessagePresentation, Summary
 from protocols.addresses import AddressError, parse_mailbox
 from protocols.contracts import Effect
 from protocols.scripts import scripts
@@ -184,17 +183,17 @@ ALARMING_EFFECTS = frozenset({Effect.FINANCIAL_WRITE.value, Effect.EXTERNAL_WRIT
 class Headline:
     """The sentence on top of an approval, as shown: its text with invisible characters
     revealed (the template escapes it), the effects that earn a red badge, and whether it moves
-    a large amount."""
+    a large amount (one the deployment's approval rules ask more approvers for)."""
 
     text: str
     alarming: tuple[str, ...]
     large: bool
 
 
-def headline(summary: Summary, effects: Iterable[str], large_amount: Decimal) -> Headline:
+def headline(summary: Summary, effects: Iterable[str], large: bool) -> Headline:
+    """`large`: the deployment's approval rules ask more approvers for the amount it moves."""
     return Headline(text=reveal(summary.text),
-                    alarming=tuple(sorted(set(effects) & ALARMING_EFFECTS)),
-                    large=is_large(summary, large_amount))
+                    alarming=tuple(sorted(set(effects) & ALARMING_EFFECTS)), large=large)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ Made once, through the services as any caller would make it: the first run creat
 `support-bot` with its grants, the operator `olive` and the admin `adam`, and leaves
 
 - two refunds waiting for approval (an email and a small payment);
-- a large payment waiting (above `CONSOLE_LARGE_AMOUNT`, flagged on the queue);
+- a large payment waiting (two approvers under the demo's rule, flagged on the queue);
 - a stale proposal: an email proposed for a draft that the agent edited afterwards, so the
   approval page says it can no longer run;
 - an unknown outcome for the admin: an email approved by `olive` and dispatched to the SMTP sink,
@@ -65,7 +65,8 @@ PEOPLE = ((OPERATOR, "operator"), (SECOND_OPERATOR, "operator"), (ADMIN, "admin"
 APPROVAL_RULES_FILE = Path(__file__).resolve().parent / "approval_rules.json"
 MAILBOX = "support@acme.example"
 AGENT_SCRIPT = Path(__file__).resolve().parent / "agent_script.json"
-#: The large payment's amount, in euros: far above the default `CONSOLE_LARGE_AMOUNT` (10000).
+#: The large payment's amount, in euros: far above the demo rule's 10,000.00 EUR
+#: (approval_rules.json).
 LARGE_AMOUNT = "48500.00"
 
 

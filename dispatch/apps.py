@@ -20,6 +20,7 @@ class DispatchConfig(AppConfig):
     def ready(self) -> None:
         checks.register(check_sqlite_version)
         checks.register(check_delegation_lease)
+        checks.register(check_approval_rules)
         # Register the tasks in every process (web included), so that `dispatch.queue` finds
         # them by name: services hand work to a worker without importing the tasks module.
         import dispatch.tasks  # noqa: F401
@@ -42,11 +43,15 @@ def check_delegation_lease(**_: object) -> list[checks.CheckMessage]:
     between its sub-agent's turns only, so a turn longer than the lease would have
     reconciliation revoke a live step (docs/design.md#evidence). A model call has no declared bound;
     its adapter's own timeout must stay under the lease too (docs/workflows.md)."""
-    from dispatch.runtime import get_runtime
+    from dispatch.runtime import ApprovalRulesError, get_runtime
 
+    try:
+        runtime = get_runtime()
+    except ApprovalRulesError:
+        return []  # check_approval_rules says what
     lease = float(settings.DELEGATION_LEASE_SECONDS)
     longest = max(((c.scheduling_contract.timeout * c.scheduling_contract.max_attempts,
-                    c.qualified_name) for c in get_runtime().registry), default=None)
+                    c.qualified_name) for c in runtime.registry), default=None)
     if longest is None or lease > longest[0] + LEASE_MARGIN:
         return []
     return [checks.Error(
@@ -55,3 +60,19 @@ def check_delegation_lease(**_: object) -> list[checks.CheckMessage]:
         "only between its sub-agent's turns, so reconciliation would revoke a live step.",
         hint=f"Set DELEGATION_LEASE_SECONDS above {longest[0] + LEASE_MARGIN:g}.",
         id="dispatch.E003")]
+
+
+def check_approval_rules(**_: object) -> list[checks.CheckMessage]:
+    """Each rule of `APPROVAL_RULES` applies as written to a registered contract
+    (docs/design.md#approval-policies): one error per problem, naming the rule by its position
+    and operation. The runtime refuses the same rules, so no process runs on them."""
+    from dispatch.runtime import ApprovalRulesError, get_runtime
+
+    try:
+        get_runtime()
+    except ApprovalRulesError as error:
+        return [checks.Error(
+            problem, hint="Correct the rule in APPROVAL_RULES (docs/design.md#approval-policies): "
+                          "a rule that would never apply is never deployed.",
+            id="dispatch.E010") for problem in error.problems]
+    return []

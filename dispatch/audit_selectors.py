@@ -91,7 +91,7 @@ AUDIT_KINDS = frozenset({
     "approval.denied", "approval.expired", "permit.claimed", "permit.revoked",
     "attempt.started", "attempt.ignored", "operation.completed", "operation.failed_no_effect",
     "operation.unknown", "operation.retried", "operation.reconciled", "operation.evidence",
-    "renewal.requested", "renewal.granted", "renewal.denied", "renewal.expired",
+    "renewal.requested", "renewal.voted", "renewal.granted", "renewal.denied", "renewal.expired",
     "renewal.withdrawn",
     "grant.issued", "grant.revoked", "grant.delegated", "dispatch.denied",
     "resource.created", "resource.revised", "receipt.issued", "attestation.issued",

@@ -8,6 +8,7 @@ import secrets
 PREFIXES = frozenset({
     "ten", "prn", "tok", "grt", "res", "rev", "prp", "apr", "dec", "prm", "op", "exe", "att",
     "evr", "lse", "ren", "dlg", "vot", "wwt", "whk", "msg", "nat", "pau", "scp",
+    "rvt",
 })
 
 

@@ -3,12 +3,12 @@ and a reading of a resource kind's payload (`Runtime.register(..., summary=...)`
 `Runtime.register_resource_kind(kind, presentation=...)`).
 
 Both only shape what the operator reads: the canonical snapshot, its digest and the permit never
-depend on them. A summary is called with the snapshot's arguments (validated, each resource
-argument resolved to its `id`, `revision`, `digest` and `payload`) and returns a `Summary`, or a
-plain sentence. It names the money the action moves (`Money`) so that the deployment, not the
-extension, decides what is a large amount (`is_large`). A summary that fails, or a contract that
-declares none, reads as `<operation> with N arguments` (`summarize`): a broken sentence never
-hides an approval.
+depend on them. A summary is called with the snapshot's arguments (validated, each resource argument
+resolved to its `id`, `revision`, `digest` and `payload`) and returns a `Summary`, or a plain
+sentence. It names the money the action moves (`Money`); what is a large amount the deployment's
+approval rules decide, currency by currency (`Runtime.large_amount`). A summary that fails, or a
+contract that declares none, reads as `<operation> with N arguments` (`summarize`): a broken
+sentence never hides an approval.
 """
 
 from __future__ import annotations
@@ -85,7 +85,3 @@ def summarize(summarizer: Summarizer | None, operation: str, arguments: JSONObje
         return fallback_summary(operation, arguments)
     return summary
 
-
-def is_large(summary: Summary, threshold: Decimal) -> bool:
-    """Whether the action moves more than `threshold` (in any currency's major units) at once."""
-    return any(abs(money.amount) > threshold for money in summary.amounts)

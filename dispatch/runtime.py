@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Final
@@ -29,7 +30,14 @@ from django.core.exceptions import ImproperlyConfigured
 from dispatch.handlers import Handler
 from dispatch.hooks import AdmissionCheck, OutcomeHook
 from dispatch.presentation import MessagePresentation, Summarizer
-from protocols.approval_rules import ApprovalRule, quorum_for, rules_for, rules_parse
+from protocols.approval_rules import (
+    ApprovalRule,
+    amount_raises_quorum,
+    quorum_for,
+    rules_for,
+    rules_parse,
+    rules_problems,
+)
 from protocols.canonical import digest
 from protocols.contracts import ContractRegistry, OperationContract, ResourceKind, compile_schema
 from protocols.denials import Denial, DenialCode
@@ -238,6 +246,11 @@ class Runtime:
         base = 1 if requirement is None else requirement.quorum
         return quorum_for(base, self.policy.approval_rules, contract.qualified_name, arguments)
 
+    def large_amount(self, operation: str, arguments: JSONObject) -> bool:
+        """Whether the amount the action moves raises its quorum under the deployment's rules
+        (the console's "large amount": the same rules, currency by currency)."""
+        return amount_raises_quorum(self.policy.approval_rules, operation, arguments)
+
     def policy_fingerprint(self, contract: OperationContract) -> str:
         """Computed once per contract and deployment policy (docs/design.md#dispatcher)."""
         rules = rules_for(self.policy.approval_rules, contract.qualified_name)
@@ -305,22 +318,55 @@ def _fingerprint(frozen: Any) -> str:
 
 @functools.cache
 def get_runtime() -> Runtime:
+    """The runtime, built once per process. Its approval rules are checked against the
+    contracts its extensions registered: a rule that would never apply as written refuses it
+    (`ApprovalRulesError`), so that no process runs on it (`config.wsgi`, `config.asgi` and the
+    Celery worker build it as they start; `manage.py check` reports it, `dispatch.E010`)."""
     policy = Policy(allowed_effects=frozenset(settings.DEPLOYMENT_ALLOWED_EFFECTS),
                     approval_rules=approval_rules_setting())
     runtime = Runtime(registry=ContractRegistry(), handlers={}, policy=policy)
     # Extensions register their contracts, handlers and resource kinds in every process.
     for dotted in settings.DISPATCH_EXTENSIONS:
         extension_load(dotted).register(runtime)
+    inputs: dict[str, list[Mapping[str, Any]]] = {}
+    for contract in runtime.registry:
+        inputs.setdefault(contract.qualified_name, []).append(contract.input_type)
+    problems = rules_problems(policy.approval_rules, inputs)
+    if problems:
+        raise ApprovalRulesError(problems)
     return runtime
 
 
+class ApprovalRulesError(ImproperlyConfigured):
+    """`APPROVAL_RULES` holds rules that would never apply as written: each problem names its
+    rule by position and operation."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(problems))
+
+
 def approval_rules_setting() -> tuple[ApprovalRule, ...]:
-    """`settings.APPROVAL_RULES`, parsed; `ImproperlyConfigured` naming the first thing wrong.
+    """`settings.APPROVAL_RULES`, parsed; `ApprovalRulesError` naming the first thing wrong.
     Their spend caps are charged by the claim (`dispatch.services.caps`)."""
     try:
         return rules_parse(settings.APPROVAL_RULES)
     except ValueError as error:
-        raise ImproperlyConfigured(str(error)) from None
+        raise ApprovalRulesError([_with_operation(str(error))]) from None
+
+
+def _with_operation(problem: str) -> str:
+    """`APPROVAL_RULES[i]…: why` as `APPROVAL_RULES[i] (operation)…: why`, where the rule names
+    its operation."""
+    raw = settings.APPROVAL_RULES
+    match = re.match(r"APPROVAL_RULES\[(\d+)\]", problem)
+    if match is None or not isinstance(raw, list):
+        return problem
+    rule = raw[int(match.group(1))]
+    name = rule.get("operation") if isinstance(rule, dict) else None
+    if not isinstance(name, str):
+        return problem
+    return f"{match.group(0)} ({name}){problem[match.end():]}"
 
 
 def extension_load(dotted: str) -> ModuleType:

@@ -3,8 +3,9 @@ console: who granted and when on one approval's page, and how many grants each r
 page holds, in one query for the whole page.
 
 Only grants count toward a quorum: a denial decides the approval at once, so a pending approval
-holds grants only. An approval's requests are already read through `dispatch.selectors` (the
-viewer's tenant and role checked there); these read the votes of those approvals.
+holds grants only; and only while their voter is active and holds the role
+(`dispatch.services.voters`). An approval's requests are already read through `dispatch.selectors`
+(the viewer's tenant and role checked there); these read the votes of those approvals.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from datetime import datetime
 
 from dispatch.models import ApprovalRequest, Principal, Vote
 from dispatch.services.authority import has_role
+from dispatch.services.voters import counting_voters
 from protocols.lifecycle import ApprovalState
-from protocols.roles import Role
+from protocols.roles import Role, role_allows
 
 GRANT = "grant"
 
@@ -31,23 +33,28 @@ class Cast:
 
 
 def vote_list(*, approval: ApprovalRequest) -> list[Cast]:
-    """The grants of `approval`, oldest first (one query)."""
+    """The grants of `approval` that count, oldest first (one query)."""
     return [Cast(approver_id=approver_id, approver_name=name, at=at)
             for approver_id, name, at in Vote.objects.filter(
-                approval_id=approval.id, outcome=GRANT).order_by("voted_at", "id").values_list(
+                counting_voters(approval.role), approval_id=approval.id,
+                outcome=GRANT).order_by("voted_at", "id").values_list(
                 "approver_id", "approver__name", "voted_at")]
 
 
 def grant_voters(*, approvals: Iterable[ApprovalRequest]) -> dict[str, list[str]]:
-    """For each approval needing more than one approver: the ids of those who granted it so
-    far, in one query for them all (none when no approval needs more than one)."""
-    ids = [approval.id for approval in approvals if approval.quorum > 1]
-    if not ids:
+    """For each approval needing more than one approver: the ids of those whose grants of it
+    count so far, in one query for them all (none when no approval needs more than one)."""
+    roles = {approval.id: approval.role for approval in approvals if approval.quorum > 1}
+    if not roles:
         return {}
-    voters: dict[str, list[str]] = {approval_id: [] for approval_id in ids}
-    for approval_id, approver_id in Vote.objects.filter(
-            approval_id__in=ids, outcome=GRANT).values_list("approval_id", "approver_id"):
-        voters[approval_id].append(approver_id)
+    voters: dict[str, list[str]] = {approval_id: [] for approval_id in roles}
+    for approval_id, approver_id, kind, role, active in Vote.objects.filter(
+            approval_id__in=roles, outcome=GRANT).values_list(
+            "approval_id", "approver_id", "approver__kind", "approver__role",
+            "approver__user__is_active"):
+        # As `counting_voters` reads it, for approvals of several roles at once.
+        if kind == Principal.Kind.HUMAN and active and role_allows(role, roles[approval_id]):
+            voters[approval_id].append(approver_id)
     return voters
 
 

@@ -1,26 +1,36 @@
 """Deployment approval rules (docs/design.md#approval-policies): `APPROVAL_RULES`, a list of
 rules by operation and argument that raise an approval's quorum and cap the sum of an amount.
 
-    [{"operation": "payments.transfer", "when": {"amount": {"gte": "10000.00"}}, "quorum": 2},
-     {"operation": "payments.transfer",
+    [{"operation": "payments.transfer", "quorum": 2,
+      "when": {"amount": {"gte": "10000.00"}, "currency": {"eq": "EUR"}}},
+     {"operation": "payments.transfer", "when": {"currency": {"eq": "EUR"}},
       "cap": {"argument": "amount", "sum": "50000.00", "per": "day", "scope": "agent"}}]
 
 Pure: parsed once when the runtime is built (a malformed rule is a `ValueError` naming where,
-so a deployment never starts on a rule it misread), applied to a proposal's arguments. A rule
-applies when every `when` condition holds; the largest applicable quorum wins and a rule never
-lowers the contract's own. An argument a numeric condition cannot compare (missing ones
-excepted) counts as meeting it: a rule errs toward more approvals, never fewer.
+so a deployment never starts on a rule it misread), then checked against the registered
+contracts' input schemas (`rules_problems`: an unknown operation or argument, a value the
+argument could never hold, an amount rule of a contract that takes a `currency` without naming
+one), applied to a proposal's arguments. A rule applies when every `when` condition holds; the
+largest applicable quorum wins and a rule never lowers the contract's own. An argument a numeric
+condition cannot compare (missing ones excepted) counts as meeting it: a rule errs toward more
+approvals, never fewer.
+
+Currencies. A rule on an amount names its currency (`"currency": {"eq": "CHF"}`), since an
+amount means nothing without one. An action in a currency that no quorum rule of its operation
+names is held to the largest quorum of that operation's rules, and one in a currency that no
+cap of its operation sums is refused by the claim: choosing another currency never lowers the
+bar.
 
 A cap is charged by the claim (`cap_charges`): each applicable cap names one counter per
-agent or tenant and period, holding the sum in ten-thousandths (`CAP_PLACES`), so that the
-store adds whole numbers exactly on every database. An amount that cannot be counted (missing,
-negative, not a decimal) is refused, never counted as nothing.
+currency, agent or tenant and period, holding the sum in ten-thousandths (`CAP_PLACES`), so that
+the store adds whole numbers exactly on every database. An amount that cannot be counted
+(missing, negative, not a decimal) is refused, never counted as nothing.
 """
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
@@ -28,12 +38,15 @@ from typing import Any
 
 from protocols.canonical import digest
 from protocols.jsontypes import JSONObject
+from protocols.schemas import compile_schema
 
 #: The comparisons of a `when` condition; `eq` compares strings exactly, numbers as decimals.
 COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
     "gte": operator.ge, "gt": operator.gt, "lte": operator.le, "lt": operator.lt,
     "eq": operator.eq,
 }
+#: The argument that names an amount's currency, in a contract that takes one.
+CURRENCY = "currency"
 PERIODS = {"hour": 3600, "day": 86400}
 SCOPES = ("agent", "tenant")
 _RULE_KEYS = frozenset({"operation", "when", "quorum", "cap"})
@@ -92,6 +105,20 @@ class ApprovalRule:
     def applies(self, operation: str, arguments: Mapping[str, Any]) -> bool:
         return operation == self.operation and all(c.holds(arguments) for c in self.when)
 
+    @property
+    def currency(self) -> str | None:
+        """The currency the rule names (`"currency": {"eq": "CHF"}`), if any."""
+        for condition in self.when:
+            if condition.argument == CURRENCY and condition.comparison == "eq":
+                return str(condition.value)
+        return None
+
+    @property
+    def on_amount(self) -> bool:
+        """Whether the rule weighs an amount: it compares an argument as a number, or caps a
+        sum."""
+        return self.cap is not None or any(c.comparison != "eq" for c in self.when)
+
     def declaration(self) -> JSONObject:
         """The rule as it is read back: what the policy fingerprint digests."""
         when: JSONObject = {}
@@ -118,10 +145,23 @@ def rules_for(rules: Iterable[ApprovalRule], operation: str) -> tuple[ApprovalRu
 def quorum_for(base: int, rules: Iterable[ApprovalRule], operation: str,
                arguments: Mapping[str, Any]) -> int:
     """How many distinct approvers `operation` on `arguments` needs: the contract's `base`,
-    raised by the largest quorum of an applicable rule."""
-    raised = [rule.quorum for rule in rules
-              if rule.quorum is not None and rule.applies(operation, arguments)]
-    return max([base, *raised])
+    raised by the largest quorum of an applicable rule; or, where the operation's quorum rules
+    name currencies and none names the action's, by the largest quorum of them all."""
+    mine = [rule for rule in rules_for(rules, operation) if rule.quorum is not None]
+    if _unnamed_currency(mine, arguments):
+        raised = [rule.quorum for rule in mine]
+    else:
+        raised = [rule.quorum for rule in mine if rule.applies(operation, arguments)]
+    return max([base, *(quorum for quorum in raised if quorum is not None)])
+
+
+def amount_raises_quorum(rules: Iterable[ApprovalRule], operation: str,
+                         arguments: Mapping[str, Any]) -> bool:
+    """Whether the amount `operation` on `arguments` moves raises its quorum under the rules:
+    a quorum rule on an amount applies, or the action's currency is one those rules do not name
+    (the console's "large amount")."""
+    on_amount = [rule for rule in rules if any(c.comparison != "eq" for c in rule.when)]
+    return quorum_for(1, on_amount, operation, arguments) > 1
 
 
 def caps_for(rules: Iterable[ApprovalRule], operation: str,
@@ -129,6 +169,12 @@ def caps_for(rules: Iterable[ApprovalRule], operation: str,
     """The spend caps that apply to `operation` on `arguments`."""
     return tuple(rule.cap for rule in rules
                  if rule.cap is not None and rule.applies(operation, arguments))
+
+
+def _unnamed_currency(rules: Iterable[ApprovalRule], arguments: Mapping[str, Any]) -> bool:
+    """Whether `rules` name currencies and none of them the action's."""
+    named = {rule.currency for rule in rules} - {None}
+    return bool(named) and arguments.get(CURRENCY) not in named
 
 
 @dataclass(frozen=True)
@@ -140,6 +186,9 @@ class CapCharge:
     limit: int
     units: int | None
     rule: ApprovalRule
+    #: The action's currency, where no cap of its operation sums it: nothing is counted, and
+    #: the claim is refused (a cap sums one currency only).
+    uncapped: str | None = None
 
     def declaration(self) -> JSONObject:
         """The cap as a refusal names it."""
@@ -155,11 +204,16 @@ def cap_charges(rules: Iterable[ApprovalRule], operation: str, arguments: Mappin
     charges, in key order; one per counter (two rules that sum the same thing in the same
     window share it, the smaller sum binds).
 
-    A counter sums one thing: an argument of one operation under one `when`, per agent or per
-    tenant, per UTC hour or day. Its key leaves the `sum` out, so a changed sum binds the
-    window already counted at once."""
+    A counter sums one thing: an argument of one operation in one currency under one `when`,
+    per agent or per tenant, per UTC hour or day. Its key leaves the `sum` out, so a changed
+    sum binds the window already counted at once. Where the operation's caps sum currencies and
+    none the action's, the one charge is the refusal (`uncapped`)."""
+    capped = [rule for rule in rules_for(rules, operation) if rule.cap is not None]
+    if _unnamed_currency(capped, arguments):
+        return (CapCharge(counter="", limit=0, units=None, rule=capped[0],
+                          uncapped=str(arguments.get(CURRENCY))),)
     charges: dict[str, CapCharge] = {}
-    for rule in rules:
+    for rule in capped:
         cap = rule.cap
         if cap is None or not rule.applies(operation, arguments):
             continue
@@ -167,7 +221,8 @@ def cap_charges(rules: Iterable[ApprovalRule], operation: str, arguments: Mappin
                        "when": rule.declaration().get("when", {})}).removeprefix("sha256:")
         who = agent if cap.scope == "agent" else tenant
         window = now.astimezone(UTC).strftime(_WINDOWS[cap.per])
-        key = f"cap:{what[:24]}:{cap.scope}:{who}:{window}"
+        currency = rule.currency or "-"
+        key = f"cap:{what[:24]}:{currency}:{cap.scope}:{who}:{window}"
         limit = cap_units(cap.total)
         assert limit is not None  # parsed: a non-negative decimal within CAP_PLACES
         charge = CapCharge(counter=key, limit=limit, units=cap_units(arguments.get(cap.argument)),
@@ -175,6 +230,46 @@ def cap_charges(rules: Iterable[ApprovalRule], operation: str, arguments: Mappin
         if key not in charges or limit < charges[key].limit:
             charges[key] = charge
     return tuple(charges[key] for key in sorted(charges))
+
+
+def rules_problems(rules: Sequence[ApprovalRule],
+                   inputs: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
+    """What is wrong with each rule against the registered contracts, each problem naming the
+    rule by its position and operation: `inputs` maps each registered operation to the input
+    schemas of its versions. A rule names a registered operation; each argument it names is in
+    every version's input schema (`properties`); each `eq` value is one that argument may hold;
+    and, where a version takes a `currency`, a rule on an amount names the currency. Empty
+    when every rule would apply as written."""
+    problems: list[str] = []
+    for index, rule in enumerate(rules):
+        where = f"APPROVAL_RULES[{index}] ({rule.operation})"
+        schemas = inputs.get(rule.operation)
+        if not schemas:
+            problems.append(f"{where}: no registered contract is named {rule.operation!r}")
+            continue
+        named: list[tuple[str, Condition | None]] = [(c.argument, c) for c in rule.when]
+        if rule.cap is not None:
+            named.append((rule.cap.argument, None))
+        for schema in schemas:
+            properties = schema.get("properties", {})
+            for argument, condition in named:
+                if argument not in properties:
+                    problems.append(f"{where}: {argument!r} is not an argument of "
+                                    f"{rule.operation} (its arguments: "
+                                    f"{', '.join(sorted(properties))})")
+                elif condition is not None and condition.comparison == "eq" and \
+                        _invalid(properties[argument], condition.value):
+                    problems.append(f"{where}: {argument!r} can never be "
+                                    f"{condition.value!r}, which its schema refuses")
+            if CURRENCY in properties and rule.on_amount and rule.currency is None:
+                problems.append(f"{where}: a rule on an amount of {rule.operation}, which "
+                                f"takes a currency, must name the currency: add, e.g., "
+                                f"\"{CURRENCY}\": {{\"eq\": \"EUR\"}} to its \"when\"")
+    return list(dict.fromkeys(problems))
+
+
+def _invalid(schema: Mapping[str, Any], value: object) -> bool:
+    return not compile_schema(schema).is_valid(value)
 
 
 def cap_units(value: object) -> int | None:

@@ -36,7 +36,8 @@ QUESTION_ANSWERED: Final = "question.answered"
 #: Events of an operation that move none of its states; they need its claim before them. A
 #: renewal's grant moves the operation by its own `operation.retried`, written beside it.
 OPERATION_NOTES: Final = frozenset({"attempt.ignored", "operation.evidence",
-                                    "renewal.requested", "renewal.granted", "renewal.denied",
+                                    "renewal.requested", "renewal.voted", "renewal.granted",
+                                    "renewal.denied",
                                     "renewal.expired", "renewal.withdrawn", RECEIPT_ISSUED,
                                     ATTESTATION_ISSUED, QUESTION_ANSWERED})
 

@@ -18,3 +18,8 @@ def role_allows(held: str, required: str) -> bool:
     if held == Role.ADMIN:
         return True
     return bool(required) and held == required
+
+
+def roles_allowing(required: str) -> tuple[str, ...]:
+    """The roles whose holders may act where `required` is needed (`role_allows`)."""
+    return tuple(dict.fromkeys(role for role in (Role.ADMIN.value, required) if role))

@@ -52,12 +52,13 @@ class World:
                                                     "revision": resource.current_revision}},
                                now=self.now, **extra)
 
-    def propose_transfer(self, amount: str = "10.00", memo: str = "", **extra: Any) -> Any:
+    def propose_transfer(self, amount: str = "10.00", memo: str = "", currency: str = "EUR",
+                         **extra: Any) -> Any:
         from dispatch.services.proposals import proposal_create
 
         return proposal_create(principal=self.owner, operation="payments.transfer", arguments={
             "from_account": "acct-001", "to_account": "acct-999", "amount": amount,
-            "currency": "EUR", "memo": memo}, now=self.now, **extra)
+            "currency": currency, "memo": memo}, now=self.now, **extra)
 
     def grant(self, proposal: Any, approver: Any = None) -> Any:
         from dispatch.services.approvals import approval_decide

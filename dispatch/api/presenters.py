@@ -20,6 +20,7 @@ from dispatch.models import (
     Revision,
 )
 from dispatch.services.resources import resource_current
+from dispatch.services.voters import counting_voters
 from protocols.approvals import effective_approval_state
 from protocols.contracts import OperationContract
 from protocols.jsontypes import JSONObject
@@ -69,9 +70,11 @@ def approval_view(
 
 def votes_view(approval: ApprovalRequest) -> list[JSONObject]:
     """The grants counted toward the approval's quorum, oldest first
-    (docs/design.md#approval-policies): who and when, never the digest or a reason."""
+    (docs/design.md#approval-policies): who and when, never the digest or a reason. A grant
+    whose voter was deactivated or demoted since no longer counts, and is not listed."""
     return [{"by": name, "at": at} for name, at in approval.votes.filter(
-        outcome="grant").order_by("voted_at", "id").values_list("approver__name", "voted_at")]
+        counting_voters(approval.role), outcome="grant").order_by(
+        "voted_at", "id").values_list("approver__name", "voted_at")]
 
 
 def operation_view(operation: Operation) -> JSONObject:

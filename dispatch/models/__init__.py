@@ -24,6 +24,7 @@ from dispatch.models.base import (
     Proposal,
     ProposalResource,
     Renewal,
+    RenewalVote,
     Resource,
     Revision,
     Tenant,
@@ -43,7 +44,7 @@ __all__ = [
     "AuditSeal", "BudgetCounter",
     "Decision", "Delegation", "Execution", "Grant", "Lease", "Notification",
     "NotificationAttempt", "Operation", "Pause", "Permit", "Principal", "Proposal",
-    "ProposalResource", "Receipt", "ReceiptContent", "Renewal", "Resource", "Revision", "Scope",
-    "Tenant",
+    "ProposalResource", "Receipt", "ReceiptContent", "Renewal", "RenewalVote", "Resource",
+    "Revision", "Scope", "Tenant",
     "TranscriptEntry", "Vote", "WebhookEndpoint", "WorkflowWait",
 ]

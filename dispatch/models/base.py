@@ -337,6 +337,9 @@ class Renewal(models.Model):
     digest = models.CharField(max_length=71)  # the proposal's, bound
     requested_by = models.ForeignKey(Principal, on_delete=models.PROTECT, related_name="+")
     reason = models.TextField(blank=True, default="")
+    # Distinct humans who must grant it: the quorum the operation's approval needed
+    # (docs/design.md#approval-policies), fixed when the renewal is requested.
+    quorum = models.PositiveSmallIntegerField(default=1)
     state = models.CharField(max_length=10, choices=_choices(ApprovalState))
     approver = models.ForeignKey(Principal, null=True, blank=True, on_delete=models.PROTECT,
                                  related_name="+")
@@ -353,6 +356,20 @@ class Renewal(models.Model):
                                     condition=Q(state="pending"),
                                     name="one_pending_renewal_per_attempt"),
         ]
+
+
+class RenewalVote(models.Model):
+    """One human's grant of a renewal, toward its quorum: the grant that completes it decides
+    the renewal. The unique approver per renewal is the backstop against voting twice."""
+
+    id = _id_field("rvt")
+    renewal = models.ForeignKey(Renewal, on_delete=models.PROTECT, related_name="votes")
+    approver = models.ForeignKey(Principal, on_delete=models.PROTECT, related_name="+")
+    voted_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["renewal", "approver"],
+                                               name="one_renewal_vote_per_approver")]
 
 
 class Attempt(models.Model):

@@ -40,6 +40,7 @@ from dispatch.services.statements import (
     statement,
     value,
 )
+from dispatch.services.voters import counting_voters
 from dispatch.services.wakeups import wake_on_decision
 from protocols.denials import Denial, DenialCode
 from protocols.grants import Grant as CoreGrant
@@ -115,9 +116,10 @@ def approval_decide(
                         digest=digest, voted_at=now))
             failpoint("decision.vote_recorded")
             # Counted only where a quorum needs more than this one grant: a single approver's
-            # decision costs no read of the votes.
+            # decision costs no read of the votes. Every earlier vote is read again here, under
+            # the lock: one whose voter was deactivated or demoted since no longer counts.
             granted = approval.quorum if grant is None or approval.quorum == 1 else \
-                Vote.objects.filter(approval_id=approval.id,
+                Vote.objects.filter(counting_voters(approval.role), approval_id=approval.id,
                                     outcome=Decision.Outcome.GRANT).count()
             if granted < approval.quorum:
                 # A vote toward the quorum: the request stays pending, no permit yet.

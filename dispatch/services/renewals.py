@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from django.db import IntegrityError, transaction
 
 from dispatch.failpoints import failpoint
-from dispatch.models import Operation, Principal, Renewal
+from dispatch.models import ApprovalRequest, Operation, Principal, Renewal, RenewalVote
 from dispatch.queue import execute_on_commit
 from dispatch.runtime import get_runtime
 from dispatch.services.access import access_operation_for_page
@@ -34,6 +34,7 @@ from dispatch.services.audit import audit_record
 from dispatch.services.authority import require_role
 from dispatch.services.lookups import lookup_bounded, lookup_record
 from dispatch.services.operations import operation_move
+from dispatch.services.voters import counting_voters
 from protocols.contracts import OperationContract, Reconciliation
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import (
@@ -76,6 +77,7 @@ def operation_reauthorize(
                 tenant_id=operation.tenant_id, operation=operation,
                 attempt=operation.attempts_made + 1, digest=operation.proposal.digest,
                 requested_by=actor, reason=reason, state=RENEWAL_LIFECYCLE.initial,
+                quorum=_approval_quorum(operation),
                 created_at=now, expires_at=now + timedelta(seconds=window))
             audit_record(tenant_id=operation.tenant_id, kind="renewal.requested",
                          actor=actor.name, at=now, operation_id=operation.id,
@@ -84,6 +86,13 @@ def operation_reauthorize(
     except IntegrityError:
         raise _already_pending(operation) from None
     return renewal
+
+
+def _approval_quorum(operation: Operation) -> int:
+    """The quorum the operation's approval needed: its renewal needs the same."""
+    quorum = ApprovalRequest.objects.filter(proposal_id=operation.proposal_id).values_list(
+        "quorum", flat=True).first()
+    return quorum or 1
 
 
 def _expire(renewal: Renewal, now: datetime) -> None:
@@ -109,7 +118,9 @@ def renewal_decide(
     operator where it names none) decides who neither asked for it nor is the operation's
     principal, confirming the digest shown; a grant re-checks what a
     dispatch would (authority, the deployment, the destination's absence where that is what
-    makes it safe) and moves the operation back to `claimed` for its worker."""
+    makes it safe) and moves the operation back to `claimed` for its worker. A grant is a vote:
+    the renewal needs the quorum the operation's approval needed, and the vote that completes
+    it counts every earlier one again (docs/design.md#approval-policies)."""
     require_role(approver, Role.OPERATOR)
     if not isinstance(renewal_id, str):
         raise Denial(DenialCode.NOT_FOUND, kind="renewal")
@@ -150,6 +161,8 @@ def renewal_decide(
         admit(contract, operation.principal,
               validate_arguments(contract, operation.proposal.arguments), now=now,
               expect_digest=operation.proposal.digest, lock=True)
+        if not _vote(renewal, approver, now):
+            return renewal  # a vote toward the quorum: still pending
         # Where no dedup made it safe, the destination's authoritative absence past the fence
         # did (`_renewable`).
         if not renewal_move(renewal, ApprovalEvent.GRANT, now=now, actor=approver.name,
@@ -158,6 +171,34 @@ def renewal_decide(
             raise Denial(DenialCode.APPROVAL_DECIDED)
         execute_on_commit(operation.id)
     return renewal
+
+
+def _vote(renewal: Renewal, approver: Principal, now: datetime) -> bool:
+    """Record `approver`'s grant of `renewal`, inside the deciding transaction; whether it
+    completes the quorum. Where it does not, the vote is audited and the renewal stays
+    pending."""
+    if renewal.quorum <= 1:
+        return True  # a single approver's grant decides: no vote to count
+    # One decider at a time per renewal (SQLite holds the write lock since BEGIN IMMEDIATE):
+    # of two votes completing the quorum the second counts the first.
+    if not Renewal.objects.select_for_update().filter(
+            id=renewal.id, state=ApprovalState.PENDING).exists():
+        raise Denial(DenialCode.APPROVAL_DECIDED)
+    try:
+        with transaction.atomic():
+            RenewalVote.objects.create(renewal=renewal, approver=approver, voted_at=now)
+    except IntegrityError:
+        raise Denial(DenialCode.APPROVAL_DECIDED, reason="already voted") from None
+    granted = RenewalVote.objects.filter(counting_voters(_deciding_role(renewal.operation)),
+                                         renewal_id=renewal.id).count()
+    if granted >= renewal.quorum:
+        return True
+    audit_record(tenant_id=renewal.tenant_id, kind="renewal.voted", actor=approver.name,
+                 at=now, operation_id=renewal.operation_id,
+                 proposal_id=renewal.operation.proposal_id, digest=renewal.digest,
+                 details={"renewal_id": renewal.id, "votes": granted,
+                          "quorum": renewal.quorum})
+    return False
 
 
 def renewal_decider_refusal(approver: Principal, renewal: Renewal) -> Denial | None:

@@ -13,6 +13,9 @@ from dispatch.models import ApprovalRequest, Grant
 from dispatch.services.authority import grant_delegate
 from dispatch.services.principals import agent_create
 from tests.conftest import World
+from tests.support.quorum import four_eyes, second_operator
+
+__all__ = ["four_eyes"]
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -29,8 +32,10 @@ def decisions_posted(page: Any) -> list[str]:
     return posted
 
 
+@pytest.mark.usefixtures("four_eyes")  # large by the deployment's rule: two operators
 def test_a_large_amount_asks_before_approving(world: World, page: Any, login: Any) -> None:
     proposal = world.propose_transfer(amount="99999.99", memo="urgent wire")
+    world.grant(proposal, approver=second_operator())  # the other operator approved first
     login("approver", "approver-pw")
     page.goto(f"/console/approvals/{proposal.approval.id}/")
     posted = decisions_posted(page)

@@ -48,6 +48,7 @@ def token_of(printed: str) -> str:
     return found.group(1)
 
 
+@pytest.mark.usefixtures("demo_rules")  # the large payment is large by the demo's rule
 def test_the_seeded_console_shows_an_unknown_a_stale_proposal_and_a_large_payment(
     destinations: Destinations, tmp_path: Path, as_user: Callable[[str, str], Browser],
 ) -> None:

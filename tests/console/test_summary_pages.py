@@ -13,8 +13,13 @@ import pytest
 from dispatch.services.resources import resource_create
 from tests.conftest import MAILBOX, World
 from tests.console.conftest import Browser, text
+from tests.support.caps import deploy
+from tests.support.quorum import FOUR_EYES as EUR_FOUR_EYES
+from tests.support.quorum import four_eyes
 
-pytestmark = pytest.mark.django_db
+__all__ = ["four_eyes"]
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_runtime", "four_eyes")]
 
 QUEUE = "/console/"
 LARGE_SENTENCE = "Pay €99,999.99 from acct-001 to acct-999 — 'urgent wire'"
@@ -67,10 +72,24 @@ def test_queue_rows_say_what_each_action_does(world: World, operator: Browser) -
     assert "badge-large" not in email_row
 
 
-def test_the_threshold_is_a_setting(world: World, operator: Browser, settings: Any) -> None:
-    settings.CONSOLE_LARGE_AMOUNT = 10
-    small = world.propose_transfer(amount="12.5")
-    assert "badge-large" in row_of(text(operator.get(QUEUE)), small)
+def test_the_flag_follows_the_approval_rules_currency_by_currency(
+    world: World, operator: Browser, settings: Any,
+) -> None:
+    deploy(settings, [*EUR_FOUR_EYES, {"operation": "payments.transfer", "quorum": 2, "when": {
+        "amount": {"gte": "1500000"}, "currency": {"eq": "JPY"}}}])
+    flagged = {
+        "¥1,234,567": (world.propose_transfer(amount="1234567", currency="JPY"), False),
+        "€9,999.99": (world.propose_transfer(amount="9999.99"), False),
+        "€10,000.00": (world.propose_transfer(amount="10000.00"), True),
+        # No rule names KWD: held to the strictest rule, flagged whatever the amount.
+        "KWD 9,999.99": (world.propose_transfer(amount="9999.99", currency="KWD"), True),
+    }
+    body = text(operator.get(QUEUE))
+    for shown, (proposal, large) in flagged.items():
+        assert ("badge-large" in row_of(body, proposal)) is large, shown
+        assert ("badge-large" in text(operator.get(page_url(proposal)))) is large, shown
+        # The flag and the quorum say the same thing.
+        assert (proposal.approval.quorum == 2) is large, shown
 
 
 def test_the_approval_page_leads_with_the_sentence(world: World, operator: Browser) -> None:

@@ -4,7 +4,7 @@ after a new human decision: never a new operation for the same logical action.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -44,11 +44,13 @@ def refused(call: Any, **kwargs: Any) -> Denial:
     return caught.value
 
 
-def stopped_transfer(world: World) -> Operation:
+def stopped_transfer(world: World, amount: str = "10.00",
+                     approve: Callable[[Any], object] | None = None) -> Operation:
     """A transfer whose first answer was lost, and whose retry found its permit lapsed: unknown,
-    with the bank holding the transfer once."""
-    proposal = world.propose_transfer(memo="lose-response-once.test")
-    world.grant(proposal)
+    with the bank holding the transfer once. `approve` grants the proposal (one operator's grant
+    unless it says otherwise)."""
+    proposal = world.propose_transfer(amount, memo="lose-response-once.test")
+    (approve or world.grant)(proposal)
     operation = proposal_dispatch(principal=world.owner, proposal_id=proposal.id,
                                   now=world.now, enqueue=False)
     operation = operation_execute(operation_id=operation.id, clock=lambda: world.now + LATER)

@@ -24,7 +24,9 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_runtime")]
 
 
 def agent_cap(total: str, **when: Any) -> list[dict[str, Any]]:
-    return [{"operation": "payments.transfer", **({"when": when} if when else {}),
+    """A cap of `total` EUR a day per agent (in another currency where `when` names it)."""
+    when = {"currency": {"eq": "EUR"}, **when}
+    return [{"operation": "payments.transfer", "when": when,
              "cap": {"argument": "amount", "sum": total, "per": "day", "scope": "agent"}}]
 
 
@@ -59,8 +61,8 @@ def test_a_claim_over_the_cap_is_budget_exhausted_naming_the_cap(
     denial = refused(world, "20000.01")
     assert denial.code is DenialCode.BUDGET_EXHAUSTED and denial.status == 429
     assert denial.details == {"budget": "cap", "cap": {
-        "operation": "payments.transfer", "argument": "amount", "sum": "50000.00",
-        "per": "day", "scope": "agent"}}
+        "operation": "payments.transfer", "when": {"currency": {"eq": "EUR"}},
+        "argument": "amount", "sum": "50000.00", "per": "day", "scope": "agent"}}
     assert "at most 50000.00 of 'amount' of payments.transfer per day per agent" in \
         denial.message
     assert counters() == before  # the refused claim charged nothing
@@ -94,8 +96,8 @@ def test_a_tenant_cap_counts_every_agent_of_the_tenant(world: World) -> None:
 
 
 def test_a_cap_applies_only_where_its_conditions_hold(world: World, settings: Any) -> None:
-    deploy(settings, agent_cap("10.00", currency={"eq": "USD"}))
-    pay(world, "500.00")  # EUR: not capped
+    deploy(settings, [*agent_cap("1000.00"), *agent_cap("10.00", currency={"eq": "USD"})])
+    pay(world, "500.00")  # EUR: its own cap
     pay(world, "10.00", currency="USD")
     denial = refused(world, "0.01", currency="USD")
     assert denial.details["cap"]["when"] == {"currency": {"eq": "USD"}}

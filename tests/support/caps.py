@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-#: At most 50,000.00 of `payments.transfer` a day, summed over the whole tenant.
-TENANT_CAP = [{"operation": "payments.transfer",
+#: At most 50,000.00 EUR of `payments.transfer` a day, summed over the whole tenant.
+TENANT_CAP = [{"operation": "payments.transfer", "when": {"currency": {"eq": "EUR"}},
                "cap": {"argument": "amount", "sum": "50000.00", "per": "day",
                        "scope": "tenant"}}]
 TENANT_CAP_ENV = {"APPROVAL_RULES": json.dumps(TENANT_CAP)}

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-#: `payments.transfer` of 10,000.00 or more needs two operators.
-FOUR_EYES = [{"operation": "payments.transfer", "when": {"amount": {"gte": "10000.00"}},
-              "quorum": 2}]
+#: `payments.transfer` of 10,000.00 EUR or more needs two operators (and, since no rule names
+#: another currency, so does any amount in another).
+FOUR_EYES = [{"operation": "payments.transfer",
+              "when": {"amount": {"gte": "10000.00"}, "currency": {"eq": "EUR"}}, "quorum": 2}]
 #: For a child process's environment.
 FOUR_EYES_ENV = {"APPROVAL_RULES": json.dumps(FOUR_EYES)}
 

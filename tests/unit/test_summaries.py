@@ -20,12 +20,10 @@ from demo.summaries import (
     publish_summary,
     transfer_summary,
 )
-from dispatch.presentation import Money, Summary, is_large, summarize
+from dispatch.presentation import Money, Summary, summarize
 from dispatch.runtime import Runtime
 from protocols.contracts import ContractRegistry
 from protocols.grants import Policy
-
-LARGE = Decimal("10000")
 
 
 def transfer(amount: str, currency: str = "EUR", memo: str = "urgent wire") -> dict[str, Any]:
@@ -60,15 +58,6 @@ def test_money_follows_the_currency(amount: str, currency: str, written: str) ->
 def test_a_transfer_without_memo_has_no_quote() -> None:
     assert transfer_summary(transfer("5000", "JPY", memo="")).text == \
         "Pay ¥5,000 from acct-001 to acct-555"
-
-
-def test_a_large_amount_is_flagged_by_the_deployment_threshold() -> None:
-    assert is_large(transfer_summary(transfer("99999.99")), LARGE)
-    assert not is_large(transfer_summary(transfer("10000.00")), LARGE)  # above, not at
-    assert is_large(transfer_summary(transfer("10000.01")), LARGE)
-    assert not is_large(transfer_summary(transfer("12.50")), LARGE)
-    assert not is_large(Summary("Email someone"), LARGE)
-    assert is_large(transfer_summary(transfer("12.50")), Decimal("10"))
 
 
 def test_an_email_names_every_recipient_cc_included() -> None:
@@ -127,11 +116,11 @@ def test_a_failing_or_empty_summary_falls_back() -> None:
 
 def test_the_headline_reveals_hidden_characters_and_badges_outside_effects() -> None:
     shown = headline(Summary("Pay \u202etxt.exe", amounts=(Money(Decimal("20000"), "EUR"),)),
-                     ["read", "financial_write", "external_write"], LARGE)
+                     ["read", "financial_write", "external_write"], large=True)
     assert shown.text == "Pay \\u202etxt.exe"
     assert shown.alarming == ("external_write", "financial_write")
     assert shown.large
-    quiet = headline(Summary("Look up"), ["read"], LARGE)
+    quiet = headline(Summary("Look up"), ["read"], large=False)
     assert quiet.alarming == ()
     assert not quiet.large
 

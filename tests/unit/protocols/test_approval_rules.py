@@ -3,13 +3,23 @@ arguments, never lowering a contract's quorum."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocols.approval_rules import caps_for, quorum_for, rules_for, rules_parse
+from protocols.approval_rules import (
+    CapCharge,
+    amount_raises_quorum,
+    cap_charges,
+    caps_for,
+    quorum_for,
+    rules_for,
+    rules_parse,
+    rules_problems,
+)
 
 FOUR_EYES = {"operation": "payments.transfer", "when": {"amount": {"gte": "10000.00"}},
              "quorum": 2}
@@ -18,9 +28,13 @@ CAP = {"operation": "payments.transfer",
 
 
 def test_the_design_examples_parse_and_read_back_as_written() -> None:
-    rules = rules_parse([FOUR_EYES, CAP])
-    assert [rule.declaration() for rule in rules] == [FOUR_EYES, CAP]
+    eur = {"currency": {"eq": "EUR"}}
+    examples = [{**FOUR_EYES, "when": {"amount": {"gte": "10000.00"}, **eur}},
+                {**CAP, "when": eur}]
+    rules = rules_parse(examples)
+    assert [rule.declaration() for rule in rules] == examples
     assert rules[1].cap is not None and rules[1].cap.total == Decimal("50000.00")
+    assert [rule.currency for rule in rules] == ["EUR", "EUR"]
 
 
 @pytest.mark.parametrize(("amount", "quorum"), [
@@ -49,8 +63,64 @@ def test_every_condition_must_hold_and_eq_compares_strings_exactly() -> None:
     rules = rules_parse([{"operation": "payments.transfer", "quorum": 2, "when": {
         "amount": {"gte": "100"}, "currency": {"eq": "EUR"}}}])
     assert quorum_for(1, rules, "payments.transfer", {"amount": "100", "currency": "EUR"}) == 2
-    assert quorum_for(1, rules, "payments.transfer", {"amount": "100", "currency": "eur"}) == 1
     assert quorum_for(1, rules, "payments.transfer", {"amount": "99", "currency": "EUR"}) == 1
+    # "eur" is not "EUR": a currency no rule names, held to the strictest rule.
+    assert quorum_for(1, rules, "payments.transfer", {"amount": "1", "currency": "eur"}) == 2
+
+
+def test_a_currency_no_rule_names_is_held_to_the_strictest_rule() -> None:
+    rules = rules_parse([
+        {"operation": "payments.transfer", "quorum": 2, "when": {
+            "amount": {"gte": "10000"}, "currency": {"eq": "EUR"}}},
+        {"operation": "payments.transfer", "quorum": 3, "when": {
+            "amount": {"gte": "5000000"}, "currency": {"eq": "JPY"}}},
+        {"operation": "email.send", "quorum": 4}])
+    for amount, currency, quorum in (("9999.99", "EUR", 1), ("10000", "EUR", 2),
+                                     ("1234567", "JPY", 1), ("5000000", "JPY", 3),
+                                     ("9999.990", "KWD", 3), ("1", "CHF", 3), ("1", None, 3)):
+        arguments = {"amount": amount, "currency": currency}
+        assert quorum_for(1, rules, "payments.transfer", arguments) == quorum, currency
+        assert amount_raises_quorum(rules, "payments.transfer", arguments) is (quorum > 1)
+
+
+def test_a_cap_counts_one_currency_and_refuses_one_no_cap_sums() -> None:
+    rules = rules_parse([{**CAP, "when": {"currency": {"eq": currency}}}
+                         for currency in ("EUR", "JPY")])
+    now = datetime(2026, 12, 7, tzinfo=UTC)
+
+    def charges(currency: str) -> tuple[CapCharge, ...]:
+        return cap_charges(rules, "payments.transfer", {"amount": "10", "currency": currency},
+                           agent="a", tenant="t", now=now)
+
+    [eur], [jpy] = charges("EUR"), charges("JPY")
+    assert eur.counter != jpy.counter and ":EUR:" in eur.counter and ":JPY:" in jpy.counter
+    assert eur.uncapped is None and eur.units == 10_0000
+    [chf] = charges("CHF")
+    assert (chf.uncapped, chf.units) == ("CHF", None)
+
+
+def test_rules_are_checked_against_the_contracts_inputs() -> None:
+    inputs = {"payments.transfer": [{"properties": {
+        "amount": {"type": "string"}, "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
+        "memo": {"type": "string"}}}], "email.send": [{"properties": {"draft": {}}}]}
+    eur = {"currency": {"eq": "EUR"}}
+    good = rules_parse([{**FOUR_EYES, "when": {"amount": {"gte": "1"}, **eur}},
+                        {**CAP, "when": eur}, {"operation": "email.send", "quorum": 2},
+                        {"operation": "payments.transfer", "quorum": 2,
+                         "when": {"memo": {"eq": "urgent"}}}])
+    assert rules_problems(good, inputs) == []
+    wrong = rules_parse([{**FOUR_EYES, "operation": "payments.transfr"}, FOUR_EYES, CAP,
+                         {**FOUR_EYES, "when": {"amout": {"gte": "1"}, **eur}},
+                         {**FOUR_EYES, "when": {"amount": {"gte": "1"},
+                                                "currency": {"eq": "eur"}}}])
+    problems = rules_problems(wrong, inputs)
+    assert [p.split(":")[0] for p in problems] == [
+        f"APPROVAL_RULES[{i}] ({name})" for i, name in enumerate(
+            ["payments.transfr", *["payments.transfer"] * 4])]
+    assert "no registered contract" in problems[0]
+    assert "must name the currency" in problems[1] and "must name the currency" in problems[2]
+    assert "'amout' is not an argument" in problems[3]
+    assert "can never be 'eur'" in problems[4]
 
 
 @pytest.mark.parametrize("amount", ["lots", "NaN", "Infinity", 1.5e9, True, None, [1], {}])
