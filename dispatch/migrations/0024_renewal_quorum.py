@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('dispatch', '0021_run_deadlines_and_scopes'),
+        ('dispatch', '0023_slot_waits'),
     ]
 
     operations = [
