@@ -34,6 +34,7 @@ from dispatch.models.evidence import Attestation, Receipt, ReceiptContent
 from dispatch.models.executions import Execution, TranscriptEntry
 from dispatch.models.notifications import Notification, NotificationAttempt, WebhookEndpoint
 from dispatch.models.pauses import Pause
+from dispatch.models.rates import RateWindow
 from dispatch.models.scopes import Scope
 from dispatch.models.seals import AuditBlock, AuditSeal
 from dispatch.models.waits import WorkflowWait
@@ -43,7 +44,8 @@ __all__ = [
     "AuditSeal", "BudgetCounter",
     "Decision", "Delegation", "Execution", "Grant", "Lease", "Notification",
     "NotificationAttempt", "Operation", "Pause", "Permit", "Principal", "Proposal",
-    "ProposalResource", "Receipt", "ReceiptContent", "Renewal", "Resource", "Revision", "Scope",
+    "ProposalResource", "RateWindow", "Receipt", "ReceiptContent", "Renewal", "Resource",
+    "Revision", "Scope",
     "Tenant",
     "TranscriptEntry", "Vote", "WebhookEndpoint", "WorkflowWait",
 ]
