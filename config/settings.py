@@ -234,7 +234,8 @@ def _shared_cache() -> dict[str, Any]:
 
 
 CACHES = {
-    # Per process: DRF's per-principal request rate, read on every API call.
+    # Per process, for what one process may forget. Not the per-principal request rate: that
+    # is one count in the database for every worker (dispatch.services.rates).
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     # Shared by every worker: the login throttle.
     "shared": _shared_cache(),

@@ -93,7 +93,7 @@ AUDIT_KINDS = frozenset({
     "operation.unknown", "operation.retried", "operation.reconciled", "operation.evidence",
     "renewal.requested", "renewal.voted", "renewal.granted", "renewal.denied", "renewal.expired",
     "renewal.withdrawn",
-    "grant.issued", "grant.revoked", "grant.delegated", "dispatch.denied",
+    "grant.issued", "grant.revoked", "grant.delegated", "intake.denied", "dispatch.denied",
     "resource.created", "resource.revised", "receipt.issued", "attestation.issued",
     "question.answered", "resource.released",
     "workflow.parked", "workflow.resumed", "workflow.input",

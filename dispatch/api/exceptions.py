@@ -4,8 +4,10 @@ A `Denial` from a service keeps its own code, status, message and details. DRF's
 own errors are mapped onto the same codes; a serializer's validation errors become
 `schema_invalid` with `details.errors` as `{"pointer", "message"}` from the body's root (at
 most 50, and `details.error_count` says how many there were: see `protocols.denials.Denial`).
-Anything else is a bug and stays a 500, except a database that cannot be reached or is locked,
-which is `persistence_failure` (services write in one transaction each, so nothing ran).
+Anything else is a bug and stays a 500, except an outage of the store or of the broker: a
+database that cannot be reached, is locked, closed the connection or failed under the request,
+or a broker that refused a message, is `persistence_failure` 503 (`_outage`), never
+`internal_error`.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
-from django.db import OperationalError
+from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404
+from kombu.exceptions import OperationalError as BrokerError
 from rest_framework import exceptions
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
@@ -80,13 +83,23 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         return _denial_response(Denial(DenialCode.REQUEST_TOO_LARGE))
     if isinstance(exc, DjangoPermissionDenied | exceptions.PermissionDenied):
         return _denial_response(Denial(DenialCode.ROLE_REQUIRED))
-    if isinstance(exc, OperationalError):
-        log.warning("database unavailable: %s", exc)
+    if _outage(exc):
+        log.warning("store or broker unavailable: %s", type(exc).__name__)
         return _denial_response(Denial(DenialCode.PERSISTENCE_FAILURE))
     if isinstance(exc, exceptions.APIException):
         code = _STATUS_CODES.get(exc.status_code, DenialCode.MALFORMED_REQUEST)
         return Response(error_body(code, str(exc.detail), {}), status=exc.status_code)
     return None
+
+
+def _outage(exc: Exception) -> bool:
+    """The store or the broker failed, not the request and not the code: the database could
+    not be reached, was locked or closed the connection (`OperationalError`,
+    `InterfaceError`), its driver failed with no finer class (`DatabaseError` itself: a
+    constraint, data or SQL error is a bug, a 500), or the broker refused a message (kombu's
+    `OperationalError`, which wraps Redis's connection errors)."""
+    return isinstance(exc, OperationalError | InterfaceError | BrokerError) \
+        or type(exc) is DatabaseError
 
 
 #: No error body is larger than this, whatever the request held (at most 1 MiB): a denial's

@@ -34,6 +34,7 @@ from dispatch.api.serializers import (
     enum_field,
     object_field,
 )
+from dispatch.observability.context import bind_ids
 from dispatch.runtime import get_runtime
 from dispatch.services.access import (
     access_proposal_by_id,
@@ -196,6 +197,7 @@ class ProposalCreateApi(ApiView):
             approval_expires_in=data.get("approval_expires_in"),
             dispatch_on_approval=data["dispatch_on_approval"], call_id=data.get("call_id"),
             now=now)
+        bind_ids(proposal_id=intake.proposal.id)  # on this request's log line
         view = proposal_view(intake.proposal, now=now, fresh=intake.created,
                              approval=intake.approval)
         return Response(ProposalOutputSerializer(view).data,

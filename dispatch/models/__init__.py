@@ -35,6 +35,7 @@ from dispatch.models.evidence import Attestation, Receipt, ReceiptContent
 from dispatch.models.executions import Execution, TranscriptEntry
 from dispatch.models.notifications import Notification, NotificationAttempt, WebhookEndpoint
 from dispatch.models.pauses import Pause
+from dispatch.models.rates import RateWindow
 from dispatch.models.scopes import Scope
 from dispatch.models.seals import AuditBlock, AuditSeal
 from dispatch.models.waits import WorkflowWait
@@ -44,7 +45,7 @@ __all__ = [
     "AuditSeal", "BudgetCounter",
     "Decision", "Delegation", "Execution", "Grant", "Lease", "Notification",
     "NotificationAttempt", "Operation", "Pause", "Permit", "Principal", "Proposal",
-    "ProposalResource", "Receipt", "ReceiptContent", "Renewal", "RenewalVote", "Resource",
-    "Revision", "Scope", "Tenant",
+    "ProposalResource", "RateWindow", "Receipt", "ReceiptContent", "Renewal", "RenewalVote",
+    "Resource", "Revision", "Scope", "Tenant",
     "TranscriptEntry", "Vote", "WebhookEndpoint", "WorkflowWait",
 ]

@@ -5,7 +5,8 @@ Nothing here is counted in a process's memory: every value is read from the oper
 (and the queue depth from the broker) by `StoreCollector.collect`, so any web process answers
 the same numbers whichever web or worker process, on whichever host, recorded the events, and
 nothing drifts, resets or needs `PROMETHEUS_MULTIPROC_DIR`. The counters are running totals of
-append-only records (operations, attempts, `dispatch.denied` audit events), so they only grow.
+append-only records (operations, attempts, `intake.denied` and `dispatch.denied` audit events),
+so they only grow.
 No series carries a tenant, a principal or any id: no tenant data.
 
 - `console_pending_approvals{age_bucket}` (gauge): approvals still pending, by the time since
@@ -14,8 +15,8 @@ No series carries a tenant, a principal or any id: no tenant data.
 - `console_celery_queue_depth{queue}` (gauge): dispatch messages waiting in the broker; left out
   of a scrape when the broker does not answer (then `console_broker_up` is 0).
 - `console_claims_total` (counter): operations claimed (each claim is one operation record).
-- `console_denials_total{code}` (counter): refusals of the dispatcher, by denial code (every code
-  is present, at 0 until one happens).
+- `console_denials_total{code}` (counter): refusals of a proposal when it is made and of a
+  dispatch, by denial code (every code is present, at 0 until one happens).
 - `console_attempt_outcomes_total{outcome}` (counter): finished attempts by outcome
   (`completed`, `failed_no_effect`, `uncertain`).
 - `console_approval_to_dispatch_seconds` (histogram): from an approval's permit to the start of
@@ -52,6 +53,9 @@ from protocols.denials import DenialCode
 from protocols.lifecycle import ApprovalState, OperationState
 
 log = logging.getLogger(__name__)
+
+#: The audit events of a refusal, each with its `details.code`.
+DENIAL_KINDS = ("intake.denied", "dispatch.denied")
 
 #: Label value -> (at least, under) the age of a pending approval; None: no bound.
 AGE_BUCKETS: dict[str, tuple[timedelta, timedelta | None]] = {
@@ -116,10 +120,11 @@ class StoreCollector(Collector):
     def _denials(self) -> Metric:
         # By tenant and kind: the audit's (tenant, kind, -id) index finds the denials alone.
         found = dict(AuditEvent.objects.filter(tenant_id__in=Tenant.objects.values("id"),
-                                               kind="dispatch.denied")
+                                               kind__in=DENIAL_KINDS)
                      .values_list("details__code").annotate(n=Count("pk"))
                      .values_list("details__code", "n"))
-        family = CounterMetricFamily("console_denials", "Refusals of the dispatcher, by code.",
+        family = CounterMetricFamily("console_denials",
+                                     "Refusals at intake and at dispatch, by code.",
                                      labels=["code"])
         for code in DenialCode:
             family.add_metric([code.value], found.pop(code.value, 0))

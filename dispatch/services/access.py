@@ -1,5 +1,7 @@
 """Authorizing loaders (docs/design.md#choke-points): one function per protected kind, one error for
-missing and forbidden, so another tenant's id answers exactly like a forged one: `not_found`."""
+missing and forbidden, so another tenant's id answers exactly like a forged one: `not_found`.
+What a loader found names the log lines of its request or task (`proposal_id`,
+`operation_id`, docs/design.md#running); an id that names nothing visible names nothing."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from dispatch.models import (
     Receipt,
     Resource,
 )
+from dispatch.observability.context import bind_ids
 from dispatch.runtime import get_runtime
 from dispatch.services.statements import cache_related, columns, instances, rows, statement
 from protocols.denials import Denial, DenialCode
@@ -32,10 +35,21 @@ def _access(model: type[M], principal: Principal, object_id: object, kind: str,
     if not isinstance(object_id, str):
         raise Denial(DenialCode.NOT_FOUND, kind=kind)
     try:
-        return model._default_manager.select_related(*related).get(
-            id=object_id, tenant_id=principal.tenant_id)
+        return _logged(model._default_manager.select_related(*related).get(
+            id=object_id, tenant_id=principal.tenant_id))
     except model.DoesNotExist:  # type: ignore[attr-defined]  # the plugin gives it to concrete models only
         raise Denial(DenialCode.NOT_FOUND, kind=kind, id=object_id) from None
+
+
+def _logged(found: M) -> M:
+    """`found`, its action's ids bound to the log lines of this request or task."""
+    if isinstance(found, Proposal):
+        bind_ids(proposal_id=found.id)
+    elif isinstance(found, ApprovalRequest):
+        bind_ids(proposal_id=found.proposal_id)
+    elif isinstance(found, Operation):
+        bind_ids(proposal_id=found.proposal_id, operation_id=found.id)
+    return found
 
 
 def resource_kinds_of(principal: Principal) -> frozenset[str]:
@@ -110,7 +124,7 @@ def access_proposal_for_dispatch(principal: Principal, proposal_id: object) -> P
     proposal, approval, permit = instances(found[0], Proposal, ApprovalRequest, Permit)
     cache_related(proposal, "approval", approval)
     cache_related(proposal, "permit", permit)
-    return proposal  # type: ignore[no-any-return]
+    return _logged(proposal)  # type: ignore[no-any-return]
 
 
 def access_approval_for_review(principal: Principal, approval_id: object) -> ApprovalRequest:
@@ -142,7 +156,7 @@ def access_approval_for_decision(principal: Principal, approval_id: object) -> A
     approval, proposal, requester = instances(found[0], ApprovalRequest, Proposal, Principal)
     cache_related(proposal, "principal", requester)
     cache_related(approval, "proposal", proposal)
-    return approval  # type: ignore[no-any-return]
+    return _logged(approval)  # type: ignore[no-any-return]
 
 
 def access_operation_by_id(principal: Principal, operation_id: object) -> Operation:

@@ -87,12 +87,8 @@ def approval_decide(
     # The approver confirms the exact bytes they were shown.
     if not hmac.compare_digest(digest.encode(), proposal.digest.encode()):
         raise Denial(DenialCode.PROPOSAL_MISMATCH, reason="digest differs from the proposal's")
-    if (approval.state == ApprovalState.EXPIRED
-            and not Decision.objects.filter(approval_id=approval.id).exists()):
-        # The expiry sweep got there first: the window passed and nobody decided.
-        raise Denial(DenialCode.APPROVAL_EXPIRED)
     if approval.state != ApprovalState.PENDING:
-        raise Denial(DenialCode.APPROVAL_DECIDED, state=approval.state)
+        raise _not_pending(approval.id, approval.state)
     if now >= approval.expires_at:
         approval_expire(approval_id=approval.id, now=now)  # this one only, not a sweep
         raise Denial(DenialCode.APPROVAL_EXPIRED)
@@ -105,7 +101,7 @@ def approval_decide(
             # the second counts the first, and exactly one mints the permit.
             locked = _approval_lock(approval)
             if locked != ApprovalState.PENDING:
-                raise Denial(DenialCode.APPROVAL_DECIDED, state=locked)
+                raise _not_pending(approval.id, locked)
             # The permit records the grant the requester's authority rests on
             # (docs/design.md#permits), checked in this transaction, share-locked: a revocation that
             # committed first refuses the grant, and one that comes later finds the permit and
@@ -146,6 +142,18 @@ def approval_decide(
         # One vote per approver, one decision per approval: this human voted already.
         raise Denial(DenialCode.APPROVAL_DECIDED, reason="already voted") from None
     return approval, permit
+
+
+def _not_pending(approval_id: str, state: str | None) -> Denial:
+    """Why an approval that is no longer pending takes no decision: nobody decided it before
+    the expiry sweep (`approval_expired`) or a cancellation withdrew it (`approval_revoked`,
+    docs/design.md#denials); otherwise it was decided, and this is a second decision."""
+    undecided = not Decision.objects.filter(approval_id=approval_id).exists()
+    if undecided and state == ApprovalState.EXPIRED:
+        return Denial(DenialCode.APPROVAL_EXPIRED)
+    if undecided and state == ApprovalState.REVOKED:
+        return Denial(DenialCode.APPROVAL_REVOKED)
+    return Denial(DenialCode.APPROVAL_DECIDED, state=state)
 
 
 def _approval_lock(approval: ApprovalRequest) -> str | None:

@@ -25,8 +25,6 @@ import logging
 import math
 import re
 import smtplib
-import urllib.error
-import urllib.request
 from datetime import UTC, datetime, timedelta
 from email.message import EmailMessage
 from email.utils import formatdate
@@ -40,6 +38,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
+from dispatch import outbound
 from dispatch.failpoints import failpoint
 from dispatch.models import (
     ApprovalRequest,
@@ -54,7 +53,7 @@ from dispatch.presentation import summarize
 from dispatch.queue import notify_later, notify_on_commit
 from dispatch.runtime import get_runtime
 from dispatch.services.statements import columns, instance, rows, statement
-from dispatch.services.webhooks import AGENT_EVENTS, private_address
+from dispatch.services.webhooks import AGENT_EVENTS
 from protocols.jsontypes import JSONObject
 from protocols.roles import Role
 
@@ -357,16 +356,6 @@ def _webhook_secret(notification: Notification) -> str:
     raise _Failed("no NOTIFY_WEBHOOKS entry holds this URL any more", final=True)
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """A webhook is answered where it was sent: a redirect is an answer, never followed."""
-
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
-_OPENER = urllib.request.build_opener(_NoRedirect)
-
-
 def webhook_body(notification: Notification, at: datetime) -> str:
     """The JSON body: `{"type","timestamp","data"}`, the Standard Webhooks event shape."""
     return json.dumps({**notification.payload, "timestamp": at.isoformat()},
@@ -375,34 +364,32 @@ def webhook_body(notification: Notification, at: datetime) -> str:
 
 def _send_webhook(notification: Notification) -> int:
     secret = _webhook_secret(notification)
-    if not settings.WEBHOOK_ALLOW_PRIVATE:
-        problem = private_address(notification.recipient)
-        if problem:
-            raise _Failed(problem)
+    if urlsplit(notification.recipient).scheme not in ("http", "https"):
+        raise _Failed("the webhook URL is not http or https", final=True)
+    try:
+        # Resolved and checked once: the POST goes to the address checked here
+        # (dispatch.outbound), and is answered where it was sent (no redirect is followed).
+        target = outbound.resolve(notification.recipient,
+                                  allow_private=settings.WEBHOOK_ALLOW_PRIVATE)
+    except outbound.OutboundError as exc:
+        raise _Failed(exc.reason) from None
     at = datetime.now(UTC)  # the receiver checks the timestamp against its own clock
     body = webhook_body(notification, at)
     try:
         signature = Webhook(secret).sign(notification.id, at, body)
     except Exception:  # an unusable secret in NOTIFY_WEBHOOKS; never say what it was
         raise _Failed("the webhook secret is not a Standard Webhooks key", final=True) from None
-    if urlsplit(notification.recipient).scheme not in ("http", "https"):
-        raise _Failed("the webhook URL is not http or https", final=True)
-    request = urllib.request.Request(  # noqa: S310 - the scheme is http(s), checked above
-        notification.recipient, data=body.encode(), method="POST", headers={
-        "content-type": "application/json", "user-agent": "exact-action-console",
-        "webhook-id": notification.id, "webhook-timestamp": str(math.floor(at.timestamp())),
-        "webhook-signature": signature})
     try:
-        with _OPENER.open(request, timeout=settings.NOTIFY_TIMEOUT_SECONDS) as answer:
-            status = int(answer.status)
-            answer.read(65536)
-    except urllib.error.HTTPError as exc:
-        raise _Failed(f"the receiver answered {exc.code}", exc.code) from None
-    except (OSError, ValueError) as exc:  # refused, unreachable, timed out, a bad URL
-        raise _Failed(f"no answer: {type(exc).__name__}: {str(exc)[:200]}") from None
-    if not 200 <= status < 300:
-        raise _Failed(f"the receiver answered {status}", status)
-    return status
+        answer = outbound.post(target, body=body.encode(), timeout=settings.NOTIFY_TIMEOUT_SECONDS,
+                               headers={
+            "content-type": "application/json", "user-agent": "exact-action-console",
+            "webhook-id": notification.id, "webhook-timestamp": str(math.floor(at.timestamp())),
+            "webhook-signature": signature})
+    except outbound.OutboundError as exc:  # refused, unreachable, timed out
+        raise _Failed(exc.reason) from None
+    if not 200 <= answer.status < 300:
+        raise _Failed(f"the receiver answered {answer.status}", answer.status)
+    return answer.status
 
 
 def _smtp_address() -> tuple[str, int] | None:

@@ -97,6 +97,32 @@ def proposal_intake(
     now: datetime,
     origin: Origin = Origin(),
 ) -> Intake:
+    """`_intake`. Every refusal is audited as `intake.denied` with its code, as the
+    dispatcher's are as `dispatch.denied` (so /metrics counts both), then raised."""
+    try:
+        return _intake(principal=principal, operation=operation, arguments=arguments,
+                       execution_id=execution_id, approval_expires_in=approval_expires_in,
+                       dispatch_on_approval=dispatch_on_approval, call_id=call_id, now=now,
+                       origin=origin)
+    except Denial as denial:
+        with transaction.atomic():
+            audit_record(tenant_id=principal.tenant_id, kind="intake.denied",
+                         actor=principal.name, at=now, details={"code": denial.code.value})
+        raise
+
+
+def _intake(
+    *,
+    principal: Principal,
+    operation: object,
+    arguments: JSONValue,
+    execution_id: object = None,
+    approval_expires_in: object = None,
+    dispatch_on_approval: object = False,
+    call_id: object = None,
+    now: datetime,
+    origin: Origin = Origin(),
+) -> Intake:
     """Snapshot one exact action and open its approval request if the contract needs one.
 
     A `call_id` makes intake idempotent (docs/rest-api.md#proposal): the same principal, execution

@@ -1,15 +1,14 @@
 """Agents' webhook endpoints (docs/design.md#notifications): `POST webhooks/` registers one for
 the agent's own proposals' decisions and outcomes, with a secret shown once; delivery is
 `dispatch.services.notifications`'s. An endpoint's address must be public unless
-`WEBHOOK_ALLOW_PRIVATE` (checked here when it is registered, and again at each delivery).
+`WEBHOOK_ALLOW_PRIVATE` (checked here when it is registered, and again at each delivery, where
+the request goes to the address that check resolved: `dispatch.outbound`).
 """
 
 from __future__ import annotations
 
-import ipaddress
 import re
 import secrets
-import socket
 from base64 import b64encode
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db import transaction
 
+from dispatch import outbound
 from dispatch.models import (
     Principal,
     WebhookEndpoint,
@@ -43,22 +43,6 @@ class Registered:
     secret: str  # shown once, in the answer that created the endpoint
 
 
-def private_address(url: str) -> str:
-    """Why `url`'s host is not a public address ("" when it is): loopback, private,
-    link-local, reserved or unresolvable. Delivery goes where the agent says, so a deployment
-    that does not allow it (`WEBHOOK_ALLOW_PRIVATE`) never posts into its own network."""
-    host = urlsplit(url).hostname or ""
-    try:
-        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-    except (OSError, UnicodeError):
-        return f"the host {host!r} does not resolve"
-    for info in infos:
-        address = ipaddress.ip_address(str(info[4][0]).split("%")[0])
-        if not address.is_global or address.is_multicast:
-            return f"the host {host!r} is not a public address"
-    return ""
-
-
 def _url_errors(url: object) -> list[JSONObject]:
     if not isinstance(url, str) or not url:
         return [{"pointer": "/url", "message": "must be an http or https URL"}]
@@ -75,9 +59,10 @@ def _url_errors(url: object) -> list[JSONObject]:
     if parts.username or parts.password:
         return [{"pointer": "/url", "message": "must not hold credentials"}]
     if not settings.WEBHOOK_ALLOW_PRIVATE:
-        problem = private_address(url)
-        if problem:
-            return [{"pointer": "/url", "message": f"must reach a public address: {problem}"}]
+        try:
+            outbound.resolve(url, allow_private=False)
+        except outbound.OutboundError as exc:
+            return [{"pointer": "/url", "message": f"must reach a public address: {exc.reason}"}]
     return []
 
 

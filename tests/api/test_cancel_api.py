@@ -63,6 +63,23 @@ def test_the_agent_withdraws_its_proposal_before_the_claim(
         "before_claim": True, "reason": "the customer already called"})]
 
 
+def test_deciding_an_approval_the_cancellation_withdrew_is_approval_revoked(
+    owner: Caller, caller: Callable[[str | None], Caller],
+) -> None:
+    proposal = propose_email(owner, create_draft(owner))
+    assert owner.post(f"proposals/{proposal['id']}/cancel/", {}).status_code == 200
+    for decision in ("grant", "deny"):
+        assert_error(caller("approver").post(
+            f"approvals/{proposal['approval']['id']}/decision/",
+            {"decision": decision, "digest": proposal["digest"]}), 403, "approval_revoked")
+    # An approval decided before the cancellation was decided: a second decision is that.
+    decided = granted(owner, caller)
+    assert owner.post(f"proposals/{decided['id']}/cancel/", {}).status_code == 200
+    assert_error(caller("approver").post(
+        f"approvals/{decided['approval']['id']}/decision/",
+        {"decision": "grant", "digest": decided["digest"]}), 409, "approval_decided")
+
+
 def test_cancel_of_a_claimed_operation_before_attempt_one(
     owner: Caller, caller: Callable[[str | None], Caller],
 ) -> None:

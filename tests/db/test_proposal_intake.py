@@ -108,7 +108,9 @@ def test_another_action_under_the_call_is_a_mismatch(
     denial = refused(propose, world, arguments, operation=operation, call_id="call-1", **scope)
 
     assert denial.code is DenialCode.PROPOSAL_MISMATCH
-    assert rows() == before
+    # Nothing made; the refusal audited.
+    assert rows() == {**before, "audit": before["audit"] + 1}
+    assert AuditEvent.objects.latest("id").details == {"code": "proposal_mismatch"}
     assert propose(world, call_id="call-1", **scope).id == first.id
 
 

@@ -109,3 +109,18 @@ def test_claims_denials_outcomes_and_latency_follow_the_store(
         expected = len(latencies) if bound == "+Inf" else sum(
             1 for s in latencies if s <= float(bound))
         assert value(found, "console_approval_to_dispatch_seconds_bucket", le=bound) == expected
+
+
+def test_denials_at_intake_are_counted(world: World) -> None:
+    """A proposal refused when it is made is a denial like one refused at dispatch."""
+    before = scrape()
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {world.owner_token}")
+    for body, status in (
+            ({"operation": "payments.transfer", "arguments": {"amount": "a lot"}}, 422),
+            ({"operation": "nothing.here", "arguments": {}}, 404)):
+        response = client.post("/api/v1/proposals/", body, content_type="application/json")
+        assert response.status_code == status, response.content
+    after = scrape()
+    for code in ("schema_invalid", "unknown_operation"):
+        assert value(after, "console_denials_total", code=code) \
+            == value(before, "console_denials_total", code=code) + 1, code

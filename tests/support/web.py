@@ -23,6 +23,7 @@ class WebServer:
     env: dict[str, str]
     log: Path
     workers: int = 2
+    args: list[str] = field(default_factory=list)  # more of gunicorn's options
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
 
@@ -34,7 +35,7 @@ class WebServer:
         gunicorn = os.path.join(os.path.dirname(sys.executable), "gunicorn")
         self.proc = subprocess.Popen(
             [gunicorn, "config.wsgi", "--bind", f"127.0.0.1:{self.port}",
-             "--workers", str(self.workers), "--timeout", "120"],
+             "--workers", str(self.workers), "--timeout", "120", *self.args],
             cwd=ROOT, env=self.env, stdout=self.log.open("ab"), stderr=subprocess.STDOUT,
             start_new_session=True)
         deadline = time.monotonic() + 60

@@ -95,7 +95,7 @@ def test_a_run_ending_while_its_approval_is_pending_withdraws_it(
     assert Scope.objects.get(id=root.id).closed_at is not None  # its capacity went back
     with pytest.raises(Denial) as late:
         live.grant(proposal)
-    assert late.value.code is DenialCode.APPROVAL_DECIDED  # revoked: decided for good
+    assert late.value.code is DenialCode.APPROVAL_REVOKED  # withdrawn: nobody can decide it
     assert not Permit.objects.filter(proposal_id=proposal.id).exists()
     # A wake-up, the fallback or the caller running it again takes no further step.
     wake(approval_id=approval.id, now=timezone.now())
