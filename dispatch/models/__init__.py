@@ -36,12 +36,12 @@ from dispatch.models.executions import Execution, TranscriptEntry
 from dispatch.models.notifications import Notification, NotificationAttempt, WebhookEndpoint
 from dispatch.models.pauses import Pause
 from dispatch.models.scopes import Scope
-from dispatch.models.seals import AuditBlock, AuditSeal
+from dispatch.models.seals import AuditBlock, AuditCheckpoint, AuditHead, AuditSeal
 from dispatch.models.waits import WorkflowWait
 
 __all__ = [
-    "ApiToken", "ApprovalRequest", "Attempt", "Attestation", "AuditBlock", "AuditEvent",
-    "AuditSeal", "BudgetCounter",
+    "ApiToken", "ApprovalRequest", "Attempt", "Attestation", "AuditBlock", "AuditCheckpoint",
+    "AuditEvent", "AuditHead", "AuditSeal", "BudgetCounter",
     "Decision", "Delegation", "Execution", "Grant", "Lease", "Notification",
     "NotificationAttempt", "Operation", "Pause", "Permit", "Principal", "Proposal",
     "ProposalResource", "Receipt", "ReceiptContent", "Renewal", "RenewalVote", "Resource",
