@@ -9,7 +9,7 @@ Pure: no Django, no database. A verifier in another language needs only docs/aud
   left || right); a level of odd length promotes its last node unchanged to the next level.
 - A block's signature input is `canon/1` of the block without `signature`; the block digest
   (the next block's `prev`) is SHA-256 of `canon/1` of the whole block, signature included.
-- A checkpoint (DESIGN §15, "the head is anchored outside the database") is
+- A checkpoint (docs/audit-seal.md#checkpoints: the head, anchored outside the database) is
   `{"tenant","block","digest","sealed_at","kid","signature"}`: the tenant's last block's number,
   its block digest and `sealed_at`, as the sealer published them. Its signature input is
   `canon/1` of the checkpoint without `signature` (so `kid` is signed); `signature` is the

@@ -111,20 +111,19 @@ def seal_tenant(tenant_id: str, *, now: datetime | None = None) -> int:
         newest = _newest_sealed_at(tenant_id, last)
         unsealed = AuditEvent.objects.filter(tenant_id=tenant_id).exclude(
             id__in=AuditSeal.objects.filter(tenant_id=tenant_id).values("event_id"))
-        ripe = unsealed.filter(at__lte=now - seal_lag())
-        if newest is not None:
-            stale = list(unsealed.filter(at__lt=newest).order_by("at", "id")
-                         .values_list("id", flat=True)[:NAMED_EVENTS + 1])
-            if stale:
-                _alert(tenant_id, "events older than the newest sealed one are left "
-                       f"unsealed: {_named(stale)}", events=stale[:NAMED_EVENTS])
-            else:
-                _alert_over(tenant_id)
-            ripe = ripe.filter(at__gte=newest)
+        stale = [] if newest is None else list(
+            unsealed.filter(at__lt=newest).order_by("at", "id")
+            .values_list("id", flat=True)[:NAMED_EVENTS + 1])
+        if stale:
+            _alert(tenant_id, "events older than the newest sealed one are left unsealed: "
+                   + _named(stale), events=stale[:NAMED_EVENTS])
         else:
             _alert_over(tenant_id)
-        events = list(ripe.order_by("at", "id")[:int(getattr(settings, "AUDIT_SEAL_BATCH",
-                                                                   1000))])
+        ripe = unsealed.filter(at__lte=now - seal_lag())
+        if newest is not None:
+            ripe = ripe.filter(at__gte=newest)  # never an event older than the newest sealed
+        batch = int(getattr(settings, "AUDIT_SEAL_BATCH", 1000))
+        events = list(ripe.order_by("at", "id")[:batch])
         if not events:
             return 0
         return _seal(tenant_id, last, events)

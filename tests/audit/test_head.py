@@ -146,6 +146,34 @@ def test_an_event_older_than_the_newest_sealed_one_is_refused_and_said(
     assert not AuditSeal.objects.filter(event_id=injected.pk).exists()
 
 
+def test_a_removed_head_row_stops_the_sealer(sealed: World, now: datetime) -> None:
+    sql(f"DELETE FROM {AuditHead._meta.db_table} WHERE tenant_id = %s", sealed.owner.tenant.id)
+    verify_fails("--tenant", sealed.owner.tenant.name, words="block 3: the chain has no head")
+    add_events(sealed, 1, now - timedelta(minutes=1))
+    call_command("audit_seal")
+    assert AuditBlock.objects.filter(tenant_id=sealed.owner.tenant.id).count() == 3
+    [alert] = alerts(sealed)
+    assert "its head is block 0" in alert.details["problem"]
+    assert mismatch_gauge() == 1
+
+
+def test_a_log_behind_the_head_catches_up_and_an_edited_one_stops_the_sealer(
+        sealed: World, now: datetime) -> None:
+    log = log_of(sealed)
+    log.write_text(log.read_text().splitlines()[0] + "\n")  # the appends of blocks 2, 3 lost
+    add_events(sealed, 1, now - timedelta(minutes=2))
+    call_command("audit_seal")
+    assert [c["block"] for c in checkpoints(sealed)] == [1, 3, 4]
+    assert not alerts(sealed)
+    forged = {**checkpoints(sealed)[-1], "block": 5}
+    log.write_text(log.read_text() + json.dumps(forged) + "\n")
+    add_events(sealed, 1, now - timedelta(minutes=1))
+    call_command("audit_seal")
+    assert AuditBlock.objects.filter(tenant_id=sealed.owner.tenant.id).count() == 4
+    [alert] = alerts(sealed)
+    assert "checkpoint log" in alert.details["problem"], alert.details
+
+
 def test_each_pass_publishes_a_checkpoint_signed_by_the_deployment(
         sealed: World, tmp_path: Path) -> None:
     found = checkpoints(sealed)
