@@ -24,7 +24,7 @@ def head_existing_chains(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('dispatch', '0021_run_deadlines_and_scopes'),
+        ('dispatch', '0024_renewal_quorum'),
     ]
 
     operations = [
