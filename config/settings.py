@@ -36,6 +36,25 @@ SIGNING_KEYS: str = env.str("SIGNING_KEYS", default="")
 # at most AUDIT_SEAL_BATCH per block (docs/audit-seal.md#sealing).
 AUDIT_SEAL_LAG: float = env.float("AUDIT_SEAL_LAG", default=10.0)
 AUDIT_SEAL_BATCH: int = env.int("AUDIT_SEAL_BATCH", default=1000)
+# Each sealing pass appends its signed checkpoint to `<AUDIT_CHECKPOINT_DIR>/<tenant id>.jsonl`
+# (outside the database: docs/audit-seal.md#checkpoints) and posts it to each of
+# AUDIT_CHECKPOINT_WEBHOOKS, a JSON list of {"url": "https://…", "secret": "whsec_…"}.
+AUDIT_CHECKPOINT_DIR: str = env.str("AUDIT_CHECKPOINT_DIR", default=str(VAR_DIR / "checkpoints"))
+
+
+def _webhooks(name: str) -> list[dict[str, str]]:
+    """A JSON list of {"url": "http(s)://…", "secret": "whsec_…"} from the environment."""
+    hooks: Any = env.json(name, default=[])
+    if not isinstance(hooks, list) or not all(
+            isinstance(hook, dict) and set(hook) == {"url", "secret"}
+            and str(hook["url"]).startswith(("http://", "https://"))
+            and str(hook["secret"]).startswith("whsec_") for hook in hooks):
+        raise ImproperlyConfigured(  # never echo the value: it holds secrets
+            f'{name} must be a JSON list of {{"url": "http(s)://…", "secret": "whsec_…"}}')
+    return hooks
+
+
+AUDIT_CHECKPOINT_WEBHOOKS: list[dict[str, str]] = _webhooks("AUDIT_CHECKPOINT_WEBHOOKS")
 # A permit token (docs/permit-tokens.md) expires this many seconds after its attempt's contract
 # timeout: the destination refuses it after that.
 PERMIT_TOKEN_MARGIN: int = env.int("PERMIT_TOKEN_MARGIN", default=60)
@@ -443,14 +462,7 @@ NOTIFY_SMTP: str = env.str("NOTIFY_SMTP", default="")
 NOTIFY_EMAIL_FROM: str = env.str("NOTIFY_EMAIL_FROM", default="approvals@console.example")
 # Webhooks that hear every approval request of the deployment, each signed with its own
 # Standard Webhooks secret: a JSON list of {"url": "https://…", "secret": "whsec_…"}.
-_notify_webhooks: Any = env.json("NOTIFY_WEBHOOKS", default=[])
-if not isinstance(_notify_webhooks, list) or not all(
-        isinstance(hook, dict) and set(hook) == {"url", "secret"}
-        and str(hook["url"]).startswith(("http://", "https://"))
-        and str(hook["secret"]).startswith("whsec_") for hook in _notify_webhooks):
-    raise ImproperlyConfigured(  # never echo the value: it holds secrets
-        'NOTIFY_WEBHOOKS must be a JSON list of {"url": "http(s)://…", "secret": "whsec_…"}')
-NOTIFY_WEBHOOKS: list[dict[str, str]] = _notify_webhooks
+NOTIFY_WEBHOOKS: list[dict[str, str]] = _webhooks("NOTIFY_WEBHOOKS")
 # Whether an agent may register a webhook on a loopback, private or link-local address. Delivery
 # goes where the agent says: keep this off in production (a webhook must not reach the
 # deployment's own network); the demo and the tests, under DJANGO_DEBUG, listen on loopback.

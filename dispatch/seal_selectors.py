@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from dispatch.models import AuditEvent, AuditSeal, Principal
+from django.db.models import QuerySet
+
+from dispatch.models import AuditCheckpoint, AuditEvent, AuditSeal, Principal
 
 
 def seal_blocks(*, viewer: Principal, events: Iterable[AuditEvent]) -> dict[int, int]:
@@ -15,3 +17,9 @@ def seal_blocks(*, viewer: Principal, events: Iterable[AuditEvent]) -> dict[int,
         return {}
     return dict(AuditSeal.objects.filter(tenant_id=viewer.tenant_id, event_id__in=ids)
                 .values_list("event_id", "block"))
+
+
+def checkpoints_of_tenant(viewer: Principal) -> QuerySet[AuditCheckpoint]:
+    """The signed checkpoints the sealer published for the viewer's tenant only; callers check
+    the admin role first."""
+    return AuditCheckpoint.objects.filter(tenant_id=viewer.tenant_id)

@@ -9,14 +9,21 @@ Pure: no Django, no database. A verifier in another language needs only docs/aud
   left || right); a level of odd length promotes its last node unchanged to the next level.
 - A block's signature input is `canon/1` of the block without `signature`; the block digest
   (the next block's `prev`) is SHA-256 of `canon/1` of the whole block, signature included.
+- A checkpoint (docs/audit-seal.md#checkpoints: the head, anchored outside the database) is
+  `{"tenant","block","digest","sealed_at","kid","signature"}`: the tenant's last block's number,
+  its block digest and `sealed_at`, as the sealer published them. Its signature input is
+  `canon/1` of the checkpoint without `signature` (so `kid` is signed); `signature` is the
+  unpadded base64url Ed25519 signature of those bytes by the key `kid`. A checkpoint's members
+  differ from a block's (`digest`, no `root`), so neither signature can pass for the other.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from cryptography.exceptions import InvalidSignature
@@ -26,13 +33,15 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from protocols.canonical import canonicalize
 
 __all__ = [
-    "EVENT_FIELDS", "GENESIS", "b64url", "b64url_decode", "block_digest", "event_digest",
-    "jwk", "merkle_proof", "merkle_root", "public_keys_from_jwks", "sign_block",
-    "verify_block_signature", "verify_export", "verify_proof",
+    "CHECKPOINT_FIELDS", "EVENT_FIELDS", "GENESIS", "b64url", "b64url_decode", "block_digest",
+    "check_checkpoints", "checkpoint_problem", "event_digest", "jwk", "merkle_proof",
+    "merkle_root", "parse_checkpoints", "public_keys_from_jwks", "sign_block", "sign_checkpoint",
+    "verify_block_signature", "verify_checkpoint_signature", "verify_export", "verify_proof",
 ]
 
 EVENT_FIELDS: Final = ("id", "tenant", "seq", "at", "kind", "actor", "operation_id",
                        "proposal_id", "digest", "details")
+CHECKPOINT_FIELDS: Final = ("tenant", "block", "digest", "sealed_at", "kid", "signature")
 #: The `prev` of a tenant's first block.
 GENESIS: Final = "sha256:" + "0" * 64
 
@@ -207,10 +216,14 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return record
 
 
-def verify_export(text: str, jwks: Mapping[str, Any]) -> str | None:
-    """Verify an `audit_export` file's text with only the JWKS. None when it verifies.
+def verify_export(text: str, jwks: Mapping[str, Any],
+                  checkpoints: Sequence[Mapping[str, Any]] = ()) -> str | None:
+    """Verify an `audit_export` file's text with only the JWKS, and against `checkpoints` (of
+    its tenant) when given. None when it verifies.
 
     Strict JSON Lines: records separated by "\n" only, the last one ended by it, no empty line.
+    A checkpoint of a block before a partial export's first one cannot be checked against it
+    (except the one just before, whose digest is the header's `prev`) and is passed over.
     """
     keys = public_keys_from_jwks(jwks)
     if not text.endswith("\n"):
@@ -252,6 +265,114 @@ def verify_export(text: str, jwks: Mapping[str, Any]) -> str | None:
             return f"a record of tenant {record.get('tenant')!r} in an export of {tenant!r}"
     events.sort(key=lambda e: e.get("seq", 0))
     try:
-        return check_chain(events, blocks, keys, prev=header.get("prev", GENESIS))
+        problem = check_chain(events, blocks, keys, prev=header.get("prev", GENESIS))
+        digests = {block["block"]: block_digest(block) for block in blocks}
     except (KeyError, TypeError, ValueError) as exc:
         return f"malformed record: {exc!r}"
+    if problem:
+        return problem
+    first = blocks[0]["block"] if blocks else 1
+    digests[first - 1] = header.get("prev", GENESIS)
+
+    def digest_of(of_tenant: str, number: int) -> str | None:
+        if of_tenant != tenant:
+            return None
+        return digests.get(number, None if number >= first else "")
+
+    return check_checkpoints(checkpoints, keys, digest_of)
+
+
+# --- checkpoints: the head, published outside the database -------------------------------------
+
+
+def _checkpoint_input(checkpoint: Mapping[str, Any]) -> bytes:
+    return canonicalize({name: checkpoint[name] for name in CHECKPOINT_FIELDS
+                         if name != "signature"})
+
+
+def sign_checkpoint(*, tenant: str, block: int, digest: str, sealed_at: str, kid: str,
+                    key: Ed25519PrivateKey) -> dict[str, Any]:
+    """The signed checkpoint of a tenant's head: its last block `block` has digest `digest`."""
+    checkpoint: dict[str, Any] = {"tenant": tenant, "block": block, "digest": digest,
+                                  "sealed_at": sealed_at, "kid": kid}
+    checkpoint["signature"] = b64url(key.sign(_checkpoint_input(checkpoint)))
+    return checkpoint
+
+
+def verify_checkpoint_signature(checkpoint: object,
+                                keys: Mapping[str, Ed25519PublicKey]) -> bool:
+    """True when `checkpoint` (as read from JSON: anything) has exactly a checkpoint's members,
+    of their types, and its signature verifies under its `kid` among `keys`."""
+    if not isinstance(checkpoint, Mapping) or set(checkpoint) != set(CHECKPOINT_FIELDS):
+        return False
+    block = checkpoint["block"]
+    if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+        return False
+    if not all(isinstance(checkpoint[name], str) for name in CHECKPOINT_FIELDS
+               if name != "block"):
+        return False
+    if checkpoint["kid"] not in keys:
+        return False
+    try:
+        keys[checkpoint["kid"]].verify(b64url_decode(checkpoint["signature"]),
+                                       _checkpoint_input(checkpoint))
+    except (InvalidSignature, ValueError, TypeError):
+        return False
+    return True
+
+
+def checkpoint_problem(checkpoint: Mapping[str, Any], digest_in_chain: str | None) -> str | None:
+    """None when the chain holds the checkpoint's block with its digest; else what is wrong,
+    naming the block. `digest_in_chain` is None when the chain has no such block."""
+    name = f"block {checkpoint['block']}"
+    when = f"the checkpoint sealed at {checkpoint['sealed_at']}"
+    if digest_in_chain is None:
+        return f"{name}: missing from the chain ({when} names it: removed)"
+    if not hmac.compare_digest(digest_in_chain.encode(), str(checkpoint["digest"]).encode()):
+        return f"{name}: its digest differs from {when}'s (the block was rewritten)"
+    return None
+
+
+def check_checkpoints(checkpoints: Iterable[Mapping[str, Any]],
+                      keys: Mapping[str, Ed25519PublicKey],
+                      digest_of: Callable[[str, int], str | None]) -> str | None:
+    """The first checkpoint that is not signed by `keys`, or whose block the chain lacks or
+    holds with another digest; None when there is none. `digest_of(tenant, block)` answers the
+    chain's digest of that block, None when it has none, "" when it cannot tell (skipped)."""
+    for number, checkpoint in enumerate(checkpoints, 1):
+        if not verify_checkpoint_signature(checkpoint, keys):
+            return f"checkpoint {number}: bad signature, or not a checkpoint (not signed by " \
+                   "these keys)"
+        digest = digest_of(checkpoint["tenant"], checkpoint["block"])
+        if digest == "":
+            continue
+        problem = checkpoint_problem(checkpoint, digest)
+        if problem:
+            return f"tenant {checkpoint['tenant']}: {problem}"
+    return None
+
+
+def parse_checkpoints(text: str) -> list[dict[str, Any]]:
+    """One checkpoint's JSON, or a checkpoint log (JSON Lines, one checkpoint a line, empty
+    lines ignored). ValueError naming the line when a line is not a JSON object."""
+    stripped = text.strip()
+    if not stripped:
+        raise ValueError("no checkpoint in the file")
+    try:
+        whole = json.loads(stripped, object_pairs_hook=_no_duplicates)
+    except ValueError:
+        whole = None
+    if isinstance(whole, dict):
+        return [whole]
+    found: list[dict[str, Any]] = []
+    for number, line in enumerate(stripped.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line, object_pairs_hook=_no_duplicates)
+        except ValueError:
+            raise ValueError(f"line {number}: not JSON (or a key twice)") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"line {number}: not a checkpoint")
+        found.append(record)
+    return found

@@ -60,6 +60,15 @@ class AuditPagination(KeysetPagination):
         return position.isascii() and position.isdigit() and len(position) <= 19
 
 
+class CheckpointPagination(KeysetPagination):
+    """A tenant's checkpoints, one per block number: `-block` is latest first and unique."""
+
+    ordering = "-block"
+
+    def valid_position(self, position: str) -> bool:
+        return position.isascii() and position.isdigit() and len(position) <= 19
+
+
 class GrantPagination(KeysetPagination):
     ordering = ("-created_at", "-id")
 

@@ -17,7 +17,7 @@ from dispatch.api.fields import (
     StrictDateTimeField,
     StrictInputSerializer,
 )
-from dispatch.api.pagination import AuditPagination, GrantPagination
+from dispatch.api.pagination import AuditPagination, CheckpointPagination, GrantPagination
 from dispatch.api.presenters import audit_view, grant_view
 from dispatch.api.schema import error_responses, page_parameters, path_id, query
 from dispatch.api.serializers import (
@@ -27,8 +27,10 @@ from dispatch.api.serializers import (
     object_field,
 )
 from dispatch.audit_selectors import audit_of_tenant
+from dispatch.seal_selectors import checkpoints_of_tenant
 from dispatch.selectors import grants_of_principal
 from dispatch.services.authority import grant_delegate, has_role
+from dispatch.services.checkpoints import checkpoint_view
 from protocols.denials import Denial
 from protocols.jsontypes import JSONObject
 from protocols.roles import Role
@@ -131,3 +133,38 @@ class AuditListApi(ApiView):
         page = paginator.paginate_queryset(events, request, view=self) or []
         return Response(self.OutputSerializer(
             paginator.as_page([audit_view(event) for event in page])).data)
+
+
+class AuditCheckpointListApi(ApiView):
+    class OutputSerializer(PageLinksSerializer):
+        class CheckpointSerializer(serializers.Serializer[JSONObject]):
+            tenant = serializers.CharField()
+            block = serializers.IntegerField(help_text="The tenant's last block at the time.")
+            digest = serializers.CharField(help_text="That block's digest (`sha256:<hex>`).")
+            sealed_at = serializers.CharField(help_text="That block's `sealed_at`.")
+            kid = serializers.CharField(help_text="The signing key, as `GET keys/` names it.")
+            signature = serializers.CharField(
+                help_text="Unpadded base64url Ed25519 signature of `canon/1` of the other "
+                          "members (docs/audit-seal.md#checkpoints).")
+
+        results = CheckpointSerializer(many=True)
+
+    @extend_schema(operation_id="audit_checkpoints_list",
+                   summary="Read the tenant's signed audit checkpoints",
+                   description=(
+                       "Admins of the tenant only; latest first, keyset-paged. Each sealing "
+                       "pass publishes one: the head of the tenant's sealed audit, signed. An "
+                       "outside witness keeps them, and `manage.py audit_verify --checkpoint` "
+                       "holds the chain to them."),
+                   parameters=page_parameters(),
+                   responses={200: OutputSerializer,
+                              **error_responses(C.ROLE_REQUIRED, C.MALFORMED_REQUEST)})
+    def get(self, request: Request) -> Response:
+        principal = principal_of(request)
+        if not has_role(principal, Role.ADMIN):
+            raise Denial(C.ROLE_REQUIRED, role=Role.ADMIN)
+        paginator = CheckpointPagination()
+        page = paginator.paginate_queryset(checkpoints_of_tenant(principal), request,
+                                           view=self) or []
+        return Response(self.OutputSerializer(
+            paginator.as_page([checkpoint_view(row) for row in page])).data)

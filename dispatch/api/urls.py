@@ -46,6 +46,8 @@ urlpatterns = [
          name="grant-delegate"),
     path("keys/", keys.KeysApi.as_view(), name="keys"),
     path("audit/", records.AuditListApi.as_view(), name="audit-list"),
+    path("audit/checkpoints/", records.AuditCheckpointListApi.as_view(),
+         name="audit-checkpoint-list"),
     path("evidence/<str:receipt_id>/", evidence.ReceiptDetailApi.as_view(),
          name="evidence-detail"),
     path("attestations/<str:attestation_id>/", evidence.AttestationDetailApi.as_view(),

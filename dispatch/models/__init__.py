@@ -37,12 +37,12 @@ from dispatch.models.notifications import Notification, NotificationAttempt, Web
 from dispatch.models.pauses import Pause
 from dispatch.models.rates import RateWindow
 from dispatch.models.scopes import Scope
-from dispatch.models.seals import AuditBlock, AuditSeal
+from dispatch.models.seals import AuditBlock, AuditCheckpoint, AuditHead, AuditSeal
 from dispatch.models.waits import WorkflowWait
 
 __all__ = [
-    "ApiToken", "ApprovalRequest", "Attempt", "Attestation", "AuditBlock", "AuditEvent",
-    "AuditSeal", "BudgetCounter",
+    "ApiToken", "ApprovalRequest", "Attempt", "Attestation", "AuditBlock", "AuditCheckpoint",
+    "AuditEvent", "AuditHead", "AuditSeal", "BudgetCounter",
     "Decision", "Delegation", "Execution", "Grant", "Lease", "Notification",
     "NotificationAttempt", "Operation", "Pause", "Permit", "Principal", "Proposal",
     "ProposalResource", "RateWindow", "Receipt", "ReceiptContent", "Renewal", "RenewalVote",

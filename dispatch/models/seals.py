@@ -44,3 +44,33 @@ class AuditSeal(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["tenant", "seq"], name="audit_seal_seq")]
+
+
+class AuditHead(models.Model):
+    """A tenant's head as the sealer left it: its last block's number and digest (0 and the
+    genesis digest before the first). The sealer never seals when the chain's last block is not
+    this head (docs/audit-seal.md#head); `mismatch` says what its last pass refused, "" when
+    nothing (`console_audit_head_mismatch` counts the rows where it is not empty)."""
+
+    tenant = models.OneToOneField(Tenant, on_delete=models.PROTECT, primary_key=True,
+                                  related_name="+")
+    block = models.PositiveBigIntegerField()
+    digest = models.CharField(max_length=71)
+    mismatch = models.TextField(blank=True, default="")
+
+
+class AuditCheckpoint(models.Model):
+    """A signed checkpoint the sealer published (docs/audit-seal.md#checkpoints): the serving
+    copy of `GET /api/v1/audit/checkpoints/`. The checkpoint log outside the database, and each
+    witness's copy, are what an attacker of the database cannot reach."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    block = models.PositiveBigIntegerField()
+    digest = models.CharField(max_length=71)
+    sealed_at = models.CharField(max_length=32)
+    kid = models.CharField(max_length=100)
+    signature = models.CharField(max_length=100)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "block"],
+                                               name="audit_checkpoint_block")]

@@ -19,6 +19,9 @@ No series carries a tenant, a principal or any id: no tenant data.
   dispatch, by denial code (every code is present, at 0 until one happens).
 - `console_attempt_outcomes_total{outcome}` (counter): finished attempts by outcome
   (`completed`, `failed_no_effect`, `uncertain`).
+- `console_audit_head_mismatch` (gauge): tenants whose sealer's last pass refused to seal
+  (docs/audit-seal.md#head: a chain that is not at its head, or events older than the newest
+  sealed one); each refusal is also an `audit.head_mismatch` audit event.
 - `console_approval_to_dispatch_seconds` (histogram): from an approval's permit to the start of
   its operation's first attempt on a worker (the claim and the queue's wait included).
 
@@ -47,7 +50,14 @@ from prometheus_client.core import (
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
-from dispatch.models import ApprovalRequest, Attempt, AuditEvent, Operation, Tenant
+from dispatch.models import (
+    ApprovalRequest,
+    Attempt,
+    AuditEvent,
+    AuditHead,
+    Operation,
+    Tenant,
+)
 from dispatch.observability.broker import queue_depth
 from protocols.denials import DenialCode
 from protocols.lifecycle import ApprovalState, OperationState
@@ -84,6 +94,10 @@ class StoreCollector(Collector):
         yield self._denials()
         yield self._outcomes()
         yield self._latency()
+        yield GaugeMetricFamily(
+            "console_audit_head_mismatch",
+            "Tenants whose audit sealer refused to seal on its last pass (audit.head_mismatch).",
+            value=AuditHead.objects.exclude(mismatch="").count())
 
     def _pending_approvals(self, now: datetime) -> Metric:
         counts = {}

@@ -63,6 +63,8 @@ log = logging.getLogger(__name__)
 OUTCOME_STATES = frozenset(event.removeprefix("operation.") for event in AGENT_EVENTS
                            if event.startswith("operation."))
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
+#: The event of a sealer's checkpoint posted to `AUDIT_CHECKPOINT_WEBHOOKS`.
+CHECKPOINT_EVENT = "audit.checkpoint"
 
 
 # --- enqueue: in the transaction of the move -------------------------------------------------
@@ -131,6 +133,17 @@ def outcome_notifications(operation: Operation, state: str, now: datetime) -> li
                         "operation": proposal.operation, "summary": _summary(proposal),
                         "state": state}
     return [_row(proposal, event, data, now, endpoint=e) for e in endpoints]
+
+
+def notify_checkpoint(tenant_id: str, checkpoint: JSONObject, now: datetime) -> None:
+    """Inside the sealing transaction: the signed checkpoint (docs/audit-seal.md#witness) to each
+    of `AUDIT_CHECKPOINT_WEBHOOKS`, delivered like any webhook, so a receiver that fails is
+    retried and never holds the sealer up."""
+    _write([Notification(
+        tenant_id=tenant_id, event=CHECKPOINT_EVENT, channel=Notification.Channel.WEBHOOK,
+        recipient=str(hook["url"]), proposal_id="",
+        payload={"type": CHECKPOINT_EVENT, "data": checkpoint}, next_attempt_at=now,
+        created_at=now) for hook in settings.AUDIT_CHECKPOINT_WEBHOOKS])
 
 
 def notify_write(rows: list[Notification]) -> None:
@@ -350,10 +363,12 @@ def _webhook_secret(notification: Notification) -> str:
         if notification.endpoint.deleted_at is not None:
             raise _Failed("the endpoint was deleted", final=True)
         return notification.endpoint.secret
-    for hook in settings.NOTIFY_WEBHOOKS:
+    hooks, name = (settings.AUDIT_CHECKPOINT_WEBHOOKS, "AUDIT_CHECKPOINT_WEBHOOKS") \
+        if notification.event == CHECKPOINT_EVENT else (settings.NOTIFY_WEBHOOKS, "NOTIFY_WEBHOOKS")
+    for hook in hooks:
         if hook.get("url") == notification.recipient and hook.get("secret"):
             return str(hook["secret"])
-    raise _Failed("no NOTIFY_WEBHOOKS entry holds this URL any more", final=True)
+    raise _Failed(f"no {name} entry holds this URL any more", final=True)
 
 
 def webhook_body(notification: Notification, at: datetime) -> str:

@@ -46,6 +46,7 @@ def test_every_call_of_design_7_is_documented(document: dict[str, Any]) -> None:
         ("POST", "/api/v1/operations/{operation_id}/cancel/"),
         ("GET", "/api/v1/grants/"), ("POST", "/api/v1/grants/{grant_id}/delegate/"),
         ("GET", "/api/v1/audit/"),
+        ("GET", "/api/v1/audit/checkpoints/"),
         # docs/design.md#evidence
         ("GET", "/api/v1/evidence/{receipt_id}/"),
         ("GET", "/api/v1/attestations/{attestation_id}/"),

@@ -1,10 +1,11 @@
-"""The sealed audit's fixtures: fixed signing keys, no sealing lag, a tenant with three sealed
-blocks of five events each."""
+"""The sealed audit's fixtures: fixed signing keys, no sealing lag, a checkpoint log of the test's
+own, a tenant with three sealed blocks of five events each."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -22,9 +23,10 @@ __all__ = ["KEYS", "add_events", "verify_fails_naming"]
 
 
 @pytest.fixture(autouse=True)
-def _seal_keys() -> Iterator[None]:
+def _seal_keys(tmp_path: Path) -> Iterator[None]:
     signing.signing_keys.cache_clear()
-    with override_settings(SIGNING_KEYS=KEYS, AUDIT_SEAL_LAG=0):
+    with override_settings(SIGNING_KEYS=KEYS, AUDIT_SEAL_LAG=0,
+                           AUDIT_CHECKPOINT_DIR=str(tmp_path / "checkpoints")):
         yield
     signing.signing_keys.cache_clear()
 

@@ -34,6 +34,18 @@ def test_each_vector_file_has_its_documented_verdict(name: str, verdict: str) ->
         assert raised.value.returncode == 1
 
 
+@pytest.mark.parametrize(("name", "verdict"), sorted(VERDICTS["checkpoints"].items()))
+def test_each_checkpoint_vector_has_its_documented_verdict(name: str, verdict: str) -> None:
+    args = ["--file", str(HERE / "export.jsonl"), "--keys", str(HERE / VERDICTS["keys"]),
+            "--checkpoint", str(HERE / name)]
+    if verdict == "verifies":
+        call_command("audit_verify", *args)
+    else:
+        with pytest.raises(CommandError) as raised:
+            call_command("audit_verify", *args)
+        assert raised.value.returncode == 1
+
+
 def test_digests_merkle_root_and_proof_match_the_vectors() -> None:
     records = [json.loads(line) for line in (HERE / "export.jsonl").read_text().splitlines()]
     for record in records:

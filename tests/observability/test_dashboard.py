@@ -18,7 +18,8 @@ DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana-dashboard.
 SERIES = re.compile(r"\bconsole_[a-z_]+")
 DESIGN = {"console_pending_approvals", "console_unknown_operations", "console_claims_total",
           "console_denials_total", "console_attempt_outcomes_total",
-          "console_approval_to_dispatch_seconds_bucket", "console_celery_queue_depth"}
+          "console_approval_to_dispatch_seconds_bucket", "console_celery_queue_depth",
+          "console_audit_head_mismatch"}
 
 
 def test_every_panel_charts_series_the_endpoint_exposes() -> None:

@@ -18,7 +18,9 @@ from protocols.auditseal import (
     merkle_proof,
     merkle_root,
     sign_block,
+    sign_checkpoint,
 )
+from protocols.canonical import canonicalize
 
 HERE = Path(__file__).parent
 SEED = bytes(range(32))
@@ -65,12 +67,27 @@ def main() -> None:
     for name, text in tampered.items():
         assert text != good, name
         (HERE / name).write_text(text, encoding="utf-8")
+    checkpoints = [sign_checkpoint(tenant=TENANT, block=b["block"], digest=block_digest(b),
+                                   sealed_at=b["sealed_at"], kid=KID, key=key) for b in blocks]
+    # As the sealer writes its log: each line `canon/1` of one checkpoint.
+    (HERE / "checkpoints.jsonl").write_bytes(b"".join(canonicalize(c) + b"\n"
+                                                      for c in checkpoints))
+    ahead = sign_checkpoint(tenant=TENANT, block=3, digest="sha256:" + "3" * 64,
+                            sealed_at="2026-01-01T00:01:03.000000Z", kid=KID, key=key)
+    (HERE / "checkpoint_ahead.json").write_text(json.dumps(ahead, indent=2) + "\n")
+    rewritten = sign_checkpoint(tenant=TENANT, block=2, digest="sha256:" + "2" * 64,
+                                sealed_at=blocks[1]["sealed_at"], kid=KID, key=key)
+    (HERE / "checkpoint_rewritten.json").write_text(json.dumps(rewritten, indent=2) + "\n")
+    forged = {**checkpoints[1], "block": 1}
+    (HERE / "checkpoint_forged.json").write_text(json.dumps(forged, indent=2) + "\n")
     digests = [event_digest(e) for e in events[:3]]
     verdicts = {
         "format": "audit-seal/1 vectors",
         "keys": "keys.json",
         "seed_b64url": b64url(SEED),
         "files": {"export.jsonl": "verifies", **dict.fromkeys(tampered, "fails")},
+        "checkpoints": {"checkpoints.jsonl": "verifies", "checkpoint_ahead.json": "fails",
+                        "checkpoint_rewritten.json": "fails", "checkpoint_forged.json": "fails"},
         "event_digests": {str(e["id"]): event_digest(e) for e in events},
         "block_digests": {str(b["block"]): block_digest(b) for b in blocks},
         "merkle": {"leaves": digests, "root": merkle_root(digests),
