@@ -24,7 +24,7 @@ def head_existing_chains(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('dispatch', '0024_renewal_quorum'),
+        ('dispatch', '0025_rate_windows'),
     ]
 
     operations = [
