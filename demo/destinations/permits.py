@@ -23,11 +23,12 @@ import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from exact_console.permits import PermitClaims, PermitRefused, verify
+from typing import TYPE_CHECKING, Any
 
 from .storage import write_transaction
+
+if TYPE_CHECKING:
+    from exact_console.permits import PermitClaims
 
 __all__ = ["TOKENS_SCHEMA", "PermitRule", "permit_refusal"]
 
@@ -60,6 +61,10 @@ def permit_refusal(
     """Why this write must not happen (one line for the 403), or None if it may."""
     if keys_file is None:
         return None
+    # Imported here, by the destinations' process alone: the console's web and worker processes
+    # import this package for its clients (bank_client, ...) and need no Python client installed.
+    from exact_console.permits import PermitRefused, verify
+
     try:
         jwks = json.loads(keys_file.read_text(encoding="utf-8"))
     except (OSError, ValueError):
