@@ -14,10 +14,12 @@ COPY console console
 COPY demo demo
 COPY dispatch dispatch
 COPY protocols protocols
+# The Python client: the demo destinations verify permit tokens with exact_console.permits.
+COPY clients/python clients/python
 COPY templates templates
 COPY static static
 COPY manage.py gunicorn.conf.py ./
-RUN pip install --no-cache-dir -c constraints.txt . \
+RUN pip install --no-cache-dir -c constraints.txt . './clients/python[permits]' \
  && SECRET_KEY=collectstatic-at-build-only APP_VAR_DIR=/tmp/build-var \
     python manage.py collectstatic --noinput \
  && rm -rf /tmp/build-var \

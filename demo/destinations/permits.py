@@ -9,8 +9,10 @@ snapshot text sent as the body's ``snapshot`` member, whose arguments are exactl
 fields, and whose token id this destination has never seen (kept in its own SQLite file, in the
 same transaction-per-check discipline as its records). Anything else answers 403 and records
 nothing: the dispatcher's client reads that as a definite failure, so the operation ends
-``failed_no_effect``. Started without a keys file, a destination checks nothing (the legacy
-demo mode; the project's own demo and tests always pass one).
+``failed_no_effect``. The token itself is checked as any destination would check it, with the
+Python client's ``exact_console.permits.verify`` (its ``permits`` extra) and the JWKS alone,
+allowing its default clock-skew leeway. Started without a keys file, a destination checks
+nothing (the legacy demo mode; the project's own demo and tests always pass one).
 """
 
 from __future__ import annotations
@@ -18,15 +20,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sqlite3
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from protocols.permit_tokens import Permit, PermitRefused, verify_permit
+from typing import TYPE_CHECKING, Any
 
 from .storage import write_transaction
+
+if TYPE_CHECKING:
+    from exact_console.permits import PermitClaims
 
 __all__ = ["TOKENS_SCHEMA", "PermitRule", "permit_refusal"]
 
@@ -59,6 +61,10 @@ def permit_refusal(
     """Why this write must not happen (one line for the 403), or None if it may."""
     if keys_file is None:
         return None
+    # Imported here, by the destinations' process alone: the console's web and worker processes
+    # import this package for its clients (bank_client, ...) and need no Python client installed.
+    from exact_console.permits import PermitRefused, verify
+
     try:
         jwks = json.loads(keys_file.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -70,30 +76,34 @@ def permit_refusal(
     if not isinstance(text, str):
         return "no snapshot beside the permit token"
     try:
-        permit = verify_permit(token, jwks, audience=rule.audience, key=str(fields["key"]),
-                               text=text, now=int(time.time()))
+        claims = verify(token, jwks, audience=rule.audience, snapshot=text)
     except PermitRefused as refused:
         return refused.reason
-    if permit.snapshot.get("operation") != rule.operation:
+    if claims.sub != str(fields["key"]):
+        return "the permit token is for another operation"
+    snapshot = json.loads(text)  # the approved canonical text: its digest is the token's
+    if not isinstance(snapshot, dict):
+        return "the snapshot is not a JSON object"
+    if snapshot.get("operation") != rule.operation:
         return f"the snapshot is not a {rule.operation} request"
     try:
-        expected = rule.expected(permit.snapshot)
+        expected = rule.expected(snapshot)
     except (KeyError, TypeError):
         return f"the snapshot is not a {rule.audience} request"
     if any(fields.get(name) != value for name, value in expected.items()):
         return "the request differs from the approved snapshot"
-    if not _first_use(db, permit):
+    if not _first_use(db, claims):
         return "the permit token was used before (replayed)"
     return None
 
 
-def _first_use(db: Path, permit: Permit) -> bool:
+def _first_use(db: Path, claims: PermitClaims) -> bool:
     """Record the token id; False if it was already recorded (its PRIMARY KEY decides)."""
     try:
         with write_transaction(db) as conn:
             conn.execute("INSERT INTO permit_tokens (jti, operation, expires, seen_at) "
                          "VALUES (?, ?, ?, ?)",
-                         (permit.claims["jti"], permit.claims["sub"], permit.claims["exp"],
+                         (claims.jti, claims.sub, claims.exp,
                           dt.datetime.now(dt.UTC).isoformat()))
     except sqlite3.IntegrityError:
         return False

@@ -9,6 +9,7 @@ default, 0.0.0.0 when other machines or containers must reach them.
 
 from __future__ import annotations
 
+import importlib
 import signal
 import threading
 from collections.abc import Callable
@@ -107,6 +108,10 @@ def serve(
     waiting are abandoned. With ``keys_file`` (the JSON of ``GET /api/v1/keys/``) the bank and
     the publisher verify every write's permit token (docs/permit-tokens.md).
     """
+    if keys_file is not None:
+        # Verifying needs the Python client's `permits` extra: without it, refuse to start
+        # (ImportError saying what to install), never answer a write with a server error.
+        importlib.import_module("exact_console.permits")
     root = Path(directory).resolve()
     root.mkdir(parents=True, exist_ok=True)
     stop_event = stop if stop is not None else threading.Event()

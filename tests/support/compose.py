@@ -29,7 +29,7 @@ import yaml
 from dispatch.signing import generate_entry
 from tests.support.destinations import free_port
 from tests.support.processes import ROOT as ROOT_DIR
-from tests.support.processes import database_url
+from tests.support.processes import database_url, python_path
 from tests.support.workers import require_redis
 
 ROOT = Path(ROOT_DIR)
@@ -192,7 +192,7 @@ class Deployment:
         env = localize(service_environment(service, self.given), self.net, directory)
         # Nothing of the test run's own environment: a clean process, as in a container.
         return {"PATH": os.environ["PATH"], "HOME": str(directory), "LANG": "C.UTF-8",
-                "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", **env, **self.extra}
+                "PYTHONPATH": python_path(), "PYTHONUNBUFFERED": "1", **env, **self.extra}
 
     def command_of(self, service: str, directory: Path) -> list[str]:
         return localize_command(service_command(service, self.given), service, self.net,

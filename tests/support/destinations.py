@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.processes import python_path
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -93,7 +95,7 @@ def _start(found: Destinations, hang_seconds: float, keys: Path | None) -> subpr
              "--lookup-port", str(found.lookup_port),
              "--hang-seconds", str(hang_seconds), *(["--keys", str(keys)] if keys else [])],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            env={**os.environ, "PYTHONPATH": python_path()},
         )
     deadline = time.monotonic() + 20
     line = read_line(proc, deadline)

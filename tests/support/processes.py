@@ -8,6 +8,13 @@ from typing import Any
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def python_path() -> str:
+    """`PYTHONPATH` of a child process: the project, and the Python client from its source (the
+    demo destinations verify permit tokens with it, and an installed client may be another
+    checkout's)."""
+    return os.pathsep.join([ROOT, os.path.join(ROOT, "clients", "python")])
+
+
 def database_url() -> str:
     """A URL for the database the current test is using (the test database, not the real one)."""
     from django.db import connection
@@ -28,7 +35,7 @@ def child_env(**extra: str) -> dict[str, str]:
     dest = settings.DESTINATIONS
     return {
         **os.environ,
-        "PYTHONPATH": ROOT,
+        "PYTHONPATH": python_path(),
         "DJANGO_SETTINGS_MODULE": "config.test_settings",
         "DATABASE_URL": database_url(),
         "DESTINATIONS_DIR": str(dest["dir"]),

@@ -16,9 +16,10 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1]
 SERVER = ("django", "rest_framework", "celery", "protocols", "dispatch", "console", "demo",
           "config")
-#: Each adapter module of the package, and the framework it needs (an extra of the package).
+#: Each adapter module of the package, and the frameworks it needs (an extra of the package);
+#: the permit verifier (`permits`) is one too, on PyJWT and rfc8785.
 ADAPTERS = {"langchain": "langchain_core", "langgraph": "langgraph",
-            "openai_agents": "agents", "pydantic_ai": "pydantic_ai"}
+            "openai_agents": "agents", "pydantic_ai": "pydantic_ai", "permits": "jwt rfc8785"}
 #: The package's modules that are not adapters: they need nothing but httpx.
 CORE = {"__init__", "_calling", "_calls", "_version", "client", "errors", "tools"}
 CHECK = f"""
@@ -31,7 +32,7 @@ unknown = sorted(modules - set({CORE!r}) - set({ADAPTERS!r}))
 assert not unknown, f"modules neither core nor a known adapter: {{unknown}}"
 imported = []
 for adapter, framework in sorted({ADAPTERS!r}.items()):
-    if adapter in modules and importlib.util.find_spec(framework) is not None:
+    if adapter in modules and all(importlib.util.find_spec(f) for f in framework.split()):
         importlib.import_module("exact_console." + adapter)
         imported.append(adapter)
 loaded = sorted({{m.split(".")[0] for m in sys.modules}} & set({SERVER!r}))
@@ -39,6 +40,23 @@ assert not loaded, loaded
 print(exact_console.__file__)
 print(" ".join(imported))
 """
+
+
+def install_copy(tmp_path: Path, extra: str = "") -> tuple[Path, dict[str, str]]:
+    """A fresh virtualenv with the client installed from a copy (a build leaves its directories
+    behind, and not in the source tree), `extra` resolved against the project's constraints;
+    its python and a clean environment. Needs the package index."""
+    source = tmp_path / "exact-console"
+    shutil.copytree(PACKAGE, source, ignore=shutil.ignore_patterns(
+        "build", "*.egg-info", "__pycache__", "tests"))
+    venv.create(tmp_path / "venv", with_pip=True, clear=True)
+    python = tmp_path / "venv" / "bin" / "python"
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+    constraints = ["-c", str(PACKAGE.parents[1] / "constraints.txt")] if extra else []
+    subprocess.run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                    *constraints, f"{source}[{extra}]" if extra else str(source)],
+                   check=True, cwd=tmp_path, env=env, timeout=600)
+    return python, env
 
 
 def test_importing_the_client_loads_nothing_of_the_server() -> None:
@@ -50,21 +68,14 @@ def test_importing_the_client_loads_nothing_of_the_server() -> None:
     location, imported = found.stdout.splitlines()
     assert location == str(PACKAGE / "exact_console" / "__init__.py")
     # The dev tools install these frameworks: their adapters import, and load no server either.
-    assert {"langchain", "langgraph", "openai_agents", "pydantic_ai"} <= set(imported.split())
+    assert {"langchain", "langgraph", "openai_agents", "pydantic_ai", "permits"} <= set(
+        imported.split())
 
 
 @pytest.mark.slow
 def test_pip_installs_the_client_alone_into_a_fresh_virtualenv(tmp_path: Path) -> None:
-    # Needs the package index for httpx and the build backend. Built from a copy: a build
-    # leaves its directories behind, and not in the source tree.
-    source = tmp_path / "exact-console"
-    shutil.copytree(PACKAGE, source, ignore=shutil.ignore_patterns(
-        "build", "*.egg-info", "__pycache__", "tests"))
-    venv.create(tmp_path / "venv", with_pip=True, clear=True)
-    python = tmp_path / "venv" / "bin" / "python"
-    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
-    subprocess.run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                    str(source)], check=True, cwd=tmp_path, env=env, timeout=600)
+    # Needs the package index for httpx and the build backend.
+    python, env = install_copy(tmp_path)
     installed = subprocess.run([python, "-c", CHECK], capture_output=True, text=True,
                                check=False, cwd=tmp_path, env=env)
     assert installed.returncode == 0, installed.stderr
@@ -82,18 +93,35 @@ def test_pip_installs_the_client_alone_into_a_fresh_virtualenv(tmp_path: Path) -
 def test_pip_installs_the_openai_agents_extra_and_its_adapter_imports(tmp_path: Path) -> None:
     # The extra's pin resolves with the project's constraints (the SDK wants websockets<17),
     # and the adapter imports in an environment of the client and its framework alone.
-    source = tmp_path / "exact-console"
-    shutil.copytree(PACKAGE, source, ignore=shutil.ignore_patterns(
-        "build", "*.egg-info", "__pycache__", "tests"))
-    venv.create(tmp_path / "venv", with_pip=True, clear=True)
-    python = tmp_path / "venv" / "bin" / "python"
-    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
-    subprocess.run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                    "-c", str(PACKAGE.parents[1] / "constraints.txt"),
-                    f"{source}[openai-agents]"], check=True, cwd=tmp_path, env=env, timeout=600)
+    python, env = install_copy(tmp_path, "openai-agents")
     installed = subprocess.run([python, "-c", CHECK], capture_output=True, text=True,
                                check=False, cwd=tmp_path, env=env)
     assert installed.returncode == 0, installed.stderr
     printed, imported = installed.stdout.splitlines()
     assert Path(printed).is_relative_to(tmp_path / "venv")
     assert imported == "openai_agents"  # its framework, and no other, came with the extra
+
+
+@pytest.mark.slow
+def test_a_destination_verifies_a_permit_token_with_the_permits_extra_alone(
+        tmp_path: Path) -> None:
+    # What a destination installs: the client with its `permits` extra, no server. It verifies
+    # the project's golden token with the golden JWKS and loads nothing of the server.
+    python, env = install_copy(tmp_path, "permits")
+    vectors = PACKAGE.parents[1] / "tests" / "vectors" / "permit_tokens"
+    script = f"""
+import json, pathlib, sys
+from exact_console.permits import verify
+here = pathlib.Path({str(vectors)!r})
+vectors = json.loads((here / "vectors.json").read_text(encoding="utf-8"))
+claims = verify(vectors["token"], json.loads((here / "keys.json").read_text(encoding="utf-8")),
+                audience="bank", snapshot=(here / "snapshot.txt").read_text(encoding="utf-8"),
+                now=vectors["claims"]["iat"])
+loaded = sorted({{m.split(".")[0] for m in sys.modules}} & set({SERVER!r}))
+assert not loaded, loaded
+print(claims.sub)
+"""
+    verified = subprocess.run([python, "-c", script], capture_output=True, text=True,
+                              check=False, cwd=tmp_path, env=env)
+    assert verified.returncode == 0, verified.stderr
+    assert verified.stdout.strip() == "op_vector_1"

@@ -33,18 +33,24 @@ def main() -> None:
                         destination="bank", tenant="ten_vectors", issued_at=IAT, expires_at=EXP,
                         token_id="jti-vector-1")
     altered = text.replace('"10.00"', '"9999.00"')
-    accept = {"audience": "bank", "key": OPERATION, "snapshot": "snapshot.txt", "now": IAT}
+    # The inputs of `exact_console.permits.verify` (leeway: seconds of clock skew allowed).
+    accept = {"audience": "bank", "snapshot": "snapshot.txt", "now": IAT, "leeway": 30}
     vectors = {
         "seed_b64url": b64url(SEED), "kid": KID, "keys": "keys.json",
         "snapshot_file": "snapshot.txt", "snapshot_digest": digest,
+        "header": {"alg": "EdDSA", "kid": KID, "typ": "permit+jwt"},
+        "claims": {"iss": "exact-console", "sub": OPERATION, "aud": "bank",
+                   "tenant": "ten_vectors", "snapshot_digest": digest, "iat": IAT, "exp": EXP,
+                   "jti": "jti-vector-1"},
         "token": token,
         "cases": [
             {**accept, "verdict": "accepts"},
-            {**accept, "now": EXP - 1, "verdict": "accepts"},
-            {**accept, "now": EXP, "verdict": "the permit token has expired"},
+            {**accept, "now": EXP + 29, "verdict": "accepts"},
+            {**accept, "now": EXP + 30, "verdict": "the permit token has expired"},
+            {**accept, "now": EXP, "leeway": 0, "verdict": "the permit token has expired"},
+            {**accept, "now": IAT - 31, "verdict": "the permit token is issued in the future"},
             {**accept, "audience": "publisher",
              "verdict": "the permit token is for another destination ('bank')"},
-            {**accept, "key": "op_other", "verdict": "the permit token is for another operation"},
             {**accept, "snapshot": "snapshot_altered.txt",
              "verdict": "the payload's digest differs from the permit token's"},
         ],
