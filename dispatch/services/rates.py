@@ -32,14 +32,13 @@ def rate_take(*, key: str, limit: int, seconds: int, now: float) -> float | None
         | (last & Q(LessThanOrEqual(F("current") * Value(covered), limit - 1)))
         | (older & Q(LessThanOrEqual(Value(0), limit - 1)))
     )
-    changes = {
-        "previous": Case(When(this, then=F("previous")), When(last, then=F("current")),
-                         default=Value(0)),
-        "current": Case(When(this, then=F("current") + 1), default=Value(1)),
-        "window": Case(When(this, then=F("window")), default=Value(window)),
-    }
+    previous = Case(When(this, then=F("previous")), When(last, then=F("current")),
+                    default=Value(0))
+    current = Case(When(this, then=F("current") + 1), default=Value(1))
+    moved = Case(When(this, then=F("window")), default=Value(window))
     for _ in range(2):
-        if RateWindow.objects.filter(within, key=key).update(**changes) == 1:
+        if RateWindow.objects.filter(within, key=key).update(
+                previous=previous, current=current, window=moved) == 1:
             return None
         if RateWindow.objects.filter(key=key).exists():
             break
