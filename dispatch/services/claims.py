@@ -63,7 +63,7 @@ def operation_claim(
     # First: an admin's pause that committed before this claim refuses it
     # (docs/design.md#approval-policies); the tenant's row stays share-locked until the commit.
     pause_check(tenant_id=proposal.tenant_id, operation=proposal.operation,
-                agent_id=proposal.principal_id)
+                agent_id=proposal.principal_id, execution_id=proposal.execution_id)
     failpoint("claim.pause_checked")
     at = value(Permit, "claimed_at", now)
     # One-shot: only an issued, unexpired permit bound to this digest moves; with no permit,

@@ -21,7 +21,7 @@ from django.db import connection, transaction
 from django.db.models import F, Q, QuerySet
 
 from dispatch.failpoints import failpoint
-from dispatch.models import Attempt, Operation, Pause, Principal, Tenant
+from dispatch.models import Attempt, Execution, Operation, Pause, Principal, Tenant
 from dispatch.queue import execute_on_commit
 from dispatch.runtime import get_runtime
 from dispatch.services.audit import audit_record
@@ -39,8 +39,11 @@ log = logging.getLogger(__name__)
 RESUME_BATCH = 500
 
 
-def pause_check(*, tenant_id: str, operation: str, agent_id: str) -> None:
-    """Raise `paused` if a pause in force covers `agent_id`'s `operation` in `tenant_id`.
+def pause_check(*, tenant_id: str, operation: str, agent_id: str,
+                execution_id: str | None = None) -> None:
+    """Raise `paused` if a pause in force covers `agent_id`'s `operation` in `tenant_id`, or the
+    `operation` of the agent whose run encloses `execution_id` (a sub-agent's action pauses with
+    its run's agent: docs/design.md#run-trees).
 
     Inside the transaction of the claim or the attempt start it guards, before it writes."""
     if not transaction.get_connection().in_atomic_block:
@@ -50,9 +53,13 @@ def pause_check(*, tenant_id: str, operation: str, agent_id: str) -> None:
     [(in_force,)] = rows(_tenant_pauses(connection.vendor), [tenant_id])
     if not in_force:
         return  # the usual case: one read, nothing paused
+    agents = {agent_id}
+    if execution_id:
+        agents |= set(Execution.objects.filter(id=execution_id, root__isnull=False)
+                      .values_list("root__principal_id", flat=True))
     pause = (_in_force(tenant_id)
              .filter(Q(operation="") | Q(operation=operation))
-             .filter(Q(agent__isnull=True) | Q(agent_id=agent_id))
+             .filter(Q(agent__isnull=True) | Q(agent_id__in=sorted(agents)))
              .select_related("agent").order_by("paused_at", "id").first())
     if pause is not None:
         raise Denial(DenialCode.PAUSED, **pause_details(pause))
@@ -64,7 +71,7 @@ def attempt_paused(operation: Operation) -> bool:
     transaction, as `pause_check`."""
     try:
         pause_check(tenant_id=operation.tenant_id, operation=operation.operation,
-                    agent_id=operation.principal_id)
+                    agent_id=operation.principal_id, execution_id=operation.execution_id)
     except Denial as refusal:
         log.info("attempt %d of %s held back: paused (%s)", operation.attempts_made + 1,
                  operation.id, refusal.details.get("scope"))

@@ -173,3 +173,17 @@ def test_agent_steps_past_the_runs_calls_ceiling_are_budget_exhausted_naming_the
     refusals = [c for o in result.outcomes if o.step == "agent" for c in o.detail["calls"]
                 if c["code"] == "budget_exhausted"]
     assert len(refusals) == 2
+
+
+def test_pausing_the_runs_agent_pauses_its_sub_agents_claims(world: World) -> None:
+    from dispatch.services.pauses import pause_set
+
+    pause_set(actor=world.admin, tenant=world.admin.tenant, now=timezone.now(),
+              agent=world.owner)
+    result = run(world, delegated_workflow(budget=3),
+                 {"researcher": model("researcher", lookup("cus-001"))})
+    assert result.state == "finished", result
+    delegation = Delegation.objects.get()
+    assert delegation.principal_id != world.owner.id  # the sub-agent is a principal of its own
+    assert agent_calls(result) == [[("denied", "paused")]]
+    assert not Operation.objects.exists()
