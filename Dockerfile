@@ -17,7 +17,10 @@ COPY protocols protocols
 COPY templates templates
 COPY static static
 COPY manage.py gunicorn.conf.py ./
-RUN pip install --no-cache-dir -c constraints.txt . \
+# The packages of the demo extension (docker-compose.yml runs the demo: its destinations, its
+# seed, DISPATCH_EXTENSIONS=demo.extension); `--build-arg EXTRAS=` builds an image without them.
+ARG EXTRAS=demo
+RUN pip install --no-cache-dir -c constraints.txt ".${EXTRAS:+[$EXTRAS]}" \
  && SECRET_KEY=collectstatic-at-build-only APP_VAR_DIR=/tmp/build-var \
     python manage.py collectstatic --noinput \
  && rm -rf /tmp/build-var \

@@ -75,10 +75,13 @@ SECURE_PROXY_SSL_HEADER = _proxy_ssl_header(env.str("SECURE_PROXY_SSL_HEADER", d
 CSRF_TRUSTED_ORIGINS: list[str] = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 # Modules with a `register(runtime)` function adding trusted contracts, their handlers and
-# resource kinds (dispatch.runtime); each declares `EXTENSION_API = 1`. The default is the demo
-# of docs/design.md#demo; set it empty (or to other modules) to run without the demo. The demo's app
-# (its commands) comes with it.
-DISPATCH_EXTENSIONS: list[str] = env.list("DISPATCH_EXTENSIONS", default=["demo.extension"])
+# resource kinds (dispatch.runtime); each declares `EXTENSION_API = 1`. None by default: the
+# demo of docs/design.md#demo runs only where asked for (`demo.extension`, as scripts/run.sh,
+# docker-compose.yml and the test settings ask), and its app (its commands) comes with it.
+DISPATCH_EXTENSIONS: list[str] = env.list("DISPATCH_EXTENSIONS", default=[])
+# The module that fires failpoints (dispatch/failpoints.py): none here, whatever the
+# environment says; only the test settings name one.
+FAILPOINTS: str = ""
 
 INSTALLED_APPS = [
     "django.contrib.auth",
