@@ -5,6 +5,10 @@
   commits are synced to disk (`synchronous=FULL`): an intent survives a power loss.
 - `CELERY_BROKER_URL`: default an embedded filesystem broker whose folders sit beside the database.
 - `SECRET_KEY`: required unless `DJANGO_DEBUG` is on, which allows a development default.
+- `SIGNING_KEYS`: required, with `DJANGO_DEBUG` off, by a deployment that can span machines
+  (PostgreSQL or a Redis broker): every process refuses to start without it
+  (`dispatch.signing.missing_shared_keys`); the embedded default generates one into `VAR_DIR`.
+- Any variable `X` may instead come from a file: `X_FILE` (config/environment.py).
 - `ALLOWED_HOSTS`: comma-separated.
 - HTTPS (`SECURE_SSL_REDIRECT`, HSTS, secure cookies): on unless `DJANGO_DEBUG`, each overridable;
   `SECURE_PROXY_SSL_HEADER` (`X-Forwarded-Proto,https`) and `CSRF_TRUSTED_ORIGINS` for a proxy.
@@ -12,6 +16,7 @@
 
 from __future__ import annotations
 
+import os
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -20,18 +25,21 @@ import environ
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
+from config.environment import FileOrEnvironment
 from config.logging import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
+env.ENVIRON = FileOrEnvironment(os.environ)  # `X_FILE` gives `X`: secrets from files
 
 DEBUG: bool = env.bool("DJANGO_DEBUG", default=False)
 VAR_DIR = Path(env.str("APP_VAR_DIR", default=str(BASE_DIR / "var"))).resolve()
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 SECRET_KEY: str = env.str("SECRET_KEY", default="")
-# Ed25519 signing keys, a JSON list of {"kid", "private"} (docs/audit-seal.md#keys); empty: one
-# is generated into VAR_DIR on first use.
+# Ed25519 signing keys, a JSON list of {"kid", "private"} (docs/audit-seal.md#keys). Empty: the
+# embedded default generates one into VAR_DIR on first use; a deployment that can span machines
+# refuses to start without them unless DEBUG (dispatch.signing.missing_shared_keys).
 SIGNING_KEYS: str = env.str("SIGNING_KEYS", default="")
 # The sealer seals events at least this many seconds old (longer than any write transaction),
 # at most AUDIT_SEAL_BATCH per block (docs/audit-seal.md#sealing).
