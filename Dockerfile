@@ -19,7 +19,11 @@ COPY clients/python clients/python
 COPY templates templates
 COPY static static
 COPY manage.py gunicorn.conf.py ./
-RUN pip install --no-cache-dir -c constraints.txt . './clients/python[permits]' \
+# The packages of the demo extension (docker-compose.yml runs the demo: its destinations, its
+# seed, DISPATCH_EXTENSIONS=demo.extension); `--build-arg EXTRAS=` builds an image without them.
+# The client's `permits` extra: the demo destinations verify permit tokens with it.
+ARG EXTRAS=demo
+RUN pip install --no-cache-dir -c constraints.txt ".${EXTRAS:+[$EXTRAS]}" './clients/python[permits]' \
  && SECRET_KEY=collectstatic-at-build-only APP_VAR_DIR=/tmp/build-var \
     python manage.py collectstatic --noinput \
  && rm -rf /tmp/build-var \

@@ -161,6 +161,7 @@ class Stack:
             "PATH": os.environ["PATH"], "HOME": str(self.base), "LANG": "C.UTF-8",
             "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1",
             "DJANGO_SETTINGS_MODULE": "config.settings", "DJANGO_DEBUG": "0",
+            "DISPATCH_EXTENSIONS": "demo.extension",
             "SECRET_KEY": uuid.uuid4().hex * 2, "SIGNING_KEYS": json.dumps(keys),
             "ALLOWED_HOSTS": "127.0.0.1,localhost", "SECURE_SSL_REDIRECT": "0",
             "SESSION_COOKIE_SECURE": "0", "CSRF_COOKIE_SECURE": "0",

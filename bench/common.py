@@ -7,7 +7,9 @@ benchmark can measure SQLite and PostgreSQL side by side.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import multiprocessing
 import os
 import shutil
@@ -31,9 +33,13 @@ SETTINGS = "config.test_settings"
 
 # Limits that would otherwise stop a load run part-way (they are policy, not the hot path).
 #: What production runs with: DEBUG off (no debug cursor formatting and keeping every query),
-#: which needs a secret key. Every bench that measures our code runs with it.
+#: which needs a secret key, and on PostgreSQL signing keys every process shares (a shared
+#: deployment refuses to start without them). Every bench that measures our code runs with it.
 DEBUG_OFF = {"DJANGO_DEBUG": "0",
-             "SECRET_KEY": "bench-only-secret-key-not-for-production-use-0123456789"}
+             "SECRET_KEY": "bench-only-secret-key-not-for-production-use-0123456789",
+             "SIGNING_KEYS": json.dumps([{
+                 "kid": "bench", "private": base64.urlsafe_b64encode(os.urandom(32))
+                 .rstrip(b"=").decode()}])}
 LOAD_ENV = {
     "BUDGET_TOOL_CALLS_PER_PRINCIPAL": "1000000000",
     "BUDGET_TOOL_CALLS_PER_EXECUTION": "1000000",

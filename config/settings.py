@@ -5,6 +5,10 @@
   commits are synced to disk (`synchronous=FULL`): an intent survives a power loss.
 - `CELERY_BROKER_URL`: default an embedded filesystem broker whose folders sit beside the database.
 - `SECRET_KEY`: required unless `DJANGO_DEBUG` is on, which allows a development default.
+- `SIGNING_KEYS`: required, with `DJANGO_DEBUG` off, by a deployment that can span machines
+  (PostgreSQL or a Redis broker): every process refuses to start without it
+  (`dispatch.signing.missing_shared_keys`); the embedded default generates one into `VAR_DIR`.
+- Any variable `X` may instead come from a file: `X_FILE` (config/environment.py).
 - `ALLOWED_HOSTS`: comma-separated.
 - HTTPS (`SECURE_SSL_REDIRECT`, HSTS, secure cookies): on unless `DJANGO_DEBUG`, each overridable;
   `SECURE_PROXY_SSL_HEADER` (`X-Forwarded-Proto,https`) and `CSRF_TRUSTED_ORIGINS` for a proxy.
@@ -12,6 +16,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,18 +24,21 @@ import environ
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
+from config.environment import FileOrEnvironment
 from config.logging import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
+env.ENVIRON = FileOrEnvironment(os.environ)  # `X_FILE` gives `X`: secrets from files
 
 DEBUG: bool = env.bool("DJANGO_DEBUG", default=False)
 VAR_DIR = Path(env.str("APP_VAR_DIR", default=str(BASE_DIR / "var"))).resolve()
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 SECRET_KEY: str = env.str("SECRET_KEY", default="")
-# Ed25519 signing keys, a JSON list of {"kid", "private"} (docs/audit-seal.md#keys); empty: one
-# is generated into VAR_DIR on first use.
+# Ed25519 signing keys, a JSON list of {"kid", "private"} (docs/audit-seal.md#keys). Empty: the
+# embedded default generates one into VAR_DIR on first use; a deployment that can span machines
+# refuses to start without them unless DEBUG (dispatch.signing.missing_shared_keys).
 SIGNING_KEYS: str = env.str("SIGNING_KEYS", default="")
 # The sealer seals events at least this many seconds old (longer than any write transaction),
 # at most AUDIT_SEAL_BATCH per block (docs/audit-seal.md#sealing).
@@ -93,10 +101,13 @@ SECURE_PROXY_SSL_HEADER = _proxy_ssl_header(env.str("SECURE_PROXY_SSL_HEADER", d
 CSRF_TRUSTED_ORIGINS: list[str] = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 # Modules with a `register(runtime)` function adding trusted contracts, their handlers and
-# resource kinds (dispatch.runtime); each declares `EXTENSION_API = 1`. The default is the demo
-# of docs/design.md#demo; set it empty (or to other modules) to run without the demo. The demo's app
-# (its commands) comes with it.
-DISPATCH_EXTENSIONS: list[str] = env.list("DISPATCH_EXTENSIONS", default=["demo.extension"])
+# resource kinds (dispatch.runtime); each declares `EXTENSION_API = 1`. None by default: the
+# demo of docs/design.md#demo runs only where asked for (`demo.extension`, as scripts/run.sh,
+# docker-compose.yml and the test settings ask), and its app (its commands) comes with it.
+DISPATCH_EXTENSIONS: list[str] = env.list("DISPATCH_EXTENSIONS", default=[])
+# The module that fires failpoints (dispatch/failpoints.py): none here, whatever the
+# environment says; only the test settings name one.
+FAILPOINTS: str = ""
 
 INSTALLED_APPS = [
     "django.contrib.auth",

@@ -16,7 +16,12 @@ os.environ.setdefault("PG_TEST_NAME", f"test_console_{os.getpid()}")
 # Warnings and errors only from the test processes and the servers they start (a test that
 # reads request lines asks for INFO).
 os.environ.setdefault("LOG_LEVEL", "WARNING")
+# The demo is an extension the tests ask for (an explicit value, even empty, is kept).
+os.environ.setdefault("DISPATCH_EXTENSIONS", "demo.extension")
 
 from config.settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast; tests only
+# Failpoints fire here only: crashes, pauses and payload tampering chosen by the environment of
+# the process under test (tests/support/failpoints.py). The production settings name none.
+FAILPOINTS = "tests.support.failpoints"

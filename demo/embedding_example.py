@@ -14,6 +14,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_DEBUG", "1")
+# Beside the demo's contracts, which the agent below is not given (`email.send`).
+os.environ.setdefault("DISPATCH_EXTENSIONS", "demo.extension")
 os.environ.setdefault("APP_VAR_DIR", tempfile.mkdtemp(prefix="embed-"))
 os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
 

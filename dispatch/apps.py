@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import sqlite3
+import sys
 
 from django.apps import AppConfig
 from django.conf import settings
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
 
 # The claim's budget upsert uses INSERT .. ON CONFLICT .. DO UPDATE .. RETURNING.
 SQLITE_MINIMUM = (3, 35)
@@ -18,12 +20,39 @@ class DispatchConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from dispatch.signing import missing_shared_keys
+
+        # Production fails closed: every process (web, worker, beat, the MCP gateway, every
+        # command) refuses to start where machines would sign with keys of their own, except
+        # `manage.py check --deploy`, which reports it (check_signing_keys).
+        refusal = missing_shared_keys()
+        if refusal and not reporting_deploy_checks(sys.argv):
+            raise ImproperlyConfigured(refusal)
         checks.register(check_sqlite_version)
         checks.register(check_delegation_lease)
         checks.register(check_approval_rules)
+        checks.register(check_signing_keys, checks.Tags.security, deploy=True)
         # Register the tasks in every process (web included), so that `dispatch.queue` finds
         # them by name: services hand work to a worker without importing the tasks module.
         import dispatch.tasks  # noqa: F401
+
+
+def reporting_deploy_checks(argv: list[str]) -> bool:
+    """Whether this process is `manage.py check --deploy` (Django's subcommand is argv[1])."""
+    return argv[1:2] == ["check"] and "--deploy" in argv[2:]
+
+
+def check_signing_keys(**_: object) -> list[checks.CheckMessage]:
+    """A deployment that can span machines has its signing keys (`missing_shared_keys`)."""
+    from dispatch.signing import missing_shared_keys
+
+    refusal = missing_shared_keys()
+    if refusal is None:
+        return []
+    return [checks.Error(
+        refusal, hint="Generate one: python -c 'import json; from dispatch.signing import "
+        "generate_entry; print(json.dumps([generate_entry()]))' (docs/audit-seal.md#keys).",
+        id="dispatch.E011")]
 
 
 def check_sqlite_version(**_: object) -> list[checks.CheckMessage]:

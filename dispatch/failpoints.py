@@ -1,28 +1,23 @@
 """Named points for fault-injection and race tests at the claim, external-call and completion
 boundaries (docs/design.md#how-it-is-tested).
 
-- `DISPATCH_CRASH_AT=<name>`: the process kills itself with SIGKILL at that point: no cleanup,
-  no rollback handlers, exactly like a crash.
-- `DISPATCH_PAUSE_AT=<name>[,<name>…]` with `DISPATCH_PAUSE_DIR=<dir>`: at that point the
-  process writes `<dir>/<name>.reached` and waits until `<dir>/<name>.go` exists, so that a test
-  in another process can force an interleaving (a stale attempt answering after a newer one
-  started, a revocation committing between a check and a claim). It waits at most
-  `DISPATCH_PAUSE_TIMEOUT` seconds (default 60), then goes on.
-- `DISPATCH_TAMPER_AT=<name>` with `DISPATCH_TAMPER_ARGUMENTS=<JSON object>`: at a payload point
-  (`failpoint_payload`) the process replaces those members of the snapshot's arguments, as a
-  compromised or buggy worker would alter the approved payload after the claim.
+The code passes each point by name; what happens there is decided by the module the setting
+`FAILPOINTS` names. The production settings name none, so a failpoint does nothing and a payload
+point hands the snapshot on unchanged, whatever the environment says: nothing shipped can crash,
+pause or alter a payload on request. Only the test settings name one (`tests.support.failpoints`:
+a crash, a pause, or a payload altered as a compromised worker would alter it, each chosen by
+the environment of the process under test).
 
-Unset, a failpoint costs one dictionary lookup.
+Off, a failpoint costs one settings attribute read.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import time
-from pathlib import Path
+from importlib import import_module
+from types import ModuleType
 from typing import Any
+
+from django.conf import settings
 
 POINTS = frozenset({
     "claim.before_commit",      # inside the claim transaction, every row written, not committed
@@ -33,7 +28,7 @@ POINTS = frozenset({
     "decision.vote_recorded",   # a vote written under the approval's lock, not yet counted
     "delegation.before_transaction",  # a delegation checked its parent, nothing written
     "attempt.before_call",      # the attempt recorded, no I/O yet
-    "attempt.payload",          # the snapshot handed to the handler (DISPATCH_TAMPER_AT only)
+    "attempt.payload",          # the snapshot handed to the handler (failpoint_payload only)
     "attempt.after_effect",     # the destination acted, the outcome not yet recorded
     "attempt.before_outcome",   # the handler returned (any outcome), nothing recorded yet
     "attempt.before_retry",     # an uncertain attempt ended, the backoff before the next begun
@@ -50,26 +45,21 @@ POINTS = frozenset({
 })
 
 
+def _injector() -> ModuleType | None:
+    module: str = settings.FAILPOINTS
+    return import_module(module) if module else None
+
+
 def failpoint(name: str) -> None:
-    if os.environ.get("DISPATCH_CRASH_AT") == name:
-        os.kill(os.getpid(), signal.SIGKILL)
-    paused = os.environ.get("DISPATCH_PAUSE_AT")
-    if paused and name in paused.split(","):
-        _pause(name)
-
-
-def _pause(name: str) -> None:
-    folder = Path(os.environ["DISPATCH_PAUSE_DIR"])
-    (folder / f"{name}.reached").write_text(str(os.getpid()))
-    deadline = time.monotonic() + float(os.environ.get("DISPATCH_PAUSE_TIMEOUT", "60"))
-    go = folder / f"{name}.go"
-    while not go.exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
+    injector = _injector()
+    if injector is not None:
+        injector.reached(name)
 
 
 def failpoint_payload(name: str, snapshot: dict[str, Any]) -> dict[str, Any]:
-    """`snapshot`, or a copy whose arguments `DISPATCH_TAMPER_ARGUMENTS` altered at `name`."""
-    if os.environ.get("DISPATCH_TAMPER_AT") != name:
+    """`snapshot`, or (under the test settings) a copy the injector altered at `name`."""
+    injector = _injector()
+    if injector is None:
         return snapshot
-    changes = json.loads(os.environ["DISPATCH_TAMPER_ARGUMENTS"])
-    return {**snapshot, "arguments": {**snapshot["arguments"], **changes}}
+    altered: dict[str, Any] = injector.payload(name, snapshot)
+    return altered

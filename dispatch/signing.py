@@ -5,6 +5,10 @@ Ed25519 seed>"}, ...]`; the first is the current key (it signs), the others are 
 verify what they signed. Without it, the embedded default generates one key into
 `VAR_DIR/signing-keys.json` (mode 0600, under the git-ignored `var/`) on first use and logs so
 once. `GET /api/v1/keys/` publishes the public keys as a JWKS.
+
+A deployment that can span machines must be given its keys: a key generated on each machine
+would sign with one and publish another. With `DEBUG` off, `missing_shared_keys` says why such a
+deployment may not run, and every process refuses to start on it (dispatch/apps.py).
 """
 
 from __future__ import annotations
@@ -77,6 +81,30 @@ def _default_keys(var_dir: Path) -> list[SigningKey]:
             logger.warning("signing: generated a new Ed25519 signing key into %s (set "
                            "SIGNING_KEYS in production)", path)
     return parse_keys(path.read_text())
+
+
+#: The embedded default: one machine's SQLite file and broker folders (an in-memory broker
+#: holds one process's tasks). Any other store or broker can be shared by several machines.
+EMBEDDED_BROKERS = ("filesystem://", "memory://")
+
+
+def missing_shared_keys() -> str | None:
+    """Why this deployment may not run as configured, or None: `DEBUG` off, no `SIGNING_KEYS`,
+    and a database or a broker that several machines can share (docs/deployment.md#keys)."""
+    if settings.DEBUG:
+        return None
+    if settings.SIGNING_KEYS:
+        return None
+    shared = []
+    if not settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+        shared.append("DATABASE_URL")
+    if not str(settings.CELERY_BROKER_URL).startswith(EMBEDDED_BROKERS):
+        shared.append("CELERY_BROKER_URL")
+    if not shared:
+        return None
+    return (f"SIGNING_KEYS is not set, and {' and '.join(shared)} can be shared by several "
+            "machines: each would generate a signing key of its own, sign with it and publish "
+            "another. Give every process the same SIGNING_KEYS (or SIGNING_KEYS_FILE).")
 
 
 @cache

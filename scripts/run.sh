@@ -14,6 +14,8 @@ set -m  # job control: every background job leads a process group of its own
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export DJANGO_DEBUG="${DJANGO_DEBUG:-1}"
+# The demo is an extension, off unless asked for: this script runs it.
+export DISPATCH_EXTENSIONS="${DISPATCH_EXTENSIONS-demo.extension}"
 PORT="${PORT:-8000}"
 MCP_PORT="${MCP_PORT:-8001}"
 STOP_GRACE="${STOP_GRACE:-8}"
@@ -88,7 +90,7 @@ echo "Paste into an MCP client's configuration to act as the demo agent:"
 echo "  {\"mcpServers\": {\"exact-action-console\": {\"type\": \"http\", \"url\": \"$mcp_url\","
 echo "   \"headers\": {\"Authorization\": \"Bearer $token\"}}}}"
 echo "Or over stdio, started by the client itself:"
-echo "  DJANGO_DEBUG=1 CONSOLE_BASE_URL=$CONSOLE_BASE_URL $PWD/.venv/bin/python $PWD/manage.py mcp_serve --token $token"
+echo "  DJANGO_DEBUG=1 DISPATCH_EXTENSIONS=$DISPATCH_EXTENSIONS CONSOLE_BASE_URL=$CONSOLE_BASE_URL $PWD/.venv/bin/python $PWD/manage.py mcp_serve --token $token"
 echo
 start agent $PY manage.py run_agent demo/agent_script.json --execution "$support" --poll 2
 start research $PY demo/research_example.py --execution "$research" --poll 2

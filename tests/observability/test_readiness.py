@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from dispatch.signing import generate_entry
 from tests.support.processes import ROOT, database_url
 from tests.support.web import WebServer
 
@@ -46,7 +47,9 @@ def production_env(database: str, tmp_path: Path) -> dict[str, str]:
             "LANG": "C.UTF-8", "PYTHONPATH": ROOT, "DJANGO_SETTINGS_MODULE": "config.settings",
             "SECRET_KEY": "readyz-test-" + uuid.uuid4().hex,
             "APP_VAR_DIR": str(tmp_path / "var"), "DATABASE_URL": database,
-            "DISPATCH_EXTENSIONS": "demo.extension"}
+            "DISPATCH_EXTENSIONS": "demo.extension",
+            # A PostgreSQL deployment does not start without them (docs/deployment.md#keys).
+            "SIGNING_KEYS": json.dumps([generate_entry()])}
 
 
 def test_readyz_names_a_database_that_does_not_answer(tmp_path: Path) -> None:
