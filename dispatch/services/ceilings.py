@@ -149,12 +149,13 @@ def execution_scope_take(*, execution_id: str | None, calls: int, attempts: int,
     opened (`execution_scope_carve`): its claims charge the run's scope attempts and slots,
     never its calls a second time.
 
-    For a claim (`claim`, the operation being claimed), an execution on the path that timed out
-    or was cancelled refuses it (`protocol_state_invalid`): the stop's `execution_move` updates
-    the row this reads share-locked, so a stop committed first is seen here, and one that comes
-    after waits for the claim and then finds the action claimed, to cancel through its context.
-    This decides that refusal whatever else the stop has done yet (a process that died after
-    ending the run and before withdrawing its actions leaves them issued)."""
+    A claim or an attempt of an action whose path holds an execution that timed out or was
+    cancelled is refused (`protocol_state_invalid`): the stop's `execution_move` updates the
+    rows this reads share-locked, so a stop committed first is seen here, and one that comes
+    after waits for this commit and then finds the action claimed, to cancel through its
+    context. This decides that refusal whatever else the stop has done yet (a process that died
+    after ending the run and before withdrawing its actions leaves them issued; a retry waking
+    from its backoff while the stop withdraws the tree's actions one by one)."""
     if not execution_id:
         return
     lock = " FOR SHARE OF e" if is_postgres() else ""
@@ -162,16 +163,16 @@ def execution_scope_take(*, execution_id: str | None, calls: int, attempts: int,
     if not found:
         return
     state, scope_id, name, call_limit, attempt_limit, concurrency, parent_id, root_id = found[0]
-    if claim is not None and state in EXECUTION_STOPPED:
+    if state in EXECUTION_STOPPED:
         raise Denial(DenialCode.PROTOCOL_STATE_INVALID,
                      "The run has ended (timed out or cancelled); its actions do not run.",
                      execution_id=execution_id, state=state)
     tree = root_id or execution_id
     if parent_id is not None:
-        # Inside a run's tree: its ancestors' stops refuse the claim, and the nearest open
-        # scope on the path is the one charged.
+        # Inside a run's tree: its ancestors' stops refuse it, and the nearest open scope on
+        # the path is the one charged.
         path = execution_path(parent_id, lock=True)
-        refusal = path_stop_refusal(path) if claim is not None else None
+        refusal = path_stop_refusal(path)
         if refusal is not None:
             raise refusal
         if scope_id is None:

@@ -33,6 +33,7 @@ from dispatch.services.audit import (
 from dispatch.services.notifications import notify_write, outcome_notifications
 from dispatch.services.pauses import attempt_paused
 from dispatch.services.resources import moved_refs, resource_move
+from dispatch.services.run_tree import execution_stopped
 from dispatch.services.statements import is_postgres, rows, run, statement, value
 from dispatch.services.wakeups import wake_on_slot
 from protocols.audit_kinds import ATTEMPT_STARTED, ATTEMPT_UNCERTAIN, OPERATION_EVENT_KINDS
@@ -278,6 +279,8 @@ def attempt_start(operation: Operation, number: int, now: datetime) -> StartedAt
     with transaction.atomic(durable=True):
         if attempt_paused(operation):
             return None  # it waits, claimed, for the resume (docs/design.md#approval-policies)
+        if execution_stopped(operation.execution_id, lock=True) is not None:
+            return None  # its run ended: the stop ends it without effect (run_stops)
         started = attempt_open(operation, number, now, details={"attempt": number})
     return started
 

@@ -194,5 +194,7 @@ def _waiting(pause: Pause) -> QuerySet[Operation, str]:
     if pause.operation:
         waiting = waiting.filter(operation=pause.operation)
     if pause.agent_id is not None:
-        waiting = waiting.filter(principal_id=pause.agent_id)
+        # The agent's own, and its sub-agents' (their runs are its: docs/design.md#run-trees).
+        trees = Execution.objects.filter(root__principal_id=pause.agent_id).values("id")
+        waiting = waiting.filter(Q(principal_id=pause.agent_id) | Q(execution_id__in=trees))
     return waiting.order_by("updated_at").values_list("id", flat=True)

@@ -159,6 +159,10 @@ def _intake(
     # or was cancelled, or any execution enclosing this one, proposes nothing more
     # (docs/workflows.md#deadlines): its actions were stopped with it.
     path = execution_path(execution_id) if named else []
+    if path and path[0].principal_id != principal.id:
+        # Another principal's run (or another tenant's): to this one it does not exist, and
+        # nothing it proposes joins that run's tree, budget or stop.
+        raise Denial(DenialCode.NOT_FOUND, kind="execution", id=execution_id)
     stopped = path_stop_refusal(path, action="it proposes nothing more")
     if stopped is not None:
         raise stopped

@@ -23,54 +23,64 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dispatch.models import Execution
+from dispatch.services.statements import is_postgres, rows
 from protocols.denials import Denial, DenialCode
-from protocols.grants import ANY
+from protocols.grants import parse_scope
 from protocols.jsontypes import JSONValue
 from protocols.lifecycle_runs import EXECUTION_STOPPED
+from protocols.workflow.authority import covers
 
-#: How deep a tree may be read: a run, an agent step's loop or a sub-agent, and a guard.
+#: How deep a tree may be: a run, an agent step's loop or a sub-agent, and room to spare. A
+#: deeper path is refused, never read in part (a check that stopped reading would fail open).
 MAX_DEPTH = 8
 
 
 @dataclass(frozen=True)
 class Node:
-    """One execution on a path: its id, state, parent and declared authority."""
+    """One execution on a path: its id, state, principal, parent and declared authority."""
 
     id: str
     state: str
+    principal_id: str
     parent_id: str | None
     authority: JSONValue
+
+
+#: One execution of a path, share-locked (PostgreSQL) inside a claim's or an attempt's
+#: transaction: a stop's `execution_move` that committed first is read here, and one that comes
+#: later waits for this commit. (On SQLite the transaction holds the write lock since BEGIN
+#: IMMEDIATE.) Not a hot statement: only an action of an agent step or a sub-agent reads it.
+_NODE_SHARED = ('SELECT "id", "state", "principal_id", "parent_id", "authority" '
+                'FROM "dispatch_execution" WHERE "id" = %s FOR SHARE')
 
 
 def execution_path(execution_id: str, *, lock: bool = False) -> list[Node]:
     """The execution and its ancestors, itself first, the root last; empty when it does not
     exist (an agent may name an execution id of its own that no run has). `lock=True` inside a
-    claim's transaction: each row is share-locked on PostgreSQL (on SQLite the transaction holds
-    the write lock since BEGIN IMMEDIATE), so a stop that committed first is seen and one that
-    comes after waits for the claim."""
+    claim's or an attempt's transaction: each row is share-locked (`_NODE_SHARED`)."""
     path: list[Node] = []
     next_id: str | None = execution_id
-    while next_id is not None and len(path) < MAX_DEPTH:
-        rows = Execution.objects.filter(id=next_id)
-        if lock:
-            rows = rows.select_for_update(no_key=True) if _postgres() else rows
-        found = rows.values_list("id", "state", "parent_id", "authority").first()
-        if found is None:
+    while next_id is not None:
+        if len(path) == MAX_DEPTH:
+            raise RuntimeError(f"execution {execution_id} is nested deeper than {MAX_DEPTH}")
+        if lock and is_postgres():
+            found = rows(_NODE_SHARED, [next_id])
+            row = tuple(found[0]) if found else None
+        else:
+            row = Execution.objects.filter(id=next_id).values_list(
+                "id", "state", "principal_id", "parent_id", "authority").first()
+        if row is None:
             break
-        node = Node(*found)
+        node = Node(*row)
         path.append(node)
         next_id = node.parent_id
     return path
 
 
-def _postgres() -> bool:
-    from django.db import connection
-    return connection.vendor == "postgresql"
-
-
 def path_stop_refusal(path: list[Node], *, action: str = "its actions do not run") -> Denial | None:
     """`protocol_state_invalid` naming the first execution on the path that timed out or was
-    cancelled; None while none has."""
+    cancelled; None while none has. The one place that decides this refusal for an execution's
+    actions (the interpreter's step boundary stops the run's own steps)."""
     for node in path:
         if node.state in EXECUTION_STOPPED:
             which = "The run" if node.parent_id is None else "An enclosing execution"
@@ -87,7 +97,8 @@ def path_authority_refusal(path: list[Node], operation: str,
     for node in path:
         if node.authority is None:
             continue
-        if not any(_covers(entry, operation, selected) for entry in _entries(node.authority)):
+        if not any(covers(set(entry["operations"]), parse_scope(entry["scope"]), operation,
+                          selected) for entry in _entries(node.authority)):
             return Denial(DenialCode.SCOPE_VIOLATION,
                           f"{operation} with {dict(selected)} is outside the authority that "
                           f"execution {node.id} declares; declare it under `authority:`.",
@@ -96,25 +107,11 @@ def path_authority_refusal(path: list[Node], operation: str,
 
 
 def _entries(authority: JSONValue) -> list[Mapping[str, JSONValue]]:
-    return [e for e in authority if isinstance(e, Mapping)] if isinstance(authority, list) \
-        else []
-
-
-def _covers(entry: Mapping[str, JSONValue], operation: str,
-            selected: Mapping[str, str]) -> bool:
-    operations = entry.get("operations")
-    names = set(operations) if isinstance(operations, list) else set()
-    if ANY not in names and operation not in names:
-        return False
-    scope = entry.get("scope")
-    scope = scope if isinstance(scope, Mapping) else {}
-    for key, value in selected.items():
-        allowed = scope.get(key)
-        if allowed is None:
-            return False
-        if allowed != ANY and (not isinstance(allowed, list) or value not in allowed):
-            return False
-    return True
+    """The declaration's entries; one this runtime did not write refuses everything."""
+    if not isinstance(authority, list):
+        return []
+    return [e for e in authority if isinstance(e, Mapping)
+            and isinstance(e.get("operations"), list) and isinstance(e.get("scope"), Mapping)]
 
 
 def tree_of(root_id: str) -> list[str]:
@@ -125,6 +122,12 @@ def tree_of(root_id: str) -> list[str]:
         frontier = list(Execution.objects.filter(parent_id__in=frontier)
                         .order_by("created_at", "id").values_list("id", flat=True))
         if not frontier:
-            break
+            return tree
         tree.extend(frontier)
-    return tree
+    raise RuntimeError(f"the tree of execution {root_id} is deeper than {MAX_DEPTH}")
+
+
+def execution_stopped(execution_id: str | None, *, lock: bool = False) -> Denial | None:
+    """The refusal of an action of `execution_id` whose path to its root holds a run that timed
+    out or was cancelled (`path_stop_refusal`); None outside a run or while none has."""
+    return path_stop_refusal(execution_path(execution_id, lock=lock)) if execution_id else None

@@ -115,6 +115,12 @@ def operation_run(
                 # operation stays claimed; after the backoff, `attempt_next` checks everything
                 # again in the transaction that starts the next attempt.
                 delay = backoff(contract, number, asked_wait[0] if asked_wait else None)
+                if delay is None:
+                    # The destination asked to wait past the cap: no retry sooner than asked.
+                    _record_outcome(operation, number, outcome, result, (
+                        f"{error}; no retry: the destination asked to wait "
+                        f"{asked_wait[0]:g}s, longer than the backoff's cap"), now)
+                    break
                 if not attempt_hold(operation, number, error, now,
                                     retry_at=now + timedelta(seconds=delay)):
                     break  # settled meanwhile (reconciliation past the timeout)
@@ -245,9 +251,11 @@ def handler_invoke(
     return handler.perform(ctx)
 
 
-def backoff(contract: OperationContract, number: int, retry_after: float | None) -> float:
+def backoff(contract: OperationContract, number: int,
+            retry_after: float | None) -> float | None:
     """The wait after uncertain attempt `number` (`protocols.backoff`): the contract's base
-    delay and cap, else the deployment's, with full jitter and the destination's Retry-After."""
+    delay and cap, else the deployment's, with full jitter and the destination's Retry-After;
+    None when the destination asked to wait past the cap."""
     scheduling = contract.scheduling_contract
     base = scheduling.retry_base_delay
     cap = scheduling.retry_max_delay

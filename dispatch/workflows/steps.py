@@ -185,8 +185,10 @@ def request_approval(ctx: RunContext, step: RequestApproval, env: Env,
 def waits_for_slot(denial: Denial) -> bool:
     """A claim refused at the run's concurrency ceiling (a scope's, not the principal's): the
     dispatch waits for one of the run's actions to settle (docs/workflows.md#ceilings)."""
+    limit = denial.details.get("limit")
     return (denial.code is DenialCode.BUDGET_EXHAUSTED
-            and denial.details.get("budget") == "concurrency" and "scope_id" in denial.details)
+            and denial.details.get("budget") == "concurrency" and "scope_id" in denial.details
+            and isinstance(limit, int) and limit > 0)  # a ceiling of 0 never frees a slot
 
 
 def dispatch(ctx: RunContext, step: Dispatch, env: Env, key: str) -> None:

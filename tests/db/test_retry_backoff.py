@@ -67,8 +67,23 @@ def test_the_backoff_takes_the_contracts_base_and_cap_and_the_deployments_otherw
         settings: Any) -> None:
     settings.RETRY_BACKOFF_SECONDS, settings.RETRY_BACKOFF_MAX_SECONDS = 0.5, 4.0
     transfer = get_runtime().contract("payments.transfer")
-    waits = [backoff(transfer, number, None) for number in (1, 2, 3, 8) for _ in range(50)]
-    assert all(0 <= w < 4.0 for w in waits)
+    drawn = [backoff(transfer, number, None) for number in (1, 2, 3, 8) for _ in range(50)]
+    waits = [w for w in drawn if w is not None]
+    assert len(waits) == len(drawn) and all(0 <= w < 4.0 for w in waits)
     assert max(waits[:50]) < 0.5 and max(waits[50:100]) < 1.0
     assert max(waits[150:]) > 0.5  # the eighth is capped at 4, not 0.5 * 2**7 = 64
-    assert backoff(transfer, 1, 3.0) >= 3.0 and backoff(transfer, 1, 3600.0) == 4.0
+    asked = backoff(transfer, 1, 3.0)
+    assert asked is not None and asked >= 3.0
+    assert backoff(transfer, 1, 3600.0) is None  # past the cap: no retry sooner than asked
+
+
+def test_a_destination_asking_past_the_cap_is_not_retried_sooner(
+        world: World, bank: Any, settings: Any) -> None:
+    settings.RETRY_BACKOFF_MAX_SECONDS = 1.0
+    bank.outage, bank.retry_after = 60.0, 120
+    operation = _paid(world)
+    assert operation.state == "unknown"
+    assert len(bank.keys) == 1  # one attempt: the bank asked for two minutes
+    last = Attempt.objects.get(operation_id=operation.id)
+    assert "asked to wait 120s" in last.error
+

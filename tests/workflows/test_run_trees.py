@@ -187,3 +187,53 @@ def test_pausing_the_runs_agent_pauses_its_sub_agents_claims(world: World) -> No
     assert delegation.principal_id != world.owner.id  # the sub-agent is a principal of its own
     assert agent_calls(result) == [[("denied", "paused")]]
     assert not Operation.objects.exists()
+
+
+def test_a_retry_waking_after_its_run_ended_is_refused(
+        world: World, settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stop ends the run, then withdraws its actions one by one: a retry that wakes from
+    its backoff in between finds the run ended and starts nothing."""
+    from dispatch.services.dispatcher import proposal_dispatch
+    from dispatch.services.executions import execution_create
+    from dispatch.services.run_stops import _end
+    from dispatch.services.worker import operation_execute
+    from protocols.lifecycle_runs import ExecutionEvent
+    from tests.support.standins import bank_standin, bank_url
+
+    with bank_standin() as bank:
+        settings.DESTINATIONS = {**settings.DESTINATIONS, "bank_url": bank_url(bank)}
+        get_runtime.cache_clear()
+        bank.outage = 60.0  # every attempt is answered 503: uncertain, retried under one key
+        run_ = execution_create(principal=world.owner, adapter="workflow:test", now=world.now)
+        proposal = world.propose_transfer("25.00", execution_id=run_.id)
+        world.grant(proposal)
+        operation = proposal_dispatch(principal=world.owner, proposal_id=proposal.id,
+                                      now=world.now, enqueue=False)
+
+        def the_run_ends(name: str) -> None:
+            if name == "attempt.before_retry":  # once: a second call finds it ended
+                _end(run_, ExecutionEvent.CANCEL, actor="test", now=timezone.now(),
+                     reason="cancelled during the backoff")
+
+        monkeypatch.setattr("dispatch.services.worker.failpoint", the_run_ends)
+        operation_execute(operation_id=operation.id)
+    get_runtime.cache_clear()
+    operation.refresh_from_db()
+    assert len(bank.keys) == 1  # no attempt after the run ended
+    assert operation.state == "unknown"  # the first attempt was uncertain: sticky
+
+
+def test_a_proposal_naming_another_principals_run_is_not_found(world: World) -> None:
+    from dispatch.services.executions import execution_create
+    from dispatch.services.principals import agent_create
+    from dispatch.services.proposals import proposal_create
+    from tests.conftest import ALL_TOOLS
+
+    run_ = execution_create(principal=world.owner, adapter="workflow:test", now=world.now)
+    other, _ = agent_create(name="other", tenant="acme", tools=ALL_TOOLS)
+    with pytest.raises(Denial) as refused:
+        proposal_create(principal=other, operation="crm.lookup",
+                        arguments={"customer_id": "cus-001"}, execution_id=run_.id,
+                        now=world.now)
+    assert refused.value.code is DenialCode.NOT_FOUND
+    assert not Proposal.objects.exists()

@@ -21,10 +21,14 @@ NOW = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
 def test_the_wait_is_jittered_below_the_capped_exponential_and_honours_retry_after(
         number: int, base: float, cap: float, jitter: float, retry_after: float | None) -> None:
     wait = retry_delay(number, base=base, cap=cap, jitter=jitter, retry_after=retry_after)
+    if retry_after is not None and retry_after > cap:
+        assert wait is None  # never sooner than asked: no retry from this worker
+        return
+    assert wait is not None
     ceiling = min(cap, base * 2.0 ** min(number - 1, 62))
-    assert 0 <= wait <= max(ceiling, min(cap, retry_after or 0))
+    assert 0 <= wait <= max(ceiling, retry_after or 0)
     if retry_after is not None:
-        assert wait >= min(cap, retry_after)
+        assert wait >= retry_after
     assert wait <= cap
 
 
@@ -32,6 +36,7 @@ def test_full_jitter_spans_the_whole_range() -> None:
     assert retry_delay(3, base=1, cap=30, jitter=0.0) == 0.0
     assert retry_delay(3, base=1, cap=30, jitter=0.5) == 2.0
     assert retry_delay(10, base=1, cap=30, jitter=0.5) == 15.0  # capped at 30, then halved
+    assert retry_delay(1, base=1, cap=30, jitter=0.5, retry_after=31) is None
     assert retry_delay(1, base=1, cap=30, jitter=0.0, retry_after=7) == 7
 
 
@@ -52,3 +57,5 @@ def test_retry_after_in_seconds_or_as_a_date() -> None:
     assert parse_retry_after(None, now=NOW) is None
     assert parse_retry_after("soon", now=NOW) is None
     assert parse_retry_after("-5", now=NOW) is None
+    assert parse_retry_after("\u00b2", now=NOW) is None  # a digit to str.isdigit, not to HTTP
+    assert parse_retry_after("9" * 400, now=NOW) is None
