@@ -58,6 +58,15 @@ def execution_create(
         authority=authority)
 
 
+def execution_declare(execution: Execution, *, authority: JSONValue) -> None:
+    """Record the authority a run declares, on a run started before runs kept it (a resume):
+    once, never over a declaration already kept (docs/design.md#run-trees)."""
+    if execution.authority is None and authority is not None:
+        Execution.objects.filter(id=execution.id, authority__isnull=True).update(
+            authority=authority)
+        execution.authority = authority
+
+
 def execution_move(
     execution: Execution, event: ExecutionEvent, *, now: datetime, actor: str,
     final: str | None = None,

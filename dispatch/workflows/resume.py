@@ -114,11 +114,14 @@ def resume_stale(*, now: datetime, limit: int = SWEEP_LIMIT) -> int:
         resumed += resume_wait(wait_id, now=now) is not None
     # A lane waiting for a slot whose wake-up was lost (its task, or the process that settled
     # an action, died): resumed only while its run has a slot free.
+    # One per run, its oldest, so that a run full of waiting lanes hides no other run's.
     slots = WorkflowWait.objects.filter(state=_P, kind=WorkflowWait.Kind.SLOT)
-    for wait_id, execution_id in list(slots.order_by("parked_at").values_list(
-            "id", "execution_id")[:limit]):
+    runs = list(slots.order_by().values_list("execution_id", flat=True).distinct()[:limit])
+    for execution_id in runs:
         if execution_slot_free(execution_id):
-            resumed += resume_wait(wait_id, now=now) is not None
+            oldest = slots.filter(execution_id=execution_id).order_by("parked_at", "id").first()
+            if oldest is not None:
+                resumed += resume_wait(oldest.id, now=now) is not None
     stuck = WorkflowWait.objects.filter(state=_R, claimed_at__lt=now - RESUME_LEASE)
     for wait_id in list(stuck.values_list("id", flat=True)[:limit]):
         resumed += resume_wait(wait_id, now=now, stale=True) is not None

@@ -26,7 +26,7 @@ from dispatch.runtime import Runtime, get_runtime
 from dispatch.services.access import access_resource_by_id
 from dispatch.services.ceilings import Ceiling, run_ceiling, scope_open
 from dispatch.services.delegations import delegations_of
-from dispatch.services.executions import execution_create
+from dispatch.services.executions import execution_create, execution_declare
 from dispatch.services.wakeups import WORKFLOW_ADAPTER
 from dispatch.workflows.context import RunContext
 from dispatch.workflows.deadlines import deadline_at
@@ -128,6 +128,7 @@ def run_workflow(
         final = journal.finals.get(HEADER)
         if final is not None:
             return run_from(final, execution.id, workflow.name)
+        execution_declare(execution, authority=declared_authority(workflow))
         _refuse_other_adapters(execution.id, journal, agents)
     ctx = RunContext(workflow=workflow, principal=principal, execution_id=execution.id,
                      journal=journal, now=now, mode=mode, agents=agents, focus=focus,

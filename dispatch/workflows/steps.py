@@ -17,14 +17,11 @@ from dispatch.models import (
     ApprovalRequest,
     Attempt,
     Decision,
-    Proposal,
     Revision,
     TranscriptEntry,
     WorkflowWait,
 )
 from dispatch.runtime import get_runtime
-from dispatch.services.admission import resolve_resources, validate_arguments
-from dispatch.services.authority import select_authority
 from dispatch.services.executions import Running, proposal_drive
 from dispatch.services.proposals import proposal_create
 from dispatch.services.resources import resource_create, revision_create
@@ -48,7 +45,6 @@ from protocols.canonical import CanonicalizationError, digest, materialize_defau
 from protocols.denials import Denial, DenialCode
 from protocols.jsontypes import JSONObject, JSONValue
 from protocols.lifecycle import ApprovalState, Outcome
-from protocols.workflow.authority import covers
 from protocols.workflow.ir import Create, Dispatch, Edit, Propose, Ref, RequestApproval
 
 
@@ -112,13 +108,11 @@ def propose(ctx: RunContext, step: Propose, env: Env, key: str) -> None:
     if done is None:
         arguments = ctx.guard(key, "propose", lambda: {
             name: argument(env, expr) for name, expr in step.args})
-        existing = Proposal.objects.filter(principal=ctx.principal,
-                                           execution_id=ctx.execution_id,
-                                           call_id=key).exists()
         try:
-            if not existing:
-                _within_declared_authority(ctx, step.operation, arguments)
             # The step key is the call id: proposing this step again returns this proposal.
+            # Intake holds it to the workflow's declared authority, as every action of the
+            # run's tree (docs/design.md#run-trees): values the checker could not see (a
+            # handle's sender, a JSON input) are checked there.
             proposal = proposal_create(
                 principal=ctx.principal, operation=step.operation, arguments=arguments,
                 execution_id=ctx.execution_id, call_id=key,
@@ -130,23 +124,6 @@ def propose(ctx: RunContext, step: Propose, env: Env, key: str) -> None:
             "digest": proposal.digest}))
     if step.bind is not None:
         env[step.bind] = ProposalValue(done["proposal_id"], done["operation"])
-
-
-def _within_declared_authority(ctx: RunContext, operation: str,
-                               arguments: JSONObject) -> None:
-    """Effective authority is the intersection of the workflow's declared authority, the
-    principal's grants and deployment policy (docs/design.md#grants): values the checker could not
-    see (a handle's sender, a JSON input) must lie within what the workflow declares too."""
-    contract = get_runtime().contract(operation)
-    full = validate_arguments(contract, arguments)
-    resolved = resolve_resources(contract, ctx.principal, full, event=None)
-    selected = select_authority(contract, resolved.arguments)
-    if not any(covers(a.operations, a.scope, contract.qualified_name, selected)
-               for a in ctx.workflow.authority):
-        raise Denial(DenialCode.SCOPE_VIOLATION,
-                     f"{operation} with {selected} is outside the authority the workflow "
-                     "declares; declare it under `authority:` and check the workflow again.",
-                     selected=selected)
 
 
 def request_approval(ctx: RunContext, step: RequestApproval, env: Env,
