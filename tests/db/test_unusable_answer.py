@@ -15,19 +15,15 @@ from dispatch.runtime import get_runtime
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.worker import operation_execute
 from tests.conftest import World
-from tests.support.standins import bank_standin, bank_url, smtp_standin
+from tests.support.standins import bank_destination, smtp_standin
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def bank(settings: Any) -> Iterator[Any]:
-    """A bank stand-in, set as the destination before any proposal binds it."""
-    with bank_standin() as server:
-        settings.DESTINATIONS = {**settings.DESTINATIONS, "bank_url": bank_url(server)}
-        get_runtime.cache_clear()
+    with bank_destination(settings) as server:
         yield server
-    get_runtime.cache_clear()
 
 
 @pytest.fixture

@@ -77,6 +77,19 @@ def _serving(server: socketserver.BaseServer) -> Iterator[None]:
         server.server_close()
 
 
+@contextmanager
+def bank_destination(settings: Any) -> Iterator[Any]:
+    """A bank stand-in, set as the destination before any proposal binds it (the runtime's
+    cached destinations are built again on both sides)."""
+    from dispatch.runtime import get_runtime
+
+    with bank_standin() as server:
+        settings.DESTINATIONS = {**settings.DESTINATIONS, "bank_url": bank_url(server)}
+        get_runtime.cache_clear()
+        yield server
+    get_runtime.cache_clear()
+
+
 def bank_url(server: Any) -> str:
     return f"http://127.0.0.1:{server.server_address[1]}"
 

@@ -31,26 +31,31 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.redis, pytest
 LOOP = Path(__file__).resolve().parents[1] / "workflows" / "ok" / "parallel_loop_fresh.yaml"
 
 
+def route_to(running: WorkerPool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process's lane tasks and wake-ups go to the pool's queue (the workers' own go
+    there already)."""
+    def enqueue(execution_id: str, focus: list[list[str]]) -> object:
+        from config.celery import app
+        from dispatch.tasks import workflow_branch
+
+        def send() -> None:
+            with app.connection_for_write(running.broker) as conn:
+                workflow_branch.apply_async(
+                    kwargs={"execution_id": execution_id, "focus": focus},
+                    connection=conn, queue=running.queue)
+        return send
+
+    monkeypatch.setattr("dispatch.workflows.parallel.enqueue", enqueue)
+    monkeypatch.setattr("dispatch.services.wakeups.wake_now", running.wake)
+
+
 @pytest.fixture
 def pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[WorkerPool]:
     """Two workers; this process's lane tasks and wake-ups go to their queue."""
     with worker_pool(tmp_path) as running:
         running.start()
         running.start()
-
-        def enqueue(execution_id: str, focus: list[list[str]]) -> object:
-            from config.celery import app
-            from dispatch.tasks import workflow_branch
-
-            def send() -> None:
-                with app.connection_for_write(running.broker) as conn:
-                    workflow_branch.apply_async(
-                        kwargs={"execution_id": execution_id, "focus": focus},
-                        connection=conn, queue=running.queue)
-            return send
-
-        monkeypatch.setattr("dispatch.workflows.parallel.enqueue", enqueue)
-        monkeypatch.setattr("dispatch.services.wakeups.wake_now", running.wake)
+        route_to(running, monkeypatch)
         yield running
 
 
@@ -118,19 +123,7 @@ def test_forty_lanes_at_a_ceiling_of_four_all_finish_never_more_than_four_in_fli
             running.start(concurrency=2, DISPATCH_PAUSE_AT="attempt.after_effect",
                           DISPATCH_PAUSE_DIR=str(pause), DISPATCH_PAUSE_TIMEOUT="0.3")
 
-        def enqueue(execution_id: str, focus: list[list[str]]) -> object:
-            from config.celery import app
-            from dispatch.tasks import workflow_branch
-
-            def send() -> None:
-                with app.connection_for_write(running.broker) as conn:
-                    workflow_branch.apply_async(
-                        kwargs={"execution_id": execution_id, "focus": focus},
-                        connection=conn, queue=running.queue)
-            return send
-
-        monkeypatch.setattr("dispatch.workflows.parallel.enqueue", enqueue)
-        monkeypatch.setattr("dispatch.services.wakeups.wake_now", running.wake)
+        route_to(running, monkeypatch)
         text = LOOP.read_text(encoding="utf-8")
         checked = check_source(text, get_runtime().registry, filename=str(LOOP))
         assert isinstance(checked, CheckedWorkflow), checked

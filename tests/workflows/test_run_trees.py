@@ -26,13 +26,10 @@ from protocols.workflow import CheckedWorkflow, check_source
 from tests.conftest import MAILBOX, World
 from tests.support.delegation import delegated_workflow
 from tests.support.destinations import Destinations
+from tests.workflows.test_agent_steps import REPLY, SEND, SENDER
 
 pytestmark = pytest.mark.django_db
 
-REPLY = {"call": "resources.create", "name": "reply", "arguments": {
-    "kind": "email_draft", "payload": {"from": MAILBOX, "to": ["ada@example.com"],
-                                       "subject": "Tier", "body": "Gold."}}}
-SEND = {"call": "email.send", "arguments": {"draft": {"$result": "reply"}}}
 
 
 def checked(text: str) -> CheckedWorkflow:
@@ -60,17 +57,6 @@ def agent_calls(result: WorkflowRun) -> list[list[tuple[str, str | None]]]:
             for o in result.outcomes if o.step == "agent" and o.status == "completed"]
 
 
-SENDER = f"""version: 1
-name: agent-sends
-effects: [human, external_write]
-authority:
-  - operations: [email.send]
-    scope: {{mailbox: [{MAILBOX}]}}
-steps:
-  - agent: sender
-    tools: [email.send]
-    bind: answer
-"""
 
 
 def _cancelled_leaves_nothing(live: World, destinations: Destinations, result: WorkflowRun,
