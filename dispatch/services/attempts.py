@@ -111,7 +111,8 @@ def attempt_checks(
             principal_id=operation.principal_id, execution_id=operation.execution_id,
             grant_id=admission.grant.id, grant_budget=admission.grant.budget, now=now),
             cost=contract.scheduling_contract.budget_cost)
-        execution_scope_take(execution_id=operation.execution_id, calls=0, attempts=1)
+        execution_scope_take(execution_id=operation.execution_id,
+                             principal_id=operation.principal_id, calls=0, attempts=1)
     return "renewal" if renewed else "retry"
 
 

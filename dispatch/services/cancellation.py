@@ -84,7 +84,8 @@ def _require_canceller(actor: Principal, proposal: Proposal) -> None:
     sub-agent's, docs/design.md#run-trees), or a human who operates (an admin does too)."""
     if actor.id == proposal.principal_id:
         return
-    if Execution.objects.filter(id=proposal.execution_id, root__principal_id=actor.id).exists():
+    if Execution.objects.filter(id=proposal.execution_id, principal_id=proposal.principal_id,
+                                root__principal_id=actor.id).exists():
         return
     require_role(actor, Role.OPERATOR)
 

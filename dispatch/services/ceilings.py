@@ -125,18 +125,21 @@ def scope_take(scope_id: str, *, calls: int = 0, attempts: int = 0) -> None:
 
 #: The action's execution, share-locked on PostgreSQL (on SQLite the claim holds the write lock
 #: since BEGIN IMMEDIATE), its parent, and its innermost open scope (the newest opened: a child
-#: opens after its parent): one statement for an action of a run, whatever the run has.
+#: opens after its parent): one statement for an action of a run, whatever the run has. Only
+#: the action's principal's own execution: an execution id is the caller's word, and naming
+#: another principal's run joins nothing of it (docs/design.md#run-trees).
 _RUN_AND_SCOPE = statement(
     "execution.run_and_scope",
     'SELECT e."state", s."id", s."name", s."calls", s."attempts", s."concurrency", '
     'e."parent_id", e."root_id" '
     'FROM "dispatch_execution" e '
     'LEFT JOIN "dispatch_scope" s ON s."execution_id" = e."id" AND s."closed_at" IS NULL '
-    'WHERE e."id" = %s ORDER BY s."opened_at" DESC, s."id" DESC LIMIT 1')
+    'WHERE e."id" = %s AND e."principal_id" = %s '
+    'ORDER BY s."opened_at" DESC, s."id" DESC LIMIT 1')
 
 
-def execution_scope_take(*, execution_id: str | None, calls: int, attempts: int,
-                         claim: Operation | None = None) -> None:
+def execution_scope_take(*, execution_id: str | None, principal_id: str, calls: int,
+                         attempts: int, claim: Operation | None = None) -> None:
     """Inside a claim's (or a retry's) transaction: spend out of the nearest open scope on the
     action's path to its run's root (docs/design.md#run-trees): its own execution's innermost
     open scope, else its parent's, up to the run's; so an action of a run, or of an agent step
@@ -159,7 +162,7 @@ def execution_scope_take(*, execution_id: str | None, calls: int, attempts: int,
     if not execution_id:
         return
     lock = " FOR SHARE OF e" if is_postgres() else ""
-    found = rows(_RUN_AND_SCOPE + lock, [execution_id])
+    found = rows(_RUN_AND_SCOPE + lock, [execution_id, principal_id])
     if not found:
         return
     state, scope_id, name, call_limit, attempt_limit, concurrency, parent_id, root_id = found[0]
@@ -179,7 +182,7 @@ def execution_scope_take(*, execution_id: str | None, calls: int, attempts: int,
             if _delegated(execution_id):
                 calls = 0
             for node in path:
-                nearest = rows(_RUN_AND_SCOPE, [node.id])
+                nearest = rows(_RUN_AND_SCOPE, [node.id, node.principal_id])
                 if nearest and nearest[0][1] is not None:
                     _, scope_id, name, call_limit, attempt_limit, concurrency, _, _ = nearest[0]
                     break
@@ -199,7 +202,7 @@ def execution_slot_free(execution_id: str) -> bool:
     flight in its run's tree are below the concurrency of the nearest open scope on its path
     (no such scope: no ceiling). A read, for a waiting lane to know it should not wait."""
     for node in execution_path(execution_id):
-        found = rows(_RUN_AND_SCOPE, [node.id])
+        found = rows(_RUN_AND_SCOPE, [node.id, node.principal_id])
         if found and found[0][1] is not None:
             limit, root_id = found[0][5], found[0][7]
             tree = root_id or node.id
@@ -213,14 +216,14 @@ def _delegated(execution_id: str) -> bool:
     return Delegation.objects.filter(agent_execution_id=execution_id).exists()
 
 
-def execution_scope_carve(*, execution_id: str, calls: int) -> list[str]:
+def execution_scope_carve(*, execution_id: str, principal_id: str, calls: int) -> list[str]:
     """A delegated step's budget, carved out of the tool calls of its run's innermost open scope
     too (docs/design.md#budgets: a child cannot evade its parent's budget by starting a pipeline
     of its own), inside the delegation's transaction: `budget_exhausted` naming the scope, with
     what was asked and what is left, when the scope has less than `calls` left. The counter keys
     carved from, for the delegation to give its unused part back to when it ends
     (`budget_release`); none for a run without scopes."""
-    found = rows(_RUN_AND_SCOPE, [execution_id])
+    found = rows(_RUN_AND_SCOPE, [execution_id, principal_id])
     if not found or found[0][1] is None:
         return []
     _, scope_id, name, call_limit, _, _, _, _ = found[0]
@@ -257,12 +260,14 @@ _IN_FLIGHT = statement(
     "operation.in_flight",
     'SELECT count(*) FROM "dispatch_operation" WHERE "principal_id" = %s AND "state" = %s '
     'AND "id" <> %s')
-#: The operations claimed and not settled, but the one being claimed, of a run's whole tree.
+#: The operations claimed and not settled, but the one being claimed, of a run's whole tree:
+#: each an action of its execution's own principal (another principal naming one of the
+#: tree's execution ids holds none of its slots).
 _IN_FLIGHT_TREE = statement(
     "operation.in_flight_tree",
-    'SELECT count(*) FROM "dispatch_operation" WHERE "state" = %s AND "id" <> %s '
-    'AND "execution_id" IN (SELECT "id" FROM "dispatch_execution" '
-    'WHERE "id" = %s OR "root_id" = %s)')
+    'SELECT count(*) FROM "dispatch_operation" o JOIN "dispatch_execution" e '
+    'ON e."id" = o."execution_id" AND e."principal_id" = o."principal_id" '
+    'WHERE o."state" = %s AND o."id" <> %s AND (e."id" = %s OR e."root_id" = %s)')
 
 
 def _in_flight(principal_id: str, operation_id: str) -> int:

@@ -115,7 +115,8 @@ def operation_claim(
     # Last, so that the hot per-principal counter row is locked for the shortest time.
     budget_take(limits=[*budget, *principal_claims_counter(proposal.principal_id)], cost=cost)
     caps_take(caps)  # after the budget's counters: every claimer locks them in one order
-    execution_scope_take(execution_id=proposal.execution_id, calls=cost, attempts=1,
+    execution_scope_take(execution_id=proposal.execution_id,
+                         principal_id=proposal.principal_id, calls=cost, attempts=1,
                          claim=operation)
     principal_concurrency_take(principal_id=proposal.principal_id, operation_id=operation.id)
     failpoint("claim.before_commit")

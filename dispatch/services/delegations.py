@@ -146,7 +146,7 @@ def delegation_open(
             # And out of the run's innermost scope's tool calls: the run's ceilings bound the
             # sub-agent too (docs/workflows.md#ceilings). Last: its counter's key sorts last.
             carved_from = [key for key, _ in parents] + execution_scope_carve(
-                execution_id=execution_id, calls=bounds.budget)
+                execution_id=execution_id, principal_id=principal.id, calls=bounds.budget)
             run = execution_create(principal=subject, adapter=sub.adapter, now=now,
                                    adapter_config=sub.adapter_config,
                                    adapter_fingerprint=sub.adapter_fingerprint,

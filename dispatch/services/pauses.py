@@ -55,7 +55,8 @@ def pause_check(*, tenant_id: str, operation: str, agent_id: str,
         return  # the usual case: one read, nothing paused
     agents = {agent_id}
     if execution_id:
-        agents |= set(Execution.objects.filter(id=execution_id, root__isnull=False)
+        agents |= set(Execution.objects.filter(id=execution_id, principal_id=agent_id,
+                                               root__isnull=False)
                       .values_list("root__principal_id", flat=True))
     pause = (_in_force(tenant_id)
              .filter(Q(operation="") | Q(operation=operation))

@@ -21,7 +21,7 @@ from dispatch.services.approvals import approval_open
 from dispatch.services.audit import audit_binding, audit_moves, audit_record
 from dispatch.services.authority import select_authority
 from dispatch.services.resources import moved_refs, resource_move
-from dispatch.services.run_tree import execution_path, path_authority_refusal, path_stop_refusal
+from dispatch.services.run_tree import path_authority_refusal, path_stop_refusal, principal_path
 from dispatch.services.statements import insert, pipelined
 from protocols.canonical import (
     CanonicalizationError,
@@ -158,11 +158,7 @@ def _intake(
     # The execution's path to its run's root (docs/design.md#run-trees): a run that timed out
     # or was cancelled, or any execution enclosing this one, proposes nothing more
     # (docs/workflows.md#deadlines): its actions were stopped with it.
-    path = execution_path(execution_id) if named else []
-    if path and path[0].principal_id != principal.id:
-        # Another principal's run (or another tenant's): to this one it does not exist, and
-        # nothing it proposes joins that run's tree, budget or stop.
-        raise Denial(DenialCode.NOT_FOUND, kind="execution", id=execution_id)
+    path = principal_path(execution_id, principal.id) if named else []
     stopped = path_stop_refusal(path, action="it proposes nothing more")
     if stopped is not None:
         raise stopped

@@ -127,7 +127,21 @@ def tree_of(root_id: str) -> list[str]:
     raise RuntimeError(f"the tree of execution {root_id} is deeper than {MAX_DEPTH}")
 
 
-def execution_stopped(execution_id: str | None, *, lock: bool = False) -> Denial | None:
-    """The refusal of an action of `execution_id` whose path to its root holds a run that timed
-    out or was cancelled (`path_stop_refusal`); None outside a run or while none has."""
-    return path_stop_refusal(execution_path(execution_id, lock=lock)) if execution_id else None
+def principal_path(execution_id: object, principal_id: str, *,
+                   lock: bool = False) -> list[Node]:
+    """The path of `execution_id` when it is `principal_id`'s own execution (an agent step's
+    loop or a sub-agent is its principal's); empty otherwise. An execution id is the caller's
+    word (docs/rest-api.md#calls): naming another principal's run, or another tenant's, joins
+    none of its tree, budget or stop, and answers exactly as a fresh id does."""
+    if not isinstance(execution_id, str) or not execution_id:
+        return []
+    path = execution_path(execution_id, lock=lock)
+    return path if path and path[0].principal_id == principal_id else []
+
+
+def execution_stopped(execution_id: str | None, principal_id: str, *,
+                      lock: bool = False) -> Denial | None:
+    """The refusal of an action of `principal_id` in `execution_id` whose path to its root holds
+    a run that timed out or was cancelled (`path_stop_refusal`); None outside a run or while
+    none has."""
+    return path_stop_refusal(principal_path(execution_id, principal_id, lock=lock))

@@ -69,7 +69,7 @@ def store() -> dict[str, Any]:
         "revisions": sorted(Revision.objects.values_list("id", flat=True)),
         "grants": sorted(Grant.objects.values_list("id", "revoked_at")),
         "budget": sorted(BudgetCounter.objects.filter(used__gt=0).values_list("key", "used")),
-        "audit": sorted(AuditEvent.objects.exclude(kind="dispatch.denied")
+        "audit": sorted(AuditEvent.objects.exclude(kind__in=["dispatch.denied", "intake.denied"])
                         .values_list("id", flat=True)),
     }
 

@@ -209,17 +209,36 @@ def test_a_retry_waking_after_its_run_ended_is_refused(
     assert operation.state == "unknown"  # the first attempt was uncertain: sticky
 
 
-def test_a_proposal_naming_another_principals_run_is_not_found(world: World) -> None:
+def test_another_principal_naming_a_runs_execution_id_joins_nothing_of_it(
+        world: World) -> None:
+    """An execution id is the caller's word: another agent naming a run's id gets no share of
+    its ceilings, its stop or its canceller, exactly as with a fresh id (nothing leaks)."""
+    from dispatch.services.authority import grant_issue
+    from dispatch.services.ceilings import scope_open, scope_remaining
+    from dispatch.services.dispatcher import proposal_dispatch
     from dispatch.services.executions import execution_create
     from dispatch.services.principals import agent_create
     from dispatch.services.proposals import proposal_create
+    from dispatch.services.run_stops import _end
+    from dispatch.services.worker import operation_execute
+    from protocols.lifecycle_runs import ExecutionEvent
     from tests.conftest import ALL_TOOLS
 
     run_ = execution_create(principal=world.owner, adapter="workflow:test", now=world.now)
+    root = scope_open(execution=run_, name="run", ceiling=Ceiling(1, 1, 1), now=world.now)
     other, _ = agent_create(name="other", tenant="acme", tools=ALL_TOOLS)
-    with pytest.raises(Denial) as refused:
-        proposal_create(principal=other, operation="crm.lookup",
-                        arguments={"customer_id": "cus-001"}, execution_id=run_.id,
-                        now=world.now)
-    assert refused.value.code is DenialCode.NOT_FOUND
-    assert not Proposal.objects.exists()
+    grant_issue(issuer="admin", subject=other, operations=["crm.lookup"],
+                scope={"customer": "*"}, now=world.now)
+
+    def lookup_by_other() -> Operation:
+        proposal = proposal_create(principal=other, operation="crm.lookup",
+                                   arguments={"customer_id": "cus-001"},
+                                   execution_id=run_.id, now=timezone.now())
+        claimed = proposal_dispatch(principal=other, proposal_id=proposal.id,
+                                    now=timezone.now(), enqueue=False)
+        return operation_execute(operation_id=claimed.id)
+
+    assert [lookup_by_other().state for _ in range(2)] == ["completed", "completed"]
+    assert scope_remaining(root.id) == {"calls": 1, "attempts": 1, "concurrency": 1}
+    assert _end(run_, ExecutionEvent.CANCEL, actor="test", now=timezone.now(), reason="done")
+    assert lookup_by_other().state == "completed"  # the owner's run ended, not theirs
