@@ -10,6 +10,9 @@ from playwright.sync_api import expect
 
 from dispatch.services.resources import resource_create
 from tests.conftest import MAILBOX, World
+from tests.support.quorum import four_eyes
+
+__all__ = ["four_eyes"]
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -18,7 +21,8 @@ EMAIL = "Email ada@example.com, cc finance@example.com — 'About your renewal'"
 
 
 def test_the_sentence_and_badges_in_the_queue_and_on_the_page(
-        world: World, page: Any, login: Any) -> None:
+        world: World, page: Any, login: Any, four_eyes: None) -> None:
+    # "large amount" is the rules' verdict: the four-eyes rule (10,000.00 EUR) is deployed.
     small = world.propose_transfer(amount="12.5", memo="refund")
     large = world.propose_transfer(amount="99999.99", memo="urgent wire")
     draft, _ = resource_create(principal=world.owner, kind="email_draft", payload={
