@@ -39,6 +39,7 @@ def test_a_store_that_fails_under_a_request_is_persistence_failure(
 def dead_broker() -> Iterator[None]:
     """The app publishes to a broker nobody listens on, from fresh connections."""
     previous = current_app.conf.broker_url
+    options = current_app.conf.broker_transport_options  # the filesystem broker's folders
     current_app.conf.broker_url = "redis://127.0.0.1:1/0"
     current_app.conf.broker_transport_options = {"max_retries": 0}
     current_app._pool = None
@@ -47,6 +48,7 @@ def dead_broker() -> Iterator[None]:
         yield
     finally:
         current_app.conf.broker_url = previous
+        current_app.conf.broker_transport_options = options
         current_app._pool = None
         current_app.amqp._producer_pool = None
 
