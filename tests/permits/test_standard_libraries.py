@@ -1,6 +1,6 @@
 """A permit token the server mints (a claimed operation, through the real services) verifies with
 the standard JOSE libraries and the JWKS that `GET /api/v1/keys/` answers, nothing else
-(DESIGN §15, docs/permit-tokens.md#format): PyJWT through `jwt.PyJWK`, joserfc through its
+(docs/permit-tokens.md#format): PyJWT through `jwt.PyJWK`, joserfc through its
 `KeySet`. Both refuse a changed signature, a token signed by another key under the deployment's
 kid, an unknown kid and another destination's audience."""
 
