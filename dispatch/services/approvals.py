@@ -40,7 +40,7 @@ from dispatch.services.statements import (
     statement,
     value,
 )
-from dispatch.services.voters import counting_voters
+from dispatch.services.voters import counting_voters, require_counting_voter
 from dispatch.services.wakeups import wake_on_decision
 from protocols.denials import Denial, DenialCode
 from protocols.grants import Grant as CoreGrant
@@ -71,6 +71,7 @@ def approval_decide(
     (docs/design.md#approval-policies) grants it and mints the one-shot permit."""
     approval = access_approval_for_decision(approver, approval_id)
     require_role(approver, approval.role)
+    require_counting_voter(approver, approval.role)
     if approver.id == approval.proposal.principal_id:
         raise Denial(DenialCode.APPROVER_IS_REQUESTER)  # four eyes: never one's own request
     if not isinstance(decision, str) or decision not in (Decision.Outcome.GRANT,

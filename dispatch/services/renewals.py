@@ -34,7 +34,7 @@ from dispatch.services.audit import audit_record
 from dispatch.services.authority import require_role
 from dispatch.services.lookups import lookup_bounded, lookup_record
 from dispatch.services.operations import operation_move
-from dispatch.services.voters import counting_voters
+from dispatch.services.voters import counting_voters, require_counting_voter
 from protocols.contracts import OperationContract, Reconciliation
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import (
@@ -133,6 +133,7 @@ def renewal_decide(
     refusal = renewal_decider_refusal(approver, renewal)
     if refusal is not None:
         raise refusal
+    require_counting_voter(approver, _deciding_role(operation))
     if decision not in ("grant", "deny"):
         raise Denial(DenialCode.SCHEMA_INVALID, errors=[
             {"pointer": "/decision", "message": "must be 'grant' or 'deny'"}])

@@ -1,12 +1,15 @@
 """Whose votes count toward a quorum (docs/design.md#approval-policies): a vote counts while its
 voter is active and holds the role. The vote that completes a quorum, of an approval or of a
-renewal, counts every earlier one again with this filter, in its own transaction."""
+renewal, counts every earlier one again with this filter, in its own transaction; a vote is cast
+only by a voter who counts now (`require_counting_voter`), so a quorum of one is never completed
+by a voter deactivated since they signed in."""
 
 from __future__ import annotations
 
 from django.db.models import Q
 
 from dispatch.models import Principal
+from protocols.denials import Denial, DenialCode
 from protocols.roles import roles_allowing
 
 
@@ -16,3 +19,12 @@ def counting_voters(role: str) -> Q:
     deactivated or demoted since voting no longer counts."""
     return Q(approver__kind=Principal.Kind.HUMAN, approver__user__is_active=True,
              approver__role__in=roles_allowing(role))
+
+
+def require_counting_voter(voter: Principal, role: str) -> None:
+    """`role_required` unless `voter`'s vote would count where `role` decides, as the store says
+    now (not as the caller's copy of the principal says): active, human, holding the role."""
+    counting = Q(kind=Principal.Kind.HUMAN, user__is_active=True, role__in=roles_allowing(role))
+    if not Principal.objects.filter(counting, id=voter.id).exists():
+        raise Denial(DenialCode.ROLE_REQUIRED, role=role,
+                     reason="the voter is not active, or no longer holds the role")
