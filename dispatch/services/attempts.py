@@ -112,7 +112,7 @@ def attempt_checks(
             grant_id=admission.grant.id, grant_budget=admission.grant.budget, now=now),
             cost=contract.scheduling_contract.budget_cost)
         execution_scope_take(execution_id=operation.execution_id,
-                             principal_id=operation.principal_id, calls=0, attempts=1)
+                             principal_id=operation.principal_id, calls=0, attempts=1, now=now)
     return "renewal" if renewed else "retry"
 
 

@@ -21,7 +21,7 @@ no capacity and frees none twice.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -29,11 +29,11 @@ from django.db.models import F
 
 from dispatch.models import BudgetCounter, Delegation, Execution, Operation, Scope
 from dispatch.services.budgets import budget_adjust, counters_take
-from dispatch.services.run_tree import execution_path, path_stop_refusal
+from dispatch.services.run_tree import Node, execution_path, path_stop_refusal
 from dispatch.services.statements import is_postgres, rows, statement
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import OperationState
-from protocols.lifecycle_runs import EXECUTION_ENDED, EXECUTION_STOPPED
+from protocols.lifecycle_runs import EXECUTION_ENDED
 
 DIMENSIONS = ("calls", "attempts", "concurrency")
 
@@ -131,7 +131,7 @@ def scope_take(scope_id: str, *, calls: int = 0, attempts: int = 0) -> None:
 _RUN_AND_SCOPE = statement(
     "execution.run_and_scope",
     'SELECT e."state", s."id", s."name", s."calls", s."attempts", s."concurrency", '
-    'e."parent_id", e."root_id" '
+    'e."parent_id", e."root_id", e."deadline_at" '
     'FROM "dispatch_execution" e '
     'LEFT JOIN "dispatch_scope" s ON s."execution_id" = e."id" AND s."closed_at" IS NULL '
     'WHERE e."id" = %s AND e."principal_id" = %s '
@@ -139,7 +139,7 @@ _RUN_AND_SCOPE = statement(
 
 
 def execution_scope_take(*, execution_id: str | None, principal_id: str, calls: int,
-                         attempts: int, claim: Operation | None = None) -> None:
+                         attempts: int, now: datetime, claim: Operation | None = None) -> None:
     """Inside a claim's (or a retry's) transaction: spend out of the nearest open scope on the
     action's path to its run's root (docs/design.md#run-trees): its own execution's innermost
     open scope, else its parent's, up to the run's; so an action of a run, or of an agent step
@@ -165,17 +165,18 @@ def execution_scope_take(*, execution_id: str | None, principal_id: str, calls: 
     found = rows(_RUN_AND_SCOPE + lock, [execution_id, principal_id])
     if not found:
         return
-    state, scope_id, name, call_limit, attempt_limit, concurrency, parent_id, root_id = found[0]
-    if state in EXECUTION_STOPPED:
-        raise Denial(DenialCode.PROTOCOL_STATE_INVALID,
-                     "The run has ended (timed out or cancelled); its actions do not run.",
-                     execution_id=execution_id, state=state)
+    (state, scope_id, name, call_limit, attempt_limit, concurrency, parent_id, root_id,
+     deadline_at) = found[0]
+    own = Node(execution_id, state, principal_id, parent_id, None, _aware(deadline_at))
+    refusal = path_stop_refusal([own], now=now)
+    if refusal is not None:
+        raise refusal
     tree = root_id or execution_id
     if parent_id is not None:
         # Inside a run's tree: its ancestors' stops refuse it, and the nearest open scope on
         # the path is the one charged.
         path = execution_path(parent_id, lock=True)
-        refusal = path_stop_refusal(path)
+        refusal = path_stop_refusal(path, now=now)
         if refusal is not None:
             raise refusal
         if scope_id is None:
@@ -184,7 +185,7 @@ def execution_scope_take(*, execution_id: str | None, principal_id: str, calls: 
             for node in path:
                 nearest = rows(_RUN_AND_SCOPE, [node.id, node.principal_id])
                 if nearest and nearest[0][1] is not None:
-                    _, scope_id, name, call_limit, attempt_limit, concurrency, _, _ = nearest[0]
+                    _, scope_id, name, call_limit, attempt_limit, concurrency, *_ = nearest[0]
                     break
     if scope_id is None:
         return
@@ -195,6 +196,15 @@ def execution_scope_take(*, execution_id: str | None, principal_id: str, calls: 
                      scope_id=scope_id)
     if claim is not None:
         _run_concurrency_take(claim, tree=tree, scope_id=scope_id, name=name, limit=concurrency)
+
+
+def _aware(value: datetime | str | None) -> datetime | None:
+    """A timestamp a raw statement read: SQLite gives it naive (in UTC, as Django stores it)."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if value is not None and value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value
 
 
 def execution_slot_free(execution_id: str) -> bool:
@@ -226,7 +236,7 @@ def execution_scope_carve(*, execution_id: str, principal_id: str, calls: int) -
     found = rows(_RUN_AND_SCOPE, [execution_id, principal_id])
     if not found or found[0][1] is None:
         return []
-    _, scope_id, name, call_limit, _, _, _, _ = found[0]
+    _, scope_id, name, call_limit, *_ = found[0]
     key = counter_key(scope_id, "calls")
     if counters_take([(key, calls, call_limit)]) is not None:
         raise Denial(DenialCode.BUDGET_EXHAUSTED, budget="calls", scope=name, scope_id=scope_id,

@@ -116,7 +116,7 @@ def operation_claim(
     budget_take(limits=[*budget, *principal_claims_counter(proposal.principal_id)], cost=cost)
     caps_take(caps)  # after the budget's counters: every claimer locks them in one order
     execution_scope_take(execution_id=proposal.execution_id,
-                         principal_id=proposal.principal_id, calls=cost, attempts=1,
+                         principal_id=proposal.principal_id, calls=cost, attempts=1, now=now,
                          claim=operation)
     principal_concurrency_take(principal_id=proposal.principal_id, operation_id=operation.id)
     failpoint("claim.before_commit")

@@ -279,7 +279,7 @@ def attempt_start(operation: Operation, number: int, now: datetime) -> StartedAt
     with transaction.atomic(durable=True):
         if attempt_paused(operation):
             return None  # it waits, claimed, for the resume (docs/design.md#approval-policies)
-        if execution_stopped(operation.execution_id, operation.principal_id,
+        if execution_stopped(operation.execution_id, operation.principal_id, now=now,
                              lock=True) is not None:
             return None  # its run ended: the stop ends it without effect (run_stops)
         started = attempt_open(operation, number, now, details={"attempt": number})

@@ -159,7 +159,7 @@ def _intake(
     # or was cancelled, or any execution enclosing this one, proposes nothing more
     # (docs/workflows.md#deadlines): its actions were stopped with it.
     path = principal_path(execution_id, principal.id) if named else []
-    stopped = path_stop_refusal(path, action="it proposes nothing more")
+    stopped = path_stop_refusal(path, now=now, action="it proposes nothing more")
     if stopped is not None:
         raise stopped
     admission = admit(contract, principal, full, now=now,

@@ -5,8 +5,9 @@ delegated step's sub-agent are its children (`Execution.parent`, with `root` the
 proposal, a claim and an attempt of any execution in the tree are bound by the whole path to
 the root, never by their own execution alone:
 
-- **Stops.** An execution on the path that timed out or was cancelled refuses the action
-  (`protocol_state_invalid`, naming it): `path_stop_refusal`.
+- **Stops.** An execution on the path that timed out or was cancelled, or whose deadline has
+  passed (before the sweep times it out), refuses the action (`protocol_state_invalid`, naming
+  it): `path_stop_refusal`.
 - **Authority.** The authority in force is the intersection of the principal's grants
   (`dispatch.services.authority`) and the authority each execution on the path declares
   (`Execution.authority`, a workflow's `authority:`): `path_authority_refusal`.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 
 from dispatch.models import Execution
 from dispatch.services.statements import is_postgres, rows
@@ -37,20 +39,22 @@ MAX_DEPTH = 8
 
 @dataclass(frozen=True)
 class Node:
-    """One execution on a path: its id, state, principal, parent and declared authority."""
+    """One execution on a path: its id, state, principal, parent, declared authority and
+    deadline."""
 
     id: str
     state: str
     principal_id: str
     parent_id: str | None
     authority: JSONValue
+    deadline_at: datetime | None
 
 
 #: One execution of a path, share-locked (PostgreSQL) inside a claim's or an attempt's
 #: transaction: a stop's `execution_move` that committed first is read here, and one that comes
 #: later waits for this commit. (On SQLite the transaction holds the write lock since BEGIN
 #: IMMEDIATE.) Not a hot statement: only an action of an agent step or a sub-agent reads it.
-_NODE_SHARED = ('SELECT "id", "state", "principal_id", "parent_id", "authority" '
+_NODE_SHARED = ('SELECT "id", "state", "principal_id", "parent_id", "authority", "deadline_at" '
                 'FROM "dispatch_execution" WHERE "id" = %s FOR SHARE')
 
 
@@ -68,7 +72,7 @@ def execution_path(execution_id: str, *, lock: bool = False) -> list[Node]:
             row = tuple(found[0]) if found else None
         else:
             row = Execution.objects.filter(id=next_id).values_list(
-                "id", "state", "principal_id", "parent_id", "authority").first()
+                "id", "state", "principal_id", "parent_id", "authority", "deadline_at").first()
         if row is None:
             break
         node = Node(*row)
@@ -77,16 +81,22 @@ def execution_path(execution_id: str, *, lock: bool = False) -> list[Node]:
     return path
 
 
-def path_stop_refusal(path: list[Node], *, action: str = "its actions do not run") -> Denial | None:
+def path_stop_refusal(path: list[Node], *, now: datetime,
+                      action: str = "its actions do not run") -> Denial | None:
     """`protocol_state_invalid` naming the first execution on the path that timed out or was
-    cancelled; None while none has. The one place that decides this refusal for an execution's
-    actions (the interpreter's step boundary stops the run's own steps)."""
+    cancelled, or whose deadline has passed by `now` (the sweep has not timed it out yet); None
+    while none has. The one place that decides this refusal for an execution's actions (the
+    interpreter's step boundary stops the run's own steps)."""
     for node in path:
+        which = "The run" if node.parent_id is None else "An enclosing execution"
         if node.state in EXECUTION_STOPPED:
-            which = "The run" if node.parent_id is None else "An enclosing execution"
             return Denial(DenialCode.PROTOCOL_STATE_INVALID,
                           f"{which} has ended ({node.state}); {action}.",
                           execution_id=node.id)
+        if node.deadline_at is not None and node.deadline_at <= now:
+            return Denial(DenialCode.PROTOCOL_STATE_INVALID,
+                          f"{which} passed its deadline at {node.deadline_at.isoformat()}; "
+                          f"{action}.", execution_id=node.id, state="timed_out")
     return None
 
 
@@ -139,9 +149,9 @@ def principal_path(execution_id: object, principal_id: str, *,
     return path if path and path[0].principal_id == principal_id else []
 
 
-def execution_stopped(execution_id: str | None, principal_id: str, *,
+def execution_stopped(execution_id: str | None, principal_id: str, *, now: datetime,
                       lock: bool = False) -> Denial | None:
     """The refusal of an action of `principal_id` in `execution_id` whose path to its root holds
-    a run that timed out or was cancelled (`path_stop_refusal`); None outside a run or while
-    none has."""
-    return path_stop_refusal(principal_path(execution_id, principal_id, lock=lock))
+    a run that timed out, was cancelled or passed its deadline by `now` (`path_stop_refusal`);
+    None outside a run or while none has."""
+    return path_stop_refusal(principal_path(execution_id, principal_id, lock=lock), now=now)

@@ -242,3 +242,40 @@ def test_another_principal_naming_a_runs_execution_id_joins_nothing_of_it(
     assert scope_remaining(root.id) == {"calls": 1, "attempts": 1, "concurrency": 1}
     assert _end(run_, ExecutionEvent.CANCEL, actor="test", now=timezone.now(), reason="done")
     assert lookup_by_other().state == "completed"  # the owner's run ended, not theirs
+
+
+def test_a_run_past_its_deadline_claims_and_starts_nothing_before_the_sweep(
+        world: World) -> None:
+    """A deadline is a stop even before the beat's sweep times the run out: a permit of the run
+    is not claimed past it, and an action claimed before it does not start its attempt after
+    it. The lifecycle model over workflows found the first: a permitted action dispatched 16 s
+    after its run's deadline ran (docs/reliability.md#workflows)."""
+    from datetime import timedelta
+
+    from dispatch.models import Attempt
+    from dispatch.services.dispatcher import proposal_dispatch
+    from dispatch.services.executions import execution_create
+    from dispatch.services.run_stops import executions_expire
+    from dispatch.services.worker import operation_execute
+
+    deadline = world.now + timedelta(seconds=30)
+    run_ = execution_create(principal=world.owner, adapter="workflow:test", now=world.now,
+                            deadline_at=deadline)
+    late, early = (world.propose_transfer(memo=memo, execution_id=run_.id)
+                   for memo in ("late", "early"))
+    for proposal in (late, early):
+        world.grant(proposal)
+    after = deadline + timedelta(seconds=16)
+    with pytest.raises(Denial) as refused:
+        proposal_dispatch(principal=world.owner, proposal_id=late.id, now=after, enqueue=False)
+    assert refused.value.code is DenialCode.PROTOCOL_STATE_INVALID
+    assert "deadline" in refused.value.message
+    claimed = proposal_dispatch(principal=world.owner, proposal_id=early.id, now=world.now,
+                                enqueue=False)
+    assert operation_execute(operation_id=claimed.id, clock=lambda: after).state == "claimed"
+    assert not Attempt.objects.filter(operation_id=claimed.id).exists()
+    # The sweep then ends the run and its actions, without effect.
+    assert executions_expire(now=after) == 1
+    claimed.refresh_from_db()
+    assert claimed.state == "failed_no_effect"  # cancelled before any attempt
+    assert not Attempt.objects.exists()
