@@ -10,11 +10,14 @@ Loaded only by the model's runs, which add it to `settings.DISPATCH_EXTENSIONS` 
 - `model.notify`: like `email.send` without its resource: approval, idempotency `none` (the
   mail system delivers every request), 1 attempt, a lookup proves presence only;
 - `model.publish`: like `report.publish` on an `email_draft` resource, whose protocol moves on
-  the claim and on the outcome: approval, `receiver_dedup`, 3 attempts, lookups authoritative.
+  the claim and on the outcome: approval, `receiver_dedup`, 3 attempts, lookups authoritative;
+- `model.pay`: `model.transfer` with a `currency`, at the same bank, for the workflow model's
+  approval rules and spend caps (tests/model/workflows.py).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from demo.contracts import OUTCOME_STATES, RESOURCE_REF
@@ -40,6 +43,7 @@ from tests.model.destinations import environment
 EXTENSION_API = 1
 
 TRANSFER, NOTIFY, PUBLISH = "model.transfer", "model.notify", "model.publish"
+PAY = "model.pay"
 TIMEOUT = 15.0
 APPROVAL_WINDOW = 3600
 TEXT: dict[str, Any] = {"type": "string", "maxLength": 200}
@@ -72,6 +76,12 @@ class _ModelHandler(Handler):
 
 class TransferHandler(_ModelHandler):
     name = TRANSFER
+    destination_name = "model-bank"
+    implementation_fingerprint = FromCode("tests.model.destinations")
+
+
+class PayHandler(_ModelHandler):
+    name = PAY
     destination_name = "model-bank"
     implementation_fingerprint = FromCode("tests.model.destinations")
 
@@ -110,6 +120,17 @@ def transfer_contract(fingerprint: str) -> OperationContract:
     )
 
 
+def pay_contract(fingerprint: str) -> OperationContract:
+    """`model.transfer` with a `currency` the approval rules and spend caps read."""
+    transfer = transfer_contract(fingerprint)
+    properties = {**transfer.input_type["properties"],
+                  "currency": {"type": "string", "pattern": "^[A-Z]{3}$"}}
+    properties.pop("memo")
+    return replace(transfer, qualified_name=PAY, input_type={
+        **transfer.input_type, "properties": properties,
+        "required": ["from_account", "to_account", "amount", "currency"]})
+
+
 def notify_contract(fingerprint: str) -> OperationContract:
     return OperationContract(
         qualified_name=NOTIFY, contract_version=1, implementation_fingerprint=fingerprint,
@@ -146,8 +167,10 @@ def publish_contract(fingerprint: str) -> OperationContract:
 
 
 HANDLERS: dict[str, Handler] = {
-    TRANSFER: TransferHandler(), NOTIFY: NotifyHandler(), PUBLISH: PublishHandler()}
-CONTRACTS = {TRANSFER: transfer_contract, NOTIFY: notify_contract, PUBLISH: publish_contract}
+    TRANSFER: TransferHandler(), NOTIFY: NotifyHandler(), PUBLISH: PublishHandler(),
+    PAY: PayHandler()}
+CONTRACTS = {TRANSFER: transfer_contract, NOTIFY: notify_contract, PUBLISH: publish_contract,
+             PAY: pay_contract}
 
 
 def register(runtime: Runtime) -> None:

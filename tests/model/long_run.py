@@ -1,10 +1,12 @@
 """The lifecycle model's long run, a command rather than a test (docs/reliability.md):
 
     PYTHONPATH=. python -m tests.model.long_run --examples 2000 [--steps 30] [--seed 1]
+                                    [--machine workflows]
                                     [--shrink [--kinds KIND,...]] [--json figures.json]
 
 It creates a test database (SQLite by default, PostgreSQL with `DATABASE_URL`, as the test
-suite does), runs the state machine of tests/model/machine.py for N examples with a progress
+suite does), runs the state machine of tests/model/machine.py (`--machine workflows`: with
+the runs of whole workflows of tests/model/workflows.py) for N examples with a progress
 bar on stderr, counting every violation instead of stopping at the first, and prints its
 figures: examples, steps (by rule), faults injected by kind, the denials the runtime answered,
 and the violations found (in how many examples), each with the steps of the first example that
@@ -38,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kinds", default=None,
                         help="with --shrink: these kinds (comma-separated), not those found")
     parser.add_argument("--json", default=None, help="also write the figures to this file")
+    parser.add_argument("--machine", choices=("actions", "workflows"), default="actions",
+                        help="single actions only, or with runs of whole workflows too")
     args = parser.parse_args(argv)
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.test_settings")
@@ -89,9 +93,11 @@ def _long_run(args: argparse.Namespace) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    from tests.model.machine import FIGURES, LifecycleModel, model_runtime
+    from tests.model.machine import FIGURES, LifecycleModel
 
-    class Recording(LifecycleModel):
+    machine, runtime = _machine(args)
+
+    class Recording(machine):  # type: ignore[misc, valid-type]
         record_only = True
 
     def factory() -> LifecycleModel:
@@ -101,7 +107,7 @@ def _long_run(args: argparse.Namespace) -> None:
         factory = seed(args.seed)(factory)
     err = Console(stderr=True)
     started = time.monotonic()
-    with model_runtime(), Progress("[progress.description]{task.description}", BarColumn(),
+    with runtime(), Progress("[progress.description]{task.description}", BarColumn(),
                                    MofNCompleteColumn(), TimeElapsedColumn(),
                                    console=err) as progress:
         task = progress.add_task(f"lifecycle model on {connection.vendor}",
@@ -120,6 +126,17 @@ def _long_run(args: argparse.Namespace) -> None:
             json.dump(figures, out, indent=2)
 
 
+def _machine(args: argparse.Namespace) -> tuple[type, Any]:
+    """The state machine `--machine` names, and the runtime it runs in."""
+    if args.machine == "workflows":
+        from tests.model.workflows import WorkflowModel, workflow_runtime
+
+        return WorkflowModel, workflow_runtime
+    from tests.model.machine import LifecycleModel, model_runtime
+
+    return LifecycleModel, model_runtime
+
+
 def _report(vendor: str, elapsed: float, args: argparse.Namespace) -> dict[str, Any]:
     from rich.console import Console
     from rich.table import Table
@@ -127,13 +144,14 @@ def _report(vendor: str, elapsed: float, args: argparse.Namespace) -> dict[str, 
     from tests.model.machine import FIGURES
 
     out = Console(width=110)
-    out.print(f"lifecycle model, {vendor}: {FIGURES.examples} examples (and "
+    out.print(f"lifecycle model ({args.machine}), {vendor}: {FIGURES.examples} examples (and "
               f"{FIGURES.discarded} Hypothesis gave up), {FIGURES.steps} steps (at most "
               f"{args.steps} each), {elapsed:.1f} s "
               f"({elapsed / max(FIGURES.examples, 1) * 1000:.0f} ms an example)")
     for title, counts in (("steps by rule", FIGURES.rules),
                           ("faults injected", FIGURES.faults),
                           ("denials answered", FIGURES.denials),
+                          ("outcomes", FIGURES.outcomes),
                           ("violations (examples showing each)", FIGURES.violations)):
         table = Table(title=title, title_justify="left")
         table.add_column("kind")
@@ -152,7 +170,8 @@ def _report(vendor: str, elapsed: float, args: argparse.Namespace) -> dict[str, 
             "max_steps": args.steps, "seconds": round(elapsed, 1),
             "tasks_enqueued": FIGURES.tasks, "rules": dict(FIGURES.rules),
             "faults": dict(FIGURES.faults),
-            "denials": dict(FIGURES.denials), "violations": dict(FIGURES.violations),
+            "denials": dict(FIGURES.denials), "outcomes": dict(FIGURES.outcomes),
+            "violations": dict(FIGURES.violations),
             "first": FIGURES.first}
 
 
@@ -163,9 +182,11 @@ def _shrink(kind: str, args: argparse.Namespace) -> None:
     from hypothesis.reporting import with_reporter
     from hypothesis.stateful import run_state_machine_as_test
 
-    from tests.model.machine import LifecycleModel, model_runtime
+    from tests.model.machine import LifecycleModel
 
-    class Shrinking(LifecycleModel):
+    machine, runtime = _machine(args)
+
+    class Shrinking(machine):  # type: ignore[misc, valid-type]
         raise_kinds = frozenset({kind})
 
     def factory() -> LifecycleModel:
@@ -177,7 +198,7 @@ def _shrink(kind: str, args: argparse.Namespace) -> None:
     lines: list[str] = []
     started = time.monotonic()
     print(f"\nshrinking {kind} ...", file=sys.stderr)
-    with model_runtime(), with_reporter(lines.append):
+    with runtime(), with_reporter(lines.append):
         try:
             run_state_machine_as_test(factory, settings=_settings(
                 budget, args.steps,

@@ -147,6 +147,7 @@ class Figures:
     tasks: int = 0  # tasks the runtime enqueued (the model delivers them by `run_worker`)
     faults: Counter[str] = field(default_factory=Counter)
     denials: Counter[str] = field(default_factory=Counter)
+    outcomes: Counter[str] = field(default_factory=Counter)  # what runs and actions came to
     violations: Counter[str] = field(default_factory=Counter)  # examples showing each kind
     first: dict[str, list[str]] = field(default_factory=dict)  # kind -> that example's steps
     on_example: Callable[[], None] | None = None
@@ -190,28 +191,27 @@ class LifecycleModel(RuleBasedStateMachine):
     raise_kinds: ClassVar[frozenset[str] | None] = None
 
     proposals = Bundle("proposals")
+    #: What each contract's grant to the agent covers: its operations and its scope.
+    GRANTS: ClassVar[dict[str, tuple[tuple[str, ...], dict[str, Any]]]] = {
+        contract: ((OPERATION[contract],), SCOPE[contract]) for contract in CONTRACTS}
 
     def __init__(self) -> None:
         super().__init__()
-        from dispatch.services.authority import grant_issue
         from dispatch.services.principals import agent_create, human_create
 
         flush_database()
         self._now = EPOCH
         self.destinations = {name: DestinationModel(name, dedup)
                              for name, dedup in DESTINATION.values()}
-        self.agent, _ = agent_create(name="agent", tenant="acme", tools=list(OPERATION.values()))
+        self.agent, _ = agent_create(name="agent", tenant="acme", tools=sorted(
+            {name for operations, _ in self.GRANTS.values() for name in operations}))
         self.operator, _ = human_create(name="operator", tenant="acme", role="operator",
                                         password="pw")
         self.admin, _ = human_create(name="admin", tenant="acme", role="admin", password="pw")
         self.grants: dict[str, str] = {}  # contract -> its live grant's id
         self.grant_contract: dict[str, str] = {}
         for contract in CONTRACTS:
-            grant = grant_issue(issuer=self.admin, subject=self.agent,
-                                operations=[OPERATION[contract]], scope=SCOPE[contract],
-                                now=self._now - timedelta(minutes=1))
-            self.grants[contract] = grant.id
-            self.grant_contract[grant.id] = contract
+            self._issue(contract, self._now - timedelta(minutes=1))
         self.by_id: dict[str, ProposalRef] = {}
         self.intents: dict[str, list[ProposalRef]] = {}
         self.latest_on_resource: dict[str, ProposalRef] = {}
@@ -497,6 +497,15 @@ class LifecycleModel(RuleBasedStateMachine):
                     decision=decision, digest=proposal.digest, now=self._now)) is not None:
                 self._work(proposal, script)
 
+    def _issue(self, contract: str, now: datetime) -> None:
+        from dispatch.services.authority import grant_issue
+
+        operations, scope = self.GRANTS[contract]
+        grant = grant_issue(issuer=self.admin, subject=self.agent, operations=list(operations),
+                            scope=scope, now=now)
+        self.grants[contract] = grant.id
+        self.grant_contract[grant.id] = contract
+
     def _revoke(self, contract: str) -> None:
         from dispatch.services.authority import grant_revoke
 
@@ -513,16 +522,10 @@ class LifecycleModel(RuleBasedStateMachine):
     @precondition(lambda self: len(self.grants) < len(CONTRACTS))
     @rule(contract=st.sampled_from(CONTRACTS))
     def issue_again(self, contract: str) -> None:
-        from dispatch.services.authority import grant_issue
-
         if contract in self.grants:
             return
         self._note(f"issue_again({contract!r})")
-        grant = grant_issue(issuer=self.admin, subject=self.agent,
-                            operations=[OPERATION[contract]], scope=SCOPE[contract],
-                            now=self._now)
-        self.grants[contract] = grant.id
-        self.grant_contract[grant.id] = contract
+        self._issue(contract, self._now)
 
     @precondition(lambda self: self._operations_in("unknown"))
     @rule(pick=st.integers(0, 3), by=st.sampled_from(("agent", "admin")),
@@ -740,6 +743,9 @@ class LifecycleModel(RuleBasedStateMachine):
             if FIGURES.on_example is not None:
                 FIGURES.on_example()
 
+    def _sweep(self) -> None:
+        """What the beat sweeps in the drain besides reconciliation: nothing here."""
+
     def _drain(self) -> None:
         """Everything settles: the destinations heal, time passes beyond every timeout and
         the renewal fence (late requests land), reconciliation passes and a worker runs
@@ -755,6 +761,7 @@ class LifecycleModel(RuleBasedStateMachine):
             destination.lookups = "answer"
         for _ in range(3):
             self.advance(timedelta(seconds=3 * TIMEOUT + 1))
+            self._sweep()
             self._process(lambda: reconcile_operations(now=self._now, enqueue=False))
             for operation_id in Operation.objects.filter(state="claimed").values_list(
                     "id", flat=True):
@@ -904,3 +911,24 @@ def model_runtime() -> Iterator[None]:
             for module, name, value in reversed(saved):
                 setattr(module, name, value)
             get_runtime.cache_clear()
+
+
+def run_model(machine: type[LifecycleModel], runtime: Callable[[], Any], examples: int) -> None:
+    """Run `machine` as a test inside `runtime`: `examples` examples of at most `MODEL_STEPS`
+    steps (default 30) from the fixed seed `MODEL_SEED` (default 21, no example database), or
+    from a fresh seed with Hypothesis's example database when `MODEL_RANDOM=1`."""
+    import os
+
+    from hypothesis import HealthCheck, seed
+    from hypothesis import settings as hypothesis_settings
+    from hypothesis.stateful import run_state_machine_as_test
+
+    fresh = os.environ.get("MODEL_RANDOM") == "1"
+    factory: Callable[[], LifecycleModel] = machine
+    if not fresh:
+        factory = seed(int(os.environ.get("MODEL_SEED", "21")))(machine)
+    with runtime():
+        run_state_machine_as_test(factory, settings=hypothesis_settings(
+            max_examples=examples, stateful_step_count=int(os.environ.get("MODEL_STEPS", "30")),
+            deadline=None, database=hypothesis_settings.default.database if fresh else None,
+            suppress_health_check=list(HealthCheck), print_blob=True))

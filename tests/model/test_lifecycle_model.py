@@ -14,26 +14,11 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import HealthCheck, seed, settings
-from hypothesis.stateful import run_state_machine_as_test
 
-from tests.model.machine import LifecycleModel, model_runtime
+from tests.model.machine import LifecycleModel, model_runtime, run_model
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
-EXAMPLES = int(os.environ.get("MODEL_EXAMPLES", "100"))
-STEPS = int(os.environ.get("MODEL_STEPS", "30"))
-SEED = int(os.environ.get("MODEL_SEED", "21"))
-RANDOM = os.environ.get("MODEL_RANDOM") == "1"
-
 
 def test_the_operation_lifecycle_keeps_its_promises() -> None:
-    def machine() -> LifecycleModel:
-        return LifecycleModel()
-
-    factory = machine if RANDOM else seed(SEED)(machine)
-    with model_runtime():
-        run_state_machine_as_test(factory, settings=settings(
-            max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None,
-            database=settings.default.database if RANDOM else None,
-            suppress_health_check=list(HealthCheck), print_blob=True))
+    run_model(LifecycleModel, model_runtime, int(os.environ.get("MODEL_EXAMPLES", "100")))
