@@ -4,9 +4,10 @@
 The rate is a sliding window of `seconds`, counted as two fixed windows: the calls of the
 current window, plus those of the previous one weighted by the part of it that the sliding
 window still covers. A call is counted, and allowed, by one conditional UPDATE of the
-principal's row: the database serializes concurrent calls on that row (PostgreSQL's row lock,
-SQLite's write lock), so of any number of parallel calls at most `limit` get through, whichever
-process or machine serves them. A refused call is not counted.
+principal's row (a refused call tries it twice: its row may have been made by a concurrent
+first call just after the first try looked): the database serializes concurrent calls on that
+row (PostgreSQL's row lock, SQLite's write lock), so of any number of parallel calls at most
+`limit` get through, whichever process or machine serves them. A refused call is not counted.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import math
 from django.db.models import Case, F, Q, Value, When
 from django.db.models.lookups import LessThanOrEqual
 
+from dispatch.failpoints import failpoint
 from dispatch.models import RateWindow
 
 
@@ -36,16 +38,18 @@ def rate_take(*, key: str, limit: int, seconds: int, now: float) -> float | None
                     default=Value(0))
     current = Case(When(this, then=F("current") + 1), default=Value(1))
     moved = Case(When(this, then=F("window")), default=Value(window))
-    for _ in range(2):
+    for attempt in range(2):
         if RateWindow.objects.filter(within, key=key).update(
                 previous=previous, current=current, window=moved) == 1:
             return None
-        if RateWindow.objects.filter(key=key).exists():
-            break
-        # The principal's first call: its row, then the same UPDATE (a concurrent first call
-        # may have made the row; nothing is counted twice).
-        RateWindow.objects.bulk_create([RateWindow(key=key, window=window)],
-                                       ignore_conflicts=True)
+        failpoint("rate.after_update")
+        if attempt == 0 and not RateWindow.objects.filter(key=key).exists():
+            # The principal's first call: its row, then the same UPDATE (a concurrent first
+            # call may have made the row; nothing is counted twice).
+            RateWindow.objects.bulk_create([RateWindow(key=key, window=window)],
+                                           ignore_conflicts=True)
+        # Else the row exists: the limit is reached, or a concurrent first call made the row
+        # after this UPDATE looked. The same UPDATE again tells which.
     return _wait(key=key, limit=limit, seconds=seconds, now=now)
 
 

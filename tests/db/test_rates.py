@@ -47,3 +47,20 @@ def test_the_wait_is_when_a_call_is_allowed_again() -> None:
     assert wait is not None
     assert take(START + 1 + wait - 1) is not None
     assert take(START + 1 + wait + 0.01) is None
+
+
+def test_a_first_call_whose_row_another_first_call_made_meanwhile_is_counted_not_refused(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two first calls of one principal at once (two processes, autocommit): this one's UPDATE
+    finds no row, the other call makes the row and counts itself, and only then does this one
+    look for the row. It is counted, second, not refused as if the limit were reached (the
+    intake race over REST met a 429 on a principal's very first two calls)."""
+    import dispatch.services.rates as rates
+
+    def the_other_first_call(name: str) -> None:
+        if name == "rate.after_update" and not RateWindow.objects.exists():
+            RateWindow.objects.create(key="principal:prn_a", window=int(START // 60), current=1)
+
+    monkeypatch.setattr(rates, "failpoint", the_other_first_call)
+    assert take(START) is None
+    assert RateWindow.objects.get(key="principal:prn_a").current == 2
