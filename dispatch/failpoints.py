@@ -42,6 +42,7 @@ POINTS = frozenset({
     "workflow.lane_ended",      # a lane's end is journaled, its join not yet delivered
     "notify.before_enqueue",    # a notification's row committed, its task not yet enqueued
     "notify.before_send",       # a notification claimed (committed), nothing sent yet
+    "rate.after_update",        # a call's rate UPDATE found no row it may count in, no read yet
 })
 
 
