@@ -20,6 +20,10 @@
 # the PostgreSQL pass 13 and 12), TEST_SEQUENTIAL=1, and for development only SKIP_SETUP=1:
 # use .venv as it is, without scripts/setup.sh (e.g. from a git worktree whose .venv is another
 # checkout's).
+#
+# `bash scripts/test.sh --fast [pytest arguments]` is the fast lane, for every change: ruff, then
+# the tests that stay in their process on SQLite (not those marked `lane2`, tests/conftest.py:
+# no spawned process, no browser, no PostgreSQL), with the slowest printed. CI runs everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
@@ -29,6 +33,15 @@ fi
 export PYTHONPATH=.
 export DJANGO_SETTINGS_MODULE=config.test_settings
 PY=.venv/bin/python
+if [ "${1:-}" = "--fast" ]; then
+  shift
+  echo "== ruff"
+  .venv/bin/ruff check .
+  echo "== the fast lane: pytest on SQLite, in process (-m 'not lane2')"
+  exec env -u DATABASE_URL TEST_LANE=1 APP_VAR_DIR="${APP_VAR_DIR:-$ROOT/var}/test-fast" \
+    TEST_REDIS_URL="${TEST_REDIS_SERVER:-redis://127.0.0.1:6379}/11" \
+    $PY -m pytest tests clients/python/tests -m "not lane2" --durations=15 "$@"
+fi
 PG_URL="${TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/console}"
 REDIS_SERVER="${TEST_REDIS_SERVER:-redis://127.0.0.1:6379}"
 REDIS_SERVER="${REDIS_SERVER%/}"
@@ -46,17 +59,17 @@ echo "== import contracts (protocols/ is pure)"
 # PostgreSQL databases whatever DATABASE_URL says, and the run script's test runs
 # scripts/run.sh on its own SQLite, so each runs once, in the SQLite pass.
 sqlite_pass() {
-  env -u DATABASE_URL APP_VAR_DIR="$VAR_ROOT/test-sqlite" \
+  env -u DATABASE_URL TEST_LANE_CHECK=1 APP_VAR_DIR="$VAR_ROOT/test-sqlite" \
     TEST_REDIS_URL="$REDIS_SERVER/15" BENCH_REDIS_URL="$REDIS_SERVER/14" \
     TEST_SCREENSHOTS_DIR="$ROOT/artifacts/screenshots" \
-    $PY -m pytest "$@"
+    $PY -m pytest --durations=25 "$@"
 }
 postgres_pass() {
   env -u UPDATE_SCREENSHOTS DATABASE_URL="$PG_URL" APP_VAR_DIR="$VAR_ROOT/test-postgres" \
     TEST_REDIS_URL="$REDIS_SERVER/13" BENCH_REDIS_URL="$REDIS_SERVER/12" \
     TEST_SCREENSHOTS_DIR="$ROOT/artifacts/screenshots/postgres" \
     $PY -m pytest --ignore=tests/unit --ignore=tests/destinations --ignore=tests/bench \
-    --ignore=tests/deploy/test_run_script.py --ignore=clients/python/tests "$@"
+    --ignore=tests/deploy/test_run_script.py --ignore=clients/python/tests --durations=25 "$@"
 }
 
 if $PY - "$PG_URL" <<'PYEOF'

@@ -194,3 +194,74 @@ def _audit_trace_is_safe(request: pytest.FixtureRequest) -> Iterator[None]:
     assert not found, "the audit breaks the trace safety property:\n" + "\n".join(
         f"  event {v.event_id} {v.operation_id} {v.kind}: {v.code.value}: {v.message}"
         for v in found)
+
+
+#: The fast lane (`bash scripts/test.sh --fast`, `TEST_LANE=1`) runs the tests that stay in their
+#: process on SQLite; the others run in CI's lane only (marker `lane2`, applied here): the
+#: folders whose tests spawn processes or drive a browser, tests marked slow, browser or
+#: postgres, tests that start the demo destinations (processes of their own), and the tests
+#: `LANE2_TESTS` names. In the fast lane a test that starts a process (but `git`) fails, naming
+#: itself: mark it, or add it here.
+LANE2_FOLDERS = frozenset({"browser", "concurrency", "workers", "faults", "deploy", "bench",
+                           "peers", "destinations"})
+LANE2_MARKERS = ("slow", "browser", "postgres")
+LANE2_FIXTURES = frozenset({"destinations", "live"})
+#: Tests (a node id, or the start of one: a module, a test and all its parameters) that start
+#: processes of their own.
+LANE2_TESTS = frozenset({
+    "clients/python/tests/test_exact_console_install.py",
+    "tests/agent/test_embedding_example.py",
+    "tests/audit/test_export.py::test_an_export_verifies_with_only_the_public_keys",
+    "tests/audit/test_head.py::test_an_export_verifies_offline_without_secret_key_or_database",
+    "tests/db/test_ceilings.py::test_a_claim_counts_only_after_the_claim_before_it_committed",
+    "tests/db/test_ceilings.py::test_a_killed_holders_scope_gives_back_exactly_what_it_did_not",
+    "tests/db/test_ceilings.py::test_eight_processes_",
+    "tests/db/test_revoke_in_a_fresh_process.py",
+    "tests/permits/test_permit_tokens.py",
+    "tests/unit/protocols/test_workflow_parse.py::test_importing_the_package_loads_no_django",
+    "tests/unit/test_demo_is_an_extension.py::test_importing_the_whole_runtime_without_extensions",
+    "tests/unit/test_handler_fingerprints.py::test_an_edit_of_the_handlers_module_is_a_new_finger",
+    "tests/unit/test_purity.py::test_importing_every_protocols_module_loads_no_framework",
+    "tests/unit/test_repository_hygiene.py::test_the_filesystem_broker_writes_only_under_its_fol",
+})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = set(item.path.relative_to(config.rootpath).parts[:2])
+        if (parts & LANE2_FOLDERS
+                or any(item.get_closest_marker(name) for name in LANE2_MARKERS)
+                or LANE2_FIXTURES & set(getattr(item, "fixturenames", ()))
+                or any(item.nodeid.startswith(named) for named in LANE2_TESTS)):
+            item.add_marker(pytest.mark.lane2)
+
+
+@pytest.fixture(autouse=True)
+def _fast_lane_starts_no_process(request: pytest.FixtureRequest,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test of the fast lane that starts a process (but `git`) fails, naming itself: in the
+    fast lane (`TEST_LANE=1`), and in the full SQLite pass (`TEST_LANE_CHECK=1`, set by
+    scripts/test.sh), so that the rule is kept by CI too."""
+    import os
+
+    if "1" not in (os.environ.get("TEST_LANE"), os.environ.get("TEST_LANE_CHECK")) or \
+            request.node.get_closest_marker("lane2") is not None:
+        return
+    import multiprocessing.process
+    import subprocess
+
+    def refuse(what: str) -> None:
+        pytest.fail(f"{request.node.nodeid} {what} in the fast lane: mark it `lane2` or add it "
+                    "to LANE2_TESTS (tests/conftest.py)", pytrace=False)
+
+    started = subprocess.Popen.__init__
+
+    def popen(self: subprocess.Popen[Any], args: Any, *rest: Any, **options: Any) -> None:
+        program = args[0] if isinstance(args, (list, tuple)) else str(args).split()[0]
+        if Path(str(program)).name != "git":
+            refuse(f"starts {program}")
+        started(self, args, *rest, **options)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", popen)
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start",
+                        lambda self: refuse("starts a process"))
