@@ -127,7 +127,7 @@ class Interpreter:
             self.loop(step, env, key, loops)
         elif isinstance(step, Try):
             self.try_(step, env, key, loops)
-        else:  # refused before the run started; kept as a guard
+        else:  # every step kind the checker admits has a branch above: a new one needs its own
             raise WorkflowRefused(DenialCode.UNSUPPORTED_STEP,
                                   f"step kind {type(step).__name__} is not supported by the "
                                   "runtime yet", path=step.span.path)

@@ -46,8 +46,6 @@ from protocols.workflow import CheckedWorkflow
 from protocols.workflow.ir import AgentCall, Block, Workflow
 
 ADAPTER_PREFIX = WORKFLOW_ADAPTER
-#: Step kinds the runtime does not run (none since concurrent steps run: `parallel.py`).
-_UNSUPPORTED: dict[type, str] = {}
 
 
 def run_workflow(
@@ -90,7 +88,6 @@ def run_workflow(
     runtime = get_runtime()
     _refuse_moved_contracts(checked, runtime.registry)
     _refuse_outside_policy(checked, runtime)
-    _refuse_unsupported(workflow.steps)
     refuse_protected_race(workflow.steps)
     agents = dict(agents or {})
     _refuse_missing_agents(workflow.steps, agents)
@@ -189,15 +186,6 @@ def _refuse_outside_policy(checked: CheckedWorkflow, runtime: Runtime) -> None:
                     else f"the operation {name}")
             raise WorkflowRefused(DenialCode.EFFECT_NOT_PERMITTED,
                                   f"deployment policy does not allow {what} here")
-
-
-def _refuse_unsupported(block: Block) -> None:
-    for step in walk(block):
-        kind = _UNSUPPORTED.get(type(step))
-        if kind is not None:
-            raise WorkflowRefused(DenialCode.UNSUPPORTED_STEP,
-                                  f"step kind {kind} is not supported by the runtime yet "
-                                  f"(at {step.span.where()})", path=step.span.path)
 
 
 def _refuse_missing_agents(block: Block, agents: Mapping[str, ModelAdapter]) -> None:

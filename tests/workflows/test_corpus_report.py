@@ -11,7 +11,6 @@ from pathlib import Path
 
 from dispatch.workflows import WorkflowRefused
 from dispatch.workflows.race import refuse_protected_race
-from dispatch.workflows.runtime import _refuse_unsupported  # the runtime's own gates
 from protocols.denials import DiagnosticCode
 from protocols.workflow import CheckedWorkflow, Diagnostics, check_source
 from tests.workflows.test_workflow_conformance import DOCS, ERR, FALSE_REJECTIONS, OK, REGISTRY
@@ -39,8 +38,7 @@ def runtime_refusals() -> list[tuple[str, str, str]]:
     for path in OK:
         checked = _check(path)
         assert isinstance(checked, CheckedWorkflow), path.name
-        try:
-            _refuse_unsupported(checked.workflow.steps)
+        try:  # the runtime's own gate before a run
             refuse_protected_race(checked.workflow.steps)
         except WorkflowRefused as exc:
             refused.append((path.name, exc.path or "", f"{exc.code}: "
