@@ -43,13 +43,12 @@ def rate_take(*, key: str, limit: int, seconds: int, now: float) -> float | None
                 previous=previous, current=current, window=moved) == 1:
             return None
         failpoint("rate.after_update")
-        if attempt == 0 and not RateWindow.objects.filter(key=key).exists():
-            # The principal's first call: its row, then the same UPDATE (a concurrent first
-            # call may have made the row; nothing is counted twice).
+        if attempt == 0:
+            # No row to count in: the principal's first call (its row is made here), a
+            # concurrent first call's row made after the UPDATE looked, or the limit reached
+            # (the insert does nothing). The same UPDATE again tells which.
             RateWindow.objects.bulk_create([RateWindow(key=key, window=window)],
                                            ignore_conflicts=True)
-        # Else the row exists: the limit is reached, or a concurrent first call made the row
-        # after this UPDATE looked. The same UPDATE again tells which.
     return _wait(key=key, limit=limit, seconds=seconds, now=now)
 
 

@@ -13,18 +13,17 @@ from protocols.denials import Denial, DenialCode
 from protocols.roles import roles_allowing
 
 
-def counting_voters(role: str) -> Q:
+def counting_voters(role: str, *, prefix: str = "approver__") -> Q:
     """The voters whose grants count where `role` decides, as a filter on a vote's
-    `approver`: humans still active who hold `role` now (an admin holds every role). A voter
-    deactivated or demoted since voting no longer counts."""
-    return Q(approver__kind=Principal.Kind.HUMAN, approver__user__is_active=True,
-             approver__role__in=roles_allowing(role))
+    `approver` (`prefix=""`: on a principal): humans still active who hold `role` now (an admin
+    holds every role). A voter deactivated or demoted since voting no longer counts."""
+    return Q(**{f"{prefix}kind": Principal.Kind.HUMAN, f"{prefix}user__is_active": True,
+                f"{prefix}role__in": roles_allowing(role)})
 
 
 def require_counting_voter(voter: Principal, role: str) -> None:
     """`role_required` unless `voter`'s vote would count where `role` decides, as the store says
     now (not as the caller's copy of the principal says): active, human, holding the role."""
-    counting = Q(kind=Principal.Kind.HUMAN, user__is_active=True, role__in=roles_allowing(role))
-    if not Principal.objects.filter(counting, id=voter.id).exists():
+    if not Principal.objects.filter(counting_voters(role, prefix=""), id=voter.id).exists():
         raise Denial(DenialCode.ROLE_REQUIRED, role=role,
                      reason="the voter is not active, or no longer holds the role")
