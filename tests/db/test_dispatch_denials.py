@@ -1388,7 +1388,7 @@ def test_changed_handler_after_the_proposal_is_a_contract_mismatch(
 def test_a_pending_approval_under_a_changed_contract_cannot_be_granted(
     world: World, changed_handler: Callable[[], None],
 ) -> None:
-    """No human grants what could never run (docs/migration.md): the approval stays pending,
+    """No human grants what could never run (docs/compatibility.md): the approval stays pending,
     to be denied or to expire, and the action is proposed again under the new contract."""
     proposal = world.propose_email(world.draft())
     changed_handler()

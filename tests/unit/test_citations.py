@@ -6,7 +6,7 @@ of `docs/` and an anchor in it: an explicit `<a id="...">` or a heading's GitHub
 No citation of the design, specification or style documents by section number is left (they
 are not in the repository; `scripts/rewrite_citations.py` rewrites them). No comment or
 docstring of the code or the templates names a delivery stage or an issue number: it says
-what the code does. CHANGELOG.md and docs/migration.md keep history and may.
+what the code does. CHANGELOG.md and bench/HISTORY.md keep history and may.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SKIP = {".venv", "var", "node_modules", ".git"}
-HISTORY = {"CHANGELOG.md", "docs/migration.md"}
+HISTORY = {"CHANGELOG.md", "bench/HISTORY.md"}
 
 CITATION = re.compile(r"docs/([\w./-]+?\.md)#([\w-]+)((?:(?:,|;| and) #[\w-]+)*)")
 LINK = re.compile(r"\]\(([\w./-]+?\.md)#([\w-]+)\)")

@@ -67,7 +67,7 @@ REQUIRED: dict[tuple[str, str], tuple[str, ...]] = {
     ),
     ("README.md", "Two commands"): ("bash scripts/run.sh", "bash scripts/test.sh"),
     # docs/design.md#extensions: migration guidance for protected contracts and workflows.
-    ("docs/migration.md",
+    ("docs/compatibility.md",
      "Moving a framework's approval or a plain tool to a protected contract"): (
         "OperationContract",
         "dispatch.handlers.Handler",
@@ -79,7 +79,7 @@ REQUIRED: dict[tuple[str, str], tuple[str, ...]] = {
         "`approve: \"...\"`",
         "`request_approval`",
     ),
-    ("docs/migration.md", "A contract version bump with pending approvals"): (
+    ("docs/compatibility.md", "A contract version bump with pending approvals"): (
         "contract fingerprint",
         "check_compat",
         "| a pending approval | granting it is `contract_mismatch` (409) and it stays pending",
@@ -87,7 +87,7 @@ REQUIRED: dict[tuple[str, str], tuple[str, ...]] = {
         "`contract_version`",
         "Drain",
     ),
-    ("docs/migration.md", "Workflow format versions"): (
+    ("docs/compatibility.md", "Workflow format versions"): (
         "`version: 1`",
         "(AGL-E017)",
         "version 2",
