@@ -113,19 +113,21 @@ def steps(quick: bool, backends: list[str]) -> int:
 # write set, the same commits, none of the reads and none of Django. On PostgreSQL each write
 # transaction is the product's CTE; on SQLite its statements one by one.
 def raw_transactions(vendor: str) -> tuple[tuple[str, ...], ...]:
-    from dispatch.services import audit, budgets, claims, operations
+    from dispatch.services import budgets
+    from dispatch.store import audit, claims, operations
 
     # The claim's transaction starts attempt 1 too (the process that claims runs the handler).
     if vendor == "postgresql":
-        return ((claims._PG_CLAIM.format(lock=claims.LOCK_UNCANCELLED), budgets.upsert_sql(2),
-                 operations._PG_START), (operations._PG_MOVE_AND_END,))
+        return ((claims._PG_CLAIM_UNCANCELLED, budgets.upsert_sql(2), operations._PG_START),
+                (operations._PG_MOVE_AND_END,))
     # SQLite: a claim without a permit locks no row (its BEGIN IMMEDIATE holds the database).
-    return ((operations.OPERATION_INSERT, audit.AUDIT_INSERT, budgets.upsert_sql(2),
-             operations._START, operations._INSERT_ATTEMPT, audit.AUDIT_INSERT),
-            (operations._MOVE, operations._END_ATTEMPT, audit.AUDIT_INSERT))
+    return ((operations.INSERT, audit.INSERT, budgets.upsert_sql(2), operations._START,
+             operations._INSERT_ATTEMPT, audit.INSERT),
+            (operations._MOVE, operations._END, audit.INSERT))
 
 
 _WRITES = re.compile(r'INSERT INTO "|UPDATE "|DELETE FROM "')
+_NAMED = re.compile(r"%\((\w+)\)s")
 
 
 def _skeleton(sql: str) -> str:
@@ -178,15 +180,17 @@ class RawActions:
                 if like_django else {}))
             mark = "%s"
         self.vendor = "sqlite" if self.sqlite else "postgresql"
+        # The product's named parameters (`%(name)s`) as sqlite3 names them (`:name`).
         self.claim_sql, self.outcome_sql = (
-            [sql.replace("%s", mark) for sql in tx] for tx in raw_transactions(self.vendor))
+            [_NAMED.sub(r":\1", sql).replace("%s", mark) if self.sqlite else sql for sql in tx]
+            for tx in raw_transactions(self.vendor))
         self.json: Any = json.dumps if self.sqlite else _jsonb
 
     def _when(self, moment: datetime) -> Any:
         # Django's SQLite format: naive UTC text; PostgreSQL takes the aware datetime.
         return str(moment.astimezone(UTC).replace(tzinfo=None)) if self.sqlite else moment
 
-    def _run(self, statements: list[tuple[str, tuple[Any, ...], int | None]]) -> bool:
+    def _run(self, statements: list[tuple[str, Any, int | None]]) -> bool:
         """One transaction: each statement with the row count it must have (None: any). A
         product CTE (`WITH ...`) answers its count as its one row, a `RETURNING` its rows."""
         cur = self.conn.cursor()
@@ -234,43 +238,48 @@ class RawActions:
         keys = sorted([(f"execution:{item.principal_id}:{item.execution_id}", self.per_execution),
                        (f"principal:{item.principal_id}:{moment:%Y%m%d%H}", self.per_principal)])
         budget = tuple(v for key, cap in keys for v in (key, 1, cap))
-        insert = (op, item.tenant_id, item.proposal_id, None, item.principal_id,
-                  item.execution_id, item.operation, item.fingerprint, "claimed", now, now)
+        insert = {"id": op, "tenant_id": item.tenant_id, "proposal_id": item.proposal_id,
+                  "permit_id": None, "principal_id": item.principal_id,
+                  "execution_id": item.execution_id, "operation": item.operation,
+                  "contract_fingerprint": item.fingerprint, "now": now}
         claimed = self._audit(item, "permit.claimed", actor, op, now, {"permit_id": None},
                               digest=item.digest)
         started = self._audit(item, "attempt.started", "dispatcher", op, now, {"attempt": 1},
                               digest=item.digest)
-        start_op, attempt = (1, now, op, "claimed", 0), (op, 1, now)
+        start = {"id": op, "number": 1, "previous": 0, "now": now}
         if self.sqlite:
             operation, audit, upsert, moved, inserted, _ = self.claim_sql
             claim = [(operation, insert, None), (audit, claimed, None), (upsert, budget, 2),
-                     (moved, start_op, 1), (inserted, attempt, None), (audit, started, None)]
+                     (moved, start, 1), (inserted, start, None), (audit, started, None)]
         else:
-            cte, upsert, start = self.claim_sql
-            claim = [(cte, (item.proposal_id, *insert, *claimed), 1), (upsert, budget, 2),
-                     (start, (*start_op, *attempt, *started), 1)]
+            cte, upsert, begin = self.claim_sql
+            claim = [(cte, {**insert, "digest": item.digest, **claimed}, 1), (upsert, budget, 2),
+                     (begin, {**start, **started}, 1)]
         if not self._run(claim):
             return False
         now = self._when(datetime.now(UTC))
-        move = ("completed", now, True, self.json(noop_handler()), None, False, op, "claimed",
-                1, False, True, None)
-        end = (now, "completed", "", op, 1)
+        move = {"id": op, "source": "claimed", "target": "completed", "attempt": 1,
+                "was_uncertain": False, "uncertain": False, "now": now, "answers": True,
+                "result": self.json(noop_handler()), "evidence": None, "any_update": True,
+                "updated_at": None, "outcome": "completed", "error": ""}
         settled = self._audit(item, "operation.completed", "dispatcher", op, now,
                               {"attempt": 1, "outcome": "completed"}, digest=item.digest)
         if self.sqlite:
             moved, ended, audit = self.outcome_sql
-            outcome = [(moved, move, 1), (ended, end, 1), (audit, settled, None)]
+            outcome = [(moved, move, 1), (ended, move, 1), (audit, settled, None)]
         else:
-            outcome = [(self.outcome_sql[0], (*move, *end, *settled), None)]
+            outcome = [(self.outcome_sql[0], {**move, **settled}, None)]
         if not self._run(outcome):
             raise RuntimeError(f"raw: outcome of {op} refused")
         return True
 
     def _audit(self, item: Any, kind: str, actor: str, op: str, now: Any,
-               details: dict[str, Any], digest: str = "") -> tuple[Any, ...]:
+               details: dict[str, Any], digest: str = "") -> dict[str, Any]:
         # The details the product writes: the event's own, then the action's binding.
-        return (item.tenant_id, now, kind, actor, op, item.proposal_id, digest,
-                self.json({**details, **item.binding()}))
+        return {"audit_tenant_id": item.tenant_id, "audit_at": now, "audit_kind": kind,
+                "audit_actor": actor, "audit_operation_id": op,
+                "audit_proposal_id": item.proposal_id, "audit_digest": digest,
+                "audit_details": self.json({**details, **item.binding()})}
 
     def settings(self) -> dict[str, str]:
         cur = self.conn.cursor()

@@ -23,14 +23,14 @@ from django.core import checks
 from dispatch.hooks import AdmissionContext, Issuance, OutcomeContext
 from dispatch.models import Resource
 from dispatch.runtime import get_runtime
-from dispatch.services.audit import audit_moves, audit_record
+from dispatch.services.audit import audit_record
 from dispatch.services.evidence import (
     attestation_issue,
     attestation_refusal,
     receipt_issue,
     resource_move_if_allowed,
 )
-from protocols.audit_kinds import QUESTION_ANSWERED
+from protocols.audit_kinds import QUESTION_ANSWERED, audit_moves
 from protocols.contracts import EvidenceRole
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import OperationState, ResourceEvent

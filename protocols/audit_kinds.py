@@ -6,10 +6,11 @@ that lists a transaction's resource moves. Writers (`dispatch.services`) and the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Final
 
-from protocols.lifecycle import OperationEvent
+from protocols.jsontypes import JSONObject, JSONValue
+from protocols.lifecycle import OperationEvent, ResourceEvent
 
 #: The audit kind each operation event writes: `operation_move` and the claim write these,
 #: the replay reads them back.
@@ -48,3 +49,12 @@ RESOURCE_MOVES: Final = "resource_moves"
 #: A resource starts in its table's initial state at revision 1; a revision is its `edit`.
 RESOURCE_CREATED: Final = "resource.created"
 RESOURCE_REVISED: Final = "resource.revised"
+
+
+def audit_moves(refs: Iterable[Mapping[str, JSONValue]], event: ResourceEvent) -> JSONObject:
+    """What an event carries of the resource moves its transaction made, each of `refs` by
+    `event` (the revision its compare-and-swap named): `protocols.trace` replays them through
+    each resource's table. Nothing when there are none."""
+    moves = [{"id": ref["id"], "revision": ref["revision"], "event": event.value}
+             for ref in refs]
+    return {RESOURCE_MOVES: moves} if moves else {}

@@ -23,7 +23,7 @@ from dispatch.models import (
 )
 from dispatch.observability.context import bind_ids
 from dispatch.runtime import get_runtime
-from dispatch.services.statements import cache_related, columns, instances, rows, statement
+from dispatch.store.sql import cache_related, columns, instances, rows, statement
 from protocols.denials import Denial, DenialCode
 from protocols.roles import Role, role_allows
 

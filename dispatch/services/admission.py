@@ -22,7 +22,7 @@ from dispatch.hooks import AdmissionContext
 from dispatch.models import Principal, Proposal, Resource, Revision
 from dispatch.runtime import Runtime, get_runtime
 from dispatch.services.authority import check_authority
-from dispatch.services.statements import cache_related, columns, instances, rows, statement
+from dispatch.store.sql import cache_related, columns, instances, rows, statement
 from protocols.canonical import (
     CANON_VERSION,
     CanonicalizationError,

@@ -26,12 +26,14 @@ from dispatch.services.admission import (
     links_moved,
     validate_arguments,
 )
-from dispatch.services.audit import audit_moves, audit_record, audit_text
+from dispatch.services.audit import audit_record, audit_text
 from dispatch.services.authority import require_role
 from dispatch.services.notifications import notify_approval_decided, notify_approval_requested
 from dispatch.services.permits import permit_move
 from dispatch.services.resources import moved_refs, resource_move, resources_release
-from dispatch.services.statements import (
+from dispatch.services.voters import counting_voters, require_counting_voter
+from dispatch.services.wakeups import wake_on_decision
+from dispatch.store.sql import (
     insert,
     is_postgres,
     pipelined,
@@ -40,8 +42,7 @@ from dispatch.services.statements import (
     statement,
     value,
 )
-from dispatch.services.voters import counting_voters, require_counting_voter
-from dispatch.services.wakeups import wake_on_decision
+from protocols.audit_kinds import audit_moves
 from protocols.denials import Denial, DenialCode
 from protocols.grants import Grant as CoreGrant
 from protocols.grants import scope_as_json

@@ -29,7 +29,6 @@ from dispatch.runtime import get_runtime
 from dispatch.services.admission import admit, deployment_refusal, validate_arguments
 from dispatch.services.budgets import attempt_budget, budget_take
 from dispatch.services.ceilings import execution_scope_take
-from dispatch.services.claims import LOCK_UNCANCELLED
 from dispatch.services.operations import (
     StartedAttempt,
     attempt_hold,
@@ -37,7 +36,7 @@ from dispatch.services.operations import (
     operation_move,
 )
 from dispatch.services.pauses import attempt_paused
-from dispatch.services.statements import run
+from dispatch.store import claims
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import ApprovalState, OperationEvent, OperationState
@@ -55,7 +54,7 @@ def attempt_next(
     with transaction.atomic(durable=True):
         # The proposal's row first, the order the claim and a cancellation take it in, then the
         # operation's: a cancellation that committed first is seen, a later one waits.
-        uncancelled = run(LOCK_UNCANCELLED, [operation.proposal_id]) == 1
+        uncancelled = claims.lock_uncancelled(proposal_id=operation.proposal_id)
         if lost_error is not None and not attempt_hold(
                 operation, number - 1, lost_error, now, retry_at=now):
             return None

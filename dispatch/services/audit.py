@@ -1,11 +1,13 @@
 """Audit events, appended in the caller's transaction, secrets redacted (docs/design.md#audit), and
 the replay that checks them (docs/design.md#dispatcher).
 
-An append is one fixed INSERT (no model instance, no query compilation): it rides in every
-write transaction of the hot path, so it costs what the database costs. `audit_values` gives a
-move function the same row to append inside its own statement (a PostgreSQL CTE).
+An append is one fixed INSERT (`dispatch.store.audit`: no model instance, no query
+compilation): it rides in every write transaction of the hot path, so it costs what the
+database costs. `audit_values` gives a store statement the same row to write beside its own (a
+PostgreSQL CTE).
 `audit_binding` is what every event of an operation carries so that it stands alone,
-`audit_moves` what an event carries of the resource moves its transaction made, and
+`protocols.audit_kinds.audit_moves` what an event carries of the resource moves its
+transaction made, and
 `audit_text` masks the action's values in what a destination or an admin wrote: the audit
 references the stored snapshot by id and digest and never holds a payload (docs/design.md#audit).
 `audit_replay` streams the audit in append order through `protocols.trace`.
@@ -14,39 +16,29 @@ references the stored snapshot by id and digest and never holds a payload (docs/
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
 
 from django.conf import settings
 
 from dispatch.models import AuditEvent, Proposal, Tenant
-from dispatch.services.statements import statement, value, write
-from protocols.audit_kinds import RESOURCE_MOVES
+from dispatch.store import audit
+from dispatch.store.audit import AuditRow
 from protocols.denials import Denial, DenialCode
-from protocols.jsontypes import JSONObject, JSONValue
-from protocols.lifecycle import ResourceEvent
+from protocols.jsontypes import JSONObject
 from protocols.redaction import mask_values, redact, string_values
 from protocols.trace import TraceChecker
 from protocols.trace_events import TraceEvent, TraceReport
-
-#: The audit table's columns, in the order `audit_values` gives them.
-AUDIT_COLUMNS = ('"tenant_id", "at", "kind", "actor", "operation_id", "proposal_id", '
-                 '"digest", "details"')
-AUDIT_PLACEHOLDERS = "%s, %s, %s, %s, %s, %s, %s, %s"
-AUDIT_INSERT = statement(
-    "audit.insert",
-    f'INSERT INTO "dispatch_auditevent" ({AUDIT_COLUMNS}) VALUES ({AUDIT_PLACEHOLDERS})')
 
 
 def audit_values(
     *, tenant_id: str, kind: str, actor: str, at: datetime, operation_id: str = "",
     proposal_id: str = "", digest: str = "", details: JSONObject | None = None,
-) -> tuple[Any, ...]:
-    """One event's column values, prepared for the database, secrets redacted."""
-    return (tenant_id, value(AuditEvent, "at", at), kind, actor, operation_id, proposal_id,
-            digest, value(AuditEvent, "details",
-                          redact(details or {}, settings.AUDIT_REDACT_FIELDS)))
+) -> AuditRow:
+    """One event's row, prepared for the database, secrets redacted: for a store statement
+    that writes it beside its own (`dispatch.store.audit`)."""
+    return audit.row(tenant_id=tenant_id, kind=kind, actor=actor, at=at,
+                     operation_id=operation_id, proposal_id=proposal_id, digest=digest,
+                     details=redact(details or {}, settings.AUDIT_REDACT_FIELDS))
 
 
 def audit_record(
@@ -61,7 +53,7 @@ def audit_record(
     details: JSONObject | None = None,
 ) -> None:
     """Append one event. Call inside the transaction of the change it records."""
-    write(AUDIT_INSERT, audit_values(tenant_id=tenant_id, kind=kind, actor=actor, at=at,
+    audit.append(audit_values(tenant_id=tenant_id, kind=kind, actor=actor, at=at,
                               operation_id=operation_id, proposal_id=proposal_id,
                               digest=digest, details=details))
 
@@ -75,15 +67,6 @@ def audit_binding(proposal: Proposal) -> JSONObject:
             "execution_id": proposal.execution_id,
             "resources": [{"id": ref["id"], "revision": ref["revision"]}
                           for ref in proposal.resource_refs]}
-
-
-def audit_moves(refs: Iterable[Mapping[str, JSONValue]], event: ResourceEvent) -> JSONObject:
-    """What an event carries of the resource moves its transaction made, each of `refs` by
-    `event` (the revision its compare-and-swap named): `protocols.trace` replays them through
-    each resource's table. Nothing when there are none."""
-    moves = [{"id": ref["id"], "revision": ref["revision"], "event": event.value}
-             for ref in refs]
-    return {RESOURCE_MOVES: moves} if moves else {}
 
 
 def audit_text(proposal: Proposal, text: str) -> str:

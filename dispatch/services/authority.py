@@ -22,7 +22,7 @@ from dispatch.runtime import Runtime, get_runtime
 from dispatch.services.access import access_grant_by_id
 from dispatch.services.audit import audit_record
 from dispatch.services.permits import permits_revoke_resting_on
-from dispatch.services.statements import columns, instance, rows, statement
+from dispatch.store.sql import columns, instance, rows, statement
 from protocols import grants as core
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode

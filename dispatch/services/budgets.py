@@ -21,7 +21,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Greatest, Least
 
 from dispatch.models import BudgetCounter
-from dispatch.services.statements import statement
+from dispatch.store.sql import statement
 from protocols.denials import Denial, DenialCode
 
 Limits = Sequence[tuple[str, int]]

@@ -30,7 +30,7 @@ from django.db.models import F
 from dispatch.models import BudgetCounter, Delegation, Execution, Operation, Scope
 from dispatch.services.budgets import budget_adjust, counters_take
 from dispatch.services.run_tree import Node, execution_path, path_stop_refusal
-from dispatch.services.statements import is_postgres, rows, statement
+from dispatch.store.sql import is_postgres, rows, statement
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import OperationState
 from protocols.lifecycle_runs import EXECUTION_ENDED

@@ -18,14 +18,7 @@ from django.db import IntegrityError, transaction
 
 from dispatch.failpoints import failpoint
 from dispatch.models import Operation, Permit, Proposal
-from dispatch.services.audit import (
-    AUDIT_COLUMNS,
-    AUDIT_INSERT,
-    AUDIT_PLACEHOLDERS,
-    audit_binding,
-    audit_moves,
-    audit_values,
-)
+from dispatch.services.audit import audit_binding, audit_values
 from dispatch.services.budgets import Limits, budget_take
 from dispatch.services.caps import caps_take
 from dispatch.services.ceilings import (
@@ -33,13 +26,13 @@ from dispatch.services.ceilings import (
     principal_claims_counter,
     principal_concurrency_take,
 )
-from dispatch.services.operations import OPERATION_CLAIMED, OPERATION_INSERT, OPERATION_INSERT_IF
+from dispatch.services.operations import OPERATION_CLAIMED
 from dispatch.services.pauses import pause_check
-from dispatch.services.permits import PERMIT_CLAIM
 from dispatch.services.resources import moved_refs, resource_move
-from dispatch.services.statements import cache_related, is_postgres, rows, run, statement, value
+from dispatch.store import audit, claims, operations
+from dispatch.store.sql import cache_related, is_postgres
 from protocols.approval_rules import CapCharge
-from protocols.audit_kinds import OPERATION_EVENT_KINDS
+from protocols.audit_kinds import OPERATION_EVENT_KINDS, audit_moves
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import OperationEvent, PermitState, ResourceEvent
 
@@ -65,47 +58,45 @@ def operation_claim(
     pause_check(tenant_id=proposal.tenant_id, operation=proposal.operation,
                 agent_id=proposal.principal_id, execution_id=proposal.execution_id)
     failpoint("claim.pause_checked")
-    at = value(Permit, "claimed_at", now)
-    # One-shot: only an issued, unexpired permit bound to this digest moves; with no permit,
-    # the proposal row is the lock a cancellation contends on.
-    lock, lock_params, combined = (
-        (PERMIT_CLAIM, [at, permit.id, proposal.id, proposal.digest, at], _PG_CLAIM_PERMIT)
-        if permit is not None else (LOCK_UNCANCELLED, [proposal.id], _PG_CLAIM_UNCANCELLED))
     operation = Operation(
         id=operation_id, tenant_id=proposal.tenant_id, proposal_id=proposal.id, permit=permit,
         principal_id=proposal.principal_id, execution_id=proposal.execution_id,
         operation=proposal.operation, contract_fingerprint=proposal.contract_fingerprint,
         state=OPERATION_CLAIMED, attempts_made=0, evidence="", claimed_at=now, updated_at=now)
-    insert = [operation.id, operation.tenant_id, operation.proposal_id,
-              permit.id if permit else None, operation.principal_id, operation.execution_id,
-              operation.operation, operation.contract_fingerprint, OPERATION_CLAIMED.value,
-              at, at]
-    audit = audit_values(tenant_id=proposal.tenant_id, kind=_CLAIMED, actor=actor,
+    row = operations.claimed(
+        id=operation.id, tenant_id=operation.tenant_id, proposal_id=operation.proposal_id,
+        permit_id=permit.id if permit else None, principal_id=operation.principal_id,
+        execution_id=operation.execution_id, operation=operation.operation,
+        contract_fingerprint=operation.contract_fingerprint, now=now)
+    event = audit_values(tenant_id=proposal.tenant_id, kind=_CLAIMED, actor=actor,
                          at=now, operation_id=operation_id, proposal_id=proposal.id,
                          digest=proposal.digest,
                          details={"permit_id": permit.id if permit else None,
                                   **audit_binding(proposal),
                                   **audit_moves(moved_refs(proposal.resource_refs),
                                                 ResourceEvent.CLAIM)})
+    # One-shot: only an issued, unexpired permit bound to this digest moves; with no permit,
+    # the proposal row is the lock a cancellation contends on.
     try:
         if is_postgres() and not moved_refs(proposal.resource_refs):
             # One round trip: the lock, the intent and its audit row, each only if the one
             # before it happened.
-            ((locked,),) = rows(combined, [*lock_params, *insert, *audit])
-            if locked != 1:
+            if not claims.claim(operation=row, digest=proposal.digest, now=now, event=event):
                 raise _lock_denial(permit, now)
         else:
             # SQLite: the transaction holds the database's write lock since BEGIN IMMEDIATE,
             # and the proposal was read inside it, open: no cancellation can commit before
             # this claim does, so there is no row to lock for a proposal without a permit.
-            if (permit is not None or is_postgres()) and run(lock, lock_params) != 1:
+            if (permit is not None or is_postgres()) and not claims.lock(
+                    proposal_id=proposal.id, permit_id=permit.id if permit else None,
+                    digest=proposal.digest, now=now):
                 raise _lock_denial(permit, now)
             for ref in moved_refs(proposal.resource_refs):
                 # Compare-and-swap on revision and state: two permits naming one revision
                 # cannot both move it to dispatching.
                 resource_move(ref, ResourceEvent.CLAIM, now=now)
-            run(OPERATION_INSERT, insert)
-            run(AUDIT_INSERT, audit)
+            operations.insert(row)
+            audit.append(event)
     except IntegrityError:
         # One operation per proposal: a concurrent claim of the same action won. The denial
         # leaves the transaction at once, so all of it rolls back.
@@ -121,28 +112,6 @@ def operation_claim(
     principal_concurrency_take(principal_id=proposal.principal_id, operation_id=operation.id)
     failpoint("claim.before_commit")
     return operation
-
-
-#: The proposal's row, locked only while the action is not cancelled: what a claim without a
-#: permit, and every attempt after the first, contend on with a cancellation.
-LOCK_UNCANCELLED = statement(
-    "proposal.lock_uncancelled",
-    'UPDATE "dispatch_proposal" SET "cancelled_at" = NULL '
-    'WHERE "id" = %s AND "cancelled_at" IS NULL')
-#: PostgreSQL, an action without resources to move: the lock (of the permit, or of the
-#: uncancelled proposal), the intent and its audit row in one round trip, each written only if
-#: the one before it was.
-_PG_CLAIM = (
-    "WITH lock AS ({lock} RETURNING 1), "
-    f"op AS ({OPERATION_INSERT_IF.format(after='lock')} RETURNING 1), "
-    f'au AS (INSERT INTO "dispatch_auditevent" ({AUDIT_COLUMNS}) SELECT {AUDIT_PLACEHOLDERS} '
-    "WHERE EXISTS (SELECT 1 FROM op) RETURNING 1) "
-    "SELECT count(*) FROM lock"
-)
-_PG_CLAIM_PERMIT = statement("claim.permit", vendor="postgresql",
-                             sql=_PG_CLAIM.format(lock=PERMIT_CLAIM))
-_PG_CLAIM_UNCANCELLED = statement("claim.uncancelled", vendor="postgresql",
-                                  sql=_PG_CLAIM.format(lock=LOCK_UNCANCELLED))
 
 
 def _lock_denial(permit: Permit | None, now: datetime) -> Denial:

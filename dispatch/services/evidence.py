@@ -31,9 +31,9 @@ from dispatch.models import (
     ReceiptContent,
 )
 from dispatch.runtime import get_runtime
-from dispatch.services.audit import audit_moves, audit_record
+from dispatch.services.audit import audit_record
 from dispatch.services.resources import resource_move
-from protocols.audit_kinds import ATTESTATION_ISSUED, RECEIPT_ISSUED
+from protocols.audit_kinds import ATTESTATION_ISSUED, RECEIPT_ISSUED, audit_moves
 from protocols.canonical import digest_bytes
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode

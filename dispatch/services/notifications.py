@@ -25,11 +25,12 @@ import logging
 import math
 import re
 import smtplib
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from email.message import EmailMessage
 from email.utils import formatdate
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -52,9 +53,10 @@ from dispatch.models import (
 from dispatch.presentation import summarize
 from dispatch.queue import notify_later, notify_on_commit
 from dispatch.runtime import get_runtime
-from dispatch.services.statements import columns, instance, rows, statement
 from dispatch.services.webhooks import AGENT_EVENTS
+from dispatch.store.sql import columns, instance, rows, statement
 from protocols.jsontypes import JSONObject
+from protocols.outcomes import OutboxRow
 from protocols.roles import Role
 
 log = logging.getLogger(__name__)
@@ -118,21 +120,27 @@ def notify_approval_decided(approval: ApprovalRequest, proposal: Proposal,
     _write([_row(proposal, event, data, now, endpoint=e) for e in endpoints])
 
 
-def outcome_notifications(operation: Operation, state: str, now: datetime) -> list[Notification]:
-    """For `operation_move`, before its transaction: the unsaved outbox rows telling the
-    proposing agent's endpoints that the operation reached `state`; `notify_write` writes them
-    inside the move's transaction. No endpoint, no row (one query)."""
-    if state not in OUTCOME_STATES:
+def outcome_endpoints(proposal: Proposal, event: str) -> list[WebhookEndpoint]:
+    """For `operation_move`'s plan, before its transaction: the proposing agent's endpoints
+    that take `event` (`operation.<state>`); none, and no query, for a state no agent hears
+    of."""
+    if event.removeprefix("operation.") not in OUTCOME_STATES:
         return []
+    return _endpoints(proposal, event)
+
+
+def outcome_summary(proposal: Proposal) -> str:
+    """The action's sentence an outcome notification carries."""
+    return _summary(proposal)
+
+
+def outcome_write(operation: Operation, outbox: Sequence[OutboxRow], now: datetime) -> None:
+    """Inside `operation_move`'s transaction: the outbox rows its plan holds
+    (`protocols.outcomes`), one per endpoint; their delivery is enqueued on commit."""
     proposal = operation.proposal
-    event = f"operation.{state}"
-    endpoints = _endpoints(proposal, event)
-    if not endpoints:
-        return []
-    data: JSONObject = {"operation_id": operation.id, "proposal_id": proposal.id,
-                        "operation": proposal.operation, "summary": _summary(proposal),
-                        "state": state}
-    return [_row(proposal, event, data, now, endpoint=e) for e in endpoints]
+    _write([_row(proposal, row.event, row.data, now,
+                 endpoint=cast(WebhookEndpoint, row.endpoint))  # as `outcome_endpoints` gave it
+            for row in outbox])
 
 
 def notify_checkpoint(tenant_id: str, checkpoint: JSONObject, now: datetime) -> None:
@@ -144,11 +152,6 @@ def notify_checkpoint(tenant_id: str, checkpoint: JSONObject, now: datetime) -> 
         recipient=str(hook["url"]), proposal_id="",
         payload={"type": CHECKPOINT_EVENT, "data": checkpoint}, next_attempt_at=now,
         created_at=now) for hook in settings.AUDIT_CHECKPOINT_WEBHOOKS])
-
-
-def notify_write(rows: list[Notification]) -> None:
-    """Write outbox rows in the caller's transaction; their delivery is enqueued on commit."""
-    _write(rows)
 
 
 def _write(rows: list[Notification]) -> None:

@@ -4,9 +4,15 @@
 Every change of an operation's `state` or `attempts_made` is made here, by one conditional
 UPDATE whose WHERE names the state the transition table allows the event from and the attempt
 the change settles (`attempts_made = attempt`), with the attempt row's own conditional UPDATE
-(`ended_at IS NULL`) beside it. Both row counts are read: if either is not 1 the whole move rolls
-back and the caller hears `False`. So a late answer of an older attempt never settles an
-operation that a newer attempt (a retry, a reconciliation) is working on.
+(`ended_at IS NULL`) beside it (`dispatch.store.operations`). Both row counts are read: if either
+is not 1 the whole move rolls back and the caller hears `False`. So a late answer of an older
+attempt never settles an operation that a newer attempt (a retry, a reconciliation) is working
+on.
+
+A move is planned, then applied: `protocols.outcomes` computes where it goes from what was
+loaded (`outcome_step`), `operation_move` asks the runtime and the store what that needs
+(`_facts`: the hook's record, the resources' event, the agent's endpoints, the masked texts),
+`outcome_plan` computes everything the move writes, and `_apply` writes it in one transaction.
 """
 
 from __future__ import annotations
@@ -17,26 +23,17 @@ from datetime import datetime
 
 from django.db import transaction
 
-from dispatch.hooks import Issuance, outcome_context
-from dispatch.models import Attempt, Operation
+from dispatch.hooks import outcome_context
+from dispatch.models import Operation
 from dispatch.runtime import get_runtime
-from dispatch.services.audit import (
-    AUDIT_COLUMNS,
-    AUDIT_INSERT,
-    AUDIT_PLACEHOLDERS,
-    audit_binding,
-    audit_moves,
-    audit_record,
-    audit_text,
-    audit_values,
-)
-from dispatch.services.notifications import notify_write, outcome_notifications
+from dispatch.services.audit import audit_binding, audit_record, audit_text, audit_values
+from dispatch.services.notifications import outcome_endpoints, outcome_summary, outcome_write
 from dispatch.services.pauses import attempt_paused
-from dispatch.services.resources import moved_refs, resource_move
+from dispatch.services.resources import resource_move
 from dispatch.services.run_tree import execution_stopped
-from dispatch.services.statements import is_postgres, rows, run, statement, value
 from dispatch.services.wakeups import wake_on_slot
-from protocols.audit_kinds import ATTEMPT_STARTED, ATTEMPT_UNCERTAIN, OPERATION_EVENT_KINDS
+from dispatch.store import operations as store
+from protocols.audit_kinds import ATTEMPT_STARTED, ATTEMPT_UNCERTAIN
 from protocols.denials import Denial
 from protocols.jsontypes import JSONObject
 from protocols.lifecycle import (
@@ -45,15 +42,15 @@ from protocols.lifecycle import (
     OperationState,
     transition,
 )
-
-#: The operation event an attempt's outcome asks for.
-OUTCOME_EVENTS = {
-    Attempt.Outcome.COMPLETED: OperationEvent.COMPLETE,
-    Attempt.Outcome.FAILED_NO_EFFECT: OperationEvent.FAIL_NO_EFFECT,
-    Attempt.Outcome.UNCERTAIN: OperationEvent.UNCERTAIN,
-}
-
-_ATTEMPT_EVENTS = frozenset(OUTCOME_EVENTS.values())
+from protocols.outcomes import (
+    Facts,
+    Issued,
+    Loaded,
+    OutcomePlan,
+    Step,
+    outcome_plan,
+    outcome_step,
+)
 
 OPERATION_CLAIMED = transition(OPERATION_LIFECYCLE, OPERATION_LIFECYCLE.initial,
                                OperationEvent.CLAIM)
@@ -61,75 +58,6 @@ OPERATION_CLAIMED = transition(OPERATION_LIFECYCLE, OPERATION_LIFECYCLE.initial,
 
 class _Lost(Exception):
     """A guard did not hold: roll the move back."""
-
-
-# The hot statements, written once (dispatch.services.statements). Identifiers are Django's
-# default names for these models (tests/unit/test_statements.py checks they still are); every
-# value is a bound parameter.
-_MOVE = statement(
-    "operation.move",
-    'UPDATE "dispatch_operation" SET "state" = %s, "updated_at" = %s, '
-    '"result" = CASE WHEN %s THEN %s ELSE "result" END, '
-    '"evidence" = COALESCE(%s, "evidence"), "uncertain" = %s '
-    'WHERE "id" = %s AND "state" = %s AND "attempts_made" = %s AND "uncertain" = %s '
-    'AND (%s OR "updated_at" = %s)')
-_END_ATTEMPT = statement(
-    "attempt.end",
-    'UPDATE "dispatch_attempt" SET "ended_at" = %s, "outcome" = %s, "error" = %s '
-    'WHERE "operation_id" = %s AND "number" = %s AND "ended_at" IS NULL')
-# PostgreSQL: the same writes in one round trip. Every writer of an attempt row updates its
-# operation row first, so that row's lock orders them; the attempt moves only where the
-# operation did, and the audit row is written only where both did.
-_PG_MOVE_AND_END = statement(
-    "operation.move_and_end", vendor="postgresql",
-    sql=f"WITH op AS ({_MOVE} RETURNING 1), "
-    f"att AS ({_END_ATTEMPT} AND EXISTS (SELECT 1 FROM op) RETURNING 1), "
-    f'au AS (INSERT INTO "dispatch_auditevent" ({AUDIT_COLUMNS}) SELECT {AUDIT_PLACEHOLDERS} '
-    "WHERE EXISTS (SELECT 1 FROM att) RETURNING 1) "
-    "SELECT (SELECT count(*) FROM op), (SELECT count(*) FROM att)")
-_PG_MOVE = statement(
-    "operation.move_with_audit", vendor="postgresql",
-    sql=f"WITH op AS ({_MOVE} RETURNING 1), "
-    f'au AS (INSERT INTO "dispatch_auditevent" ({AUDIT_COLUMNS}) SELECT {AUDIT_PLACEHOLDERS} '
-    "WHERE EXISTS (SELECT 1 FROM op) RETURNING 1) "
-    "SELECT (SELECT count(*) FROM op), 1")
-# A new attempt starts only where the one before it has ended (none is open).
-_START = statement(
-    "attempt.start_guard",
-    'UPDATE "dispatch_operation" SET "attempts_made" = %s, "updated_at" = %s, '
-    '"next_attempt_at" = NULL WHERE "id" = %s AND "state" = %s AND "attempts_made" = %s '
-    'AND NOT EXISTS (SELECT 1 FROM "dispatch_attempt" a '
-    'WHERE a."operation_id" = "dispatch_operation"."id" AND a."ended_at" IS NULL)')
-# An uncertain attempt ends while the operation stays claimed for a retry under the same key;
-# the operation remembers the uncertainty (sticky, docs/design.md#outcomes).
-_HOLD = statement(
-    "operation.hold",
-    'UPDATE "dispatch_operation" SET "uncertain" = TRUE, "next_attempt_at" = %s, '
-    '"updated_at" = %s WHERE "id" = %s AND "state" = %s AND "attempts_made" = %s')
-# SQLite's; PostgreSQL inserts the attempt row inside `_PG_START`.
-_INSERT_ATTEMPT = statement(
-    "attempt.insert", vendor="sqlite",
-    sql='INSERT INTO "dispatch_attempt" ("operation_id", "number", "started_at", "ended_at", '
-    "\"outcome\", \"error\") VALUES (%s, %s, %s, NULL, '', '')")
-_PG_START = statement(
-    "attempt.start", vendor="postgresql",
-    sql=f"WITH op AS ({_START} RETURNING 1), "
-    'att AS (INSERT INTO "dispatch_attempt" ("operation_id", "number", "started_at", '
-    "\"ended_at\", \"outcome\", \"error\") SELECT %s, %s, %s, NULL, '', '' "
-    "WHERE EXISTS (SELECT 1 FROM op) RETURNING 1), "
-    f'au AS (INSERT INTO "dispatch_auditevent" ({AUDIT_COLUMNS}) SELECT {AUDIT_PLACEHOLDERS} '
-    "WHERE EXISTS (SELECT 1 FROM op) RETURNING 1) "
-    "SELECT count(*) FROM op")
-OPERATION_INSERT = statement(
-    "operation.insert",
-    'INSERT INTO "dispatch_operation" ("id", "tenant_id", "proposal_id", "permit_id", '
-    '"principal_id", "execution_id", "operation", "contract_fingerprint", "state", '
-    '"attempts_made", "uncertain", "next_attempt_at", "result", "evidence", "lookup_found", '
-    '"looked_up_at", "claimed_at", "updated_at") '
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 0, FALSE, NULL, NULL, '', '', NULL, %s, %s)")
-#: The same insert inside a CTE, only where the statement named `after` changed a row.
-OPERATION_INSERT_IF = OPERATION_INSERT.replace(
-    "VALUES (", "SELECT ").removesuffix(")") + " WHERE EXISTS (SELECT 1 FROM {after})"
 
 
 def operation_move(
@@ -153,87 +81,82 @@ def operation_move(
     is `attempt` (0: none was started) and its uncertainty is as loaded; `updated_at`, when
     given, must be unchanged too. `end_attempt` ends that attempt row with this outcome, and
     the row must still be open. The resources move with the operation and the audit event is
-    written in the same transaction, and so are what the contract's outcome hook issues
-    (`_outcome_issuance`) and the proposing agent's outcome notifications. Returns whether it
-    moved; the caller's `operation` is updated when it did.
+    written in the same transaction, and so are what the contract's outcome hook issues and the
+    proposing agent's outcome notifications. Returns whether it moved; the caller's `operation`
+    is updated when it did.
 
-    Uncertainty is sticky (docs/design.md#outcomes): once an attempt was uncertain, `fail_no_effect`
-    (a definite failure of a later attempt, a cancellation, a refused retry) moves the operation
-    to `unknown`, never to `failed_no_effect`, until an authoritative lookup proves the key
-    absent (`absence_proven`, given with the retry that follows it).
+    Uncertainty is sticky (docs/design.md#outcomes, `protocols.outcomes`): once an attempt was
+    uncertain, a definite failure moves the operation to `unknown` until an authoritative
+    lookup proves the key absent (`absence_proven`, given with the retry that follows it).
     """
-    source = OperationState(operation.state)
-    sticky = event is OperationEvent.FAIL_NO_EFFECT and bool(operation.uncertain)
-    if sticky:
-        event = OperationEvent.UNCERTAIN
-    target = transition(OPERATION_LIFECYCLE, source, event)
-    uncertain = (bool(operation.uncertain) or target is OperationState.UNKNOWN
-                 or end_attempt == Attempt.Outcome.UNCERTAIN) and not absence_proven
-    answers = event in _ATTEMPT_EVENTS  # an attempt's answer replaces the result; others keep it
-    # What the contract's outcome hook issues (a receipt, an attestation), written only where
-    # this move holds; the result the operation keeps names it.
-    issuance = _outcome_issuance(operation, target, result, now)
-    if issuance is not None:
-        result = issuance.result
-    move = [target.value, value(Operation, "updated_at", now),
-            answers, value(Operation, "result", result), evidence, uncertain,
-            operation.id, source.value, attempt, bool(operation.uncertain),
-            updated_at is None, value(Operation, "updated_at", updated_at)]
-    end = [value(Attempt, "ended_at", now), end_attempt, error, operation.id, attempt]
     proposal = operation.proposal  # loaded with the operation by every caller
-    refs = moved_refs(proposal.resource_refs)
-    if refs:  # what the contract declares this outcome does to them (`protocol_outcomes`)
-        resource_event = get_runtime().resource_event(operation.contract_fingerprint, target,
-                                                      event)
-    audit = audit_values(
-        tenant_id=operation.tenant_id, kind=OPERATION_EVENT_KINDS[event], actor=actor, at=now,
-        operation_id=operation.id, proposal_id=operation.proposal_id, digest=proposal.digest,
-        details={"attempt": attempt, "outcome": target.value,
-                 **({"error": audit_text(proposal, error)} if error else {}),
-                 **({"evidence": audit_text(proposal, evidence)} if evidence is not None
-                    else {}),
-                 **({"sticky": "an earlier attempt may have had its effect"} if sticky
-                    else {}),
-                 **({"absence_proven": True} if absence_proven else {}),
-                 **audit_binding(proposal), **(details or {}),
-                 **(audit_moves(refs, resource_event) if refs else {})})
-    # The agent's outcome webhooks (docs/design.md#notifications), written only where the move
-    # holds, in its transaction; none without an endpoint that asked.
-    outbox = outcome_notifications(operation, target.value, now)
+    loaded = Loaded(id=operation.id, proposal_id=proposal.id, operation=proposal.operation,
+                    state=OperationState(operation.state), uncertain=bool(operation.uncertain),
+                    refs=tuple(proposal.resource_refs), binding=audit_binding(proposal))
+    step = outcome_step(loaded, event, end_attempt=end_attempt, absence_proven=absence_proven)
+    facts = _facts(operation, loaded, step, result=result, error=error, evidence=evidence,
+                   now=now)
+    plan = outcome_plan(loaded, step, facts, attempt=attempt, end_attempt=end_attempt,
+                        error=error, result=result, evidence=evidence, details=details,
+                        absence_proven=absence_proven)
     try:
         with transaction.atomic():
-            if is_postgres() and not refs and issuance is None:
-                sql, params = ((_PG_MOVE_AND_END, [*move, *end, *audit]) if end_attempt
-                               else (_PG_MOVE, [*move, *audit]))
-                ((moved, ended),) = rows(sql, params)
-                if moved != 1 or ended != 1:
-                    raise _Lost  # the operation moved but its attempt did not: undo both
-            else:
-                if run(_MOVE, move) != 1:
-                    raise _Lost
-                if end_attempt is not None and run(_END_ATTEMPT, end) != 1:
-                    raise _Lost
-                for ref in refs:
-                    resource_move(ref=ref, event=resource_event, now=now)
-                run(AUDIT_INSERT, audit)
-                if issuance is not None:
-                    issuance.write()
-            notify_write(outbox)
+            _apply(operation, plan, now=now, actor=actor, updated_at=updated_at)
     except _Lost:
         return False
-    operation.state, operation.updated_at, operation.uncertain = target, now, uncertain
-    if answers:
-        operation.result = result
+    operation.state, operation.updated_at, operation.uncertain = plan.target, now, plan.uncertain
+    if plan.answers:
+        operation.result = plan.result
     if evidence is not None:
         operation.evidence = evidence
-    if source is OperationState.CLAIMED and target is not OperationState.CLAIMED:
-        # Settled: a slot of its run is free for the lane that waits longest for one.
+    if plan.settles:
+        # A slot of its run is free for the lane that waits longest for one.
         wake_on_slot(operation.execution_id)
     return True
 
 
-def _outcome_issuance(operation: Operation, target: OperationState,
-                      result: JSONObject | None, now: datetime) -> Issuance | None:
+def _apply(operation: Operation, plan: OutcomePlan, *, now: datetime, actor: str,
+           updated_at: datetime | None) -> None:
+    """Inside the move's transaction: write `plan`, or raise `_Lost` when a guard did not hold
+    (the operation moved on, or its attempt row was no longer open)."""
+    event = audit_values(tenant_id=operation.tenant_id, kind=plan.audit_kind, actor=actor,
+                         at=now, operation_id=operation.id,
+                         proposal_id=operation.proposal_id, digest=operation.proposal.digest,
+                         details=plan.audit_details)
+    if not store.move(id=operation.id, source=plan.source, target=plan.target,
+                      attempt=plan.attempt, was_uncertain=bool(operation.uncertain),
+                      uncertain=plan.uncertain, now=now, answers=plan.answers,
+                      result=plan.result, evidence=plan.evidence, updated_at=updated_at,
+                      end=plan.end_attempt, error=plan.error, event=event):
+        raise _Lost
+    if plan.resource_event is not None:
+        for ref in plan.moved:
+            resource_move(ref=ref, event=plan.resource_event, now=now)
+    if plan.issue is not None:
+        plan.issue()
+    outcome_write(operation, plan.outbox, now)
+
+
+def _facts(operation: Operation, loaded: Loaded, step: Step, *, result: JSONObject | None,
+           error: str, evidence: str | None, now: datetime) -> Facts:
+    """What the plan of `step` needs from the runtime and the store, asked only where it
+    matters: the outcome hook's record, the resources' event when any moves, the agent's
+    endpoints that hear of the target (and the action's sentence when there are some), the
+    texts masked for the audit."""
+    proposal = operation.proposal
+    runtime = get_runtime()
+    endpoints = outcome_endpoints(proposal, f"operation.{step.target.value}")
+    return Facts(
+        issued=_issued(operation, step.target, result, now),
+        resource_event=runtime.resource_event(operation.contract_fingerprint, step.target,
+                                              step.event) if loaded.moved else None,
+        endpoints=endpoints, summary=outcome_summary(proposal) if endpoints else "",
+        audit_error=audit_text(proposal, error),
+        audit_evidence=None if evidence is None else audit_text(proposal, evidence))
+
+
+def _issued(operation: Operation, target: OperationState, result: JSONObject | None,
+            now: datetime) -> Issued | None:
     """What the outcome hook registered with the operation's contract issues on its move to
     `target` (`dispatch.hooks`), or None. The contract the proposal was made under; after an
     upgrade, the newest of its name (an admin's resolve of an old operation still runs its
@@ -247,8 +170,9 @@ def _outcome_issuance(operation: Operation, target: OperationState,
     if hook is None:
         return None
     arguments = dict(json.loads(operation.proposal.canonical)["arguments"])
-    return hook(outcome_context(operation=operation, contract=contract, target=target,
-                                result=result, arguments=arguments, now=now))
+    issuance = hook(outcome_context(operation=operation, contract=contract, target=target,
+                                    result=result, arguments=arguments, now=now))
+    return None if issuance is None else (issuance.result, issuance.write)
 
 
 _MINT = object()
@@ -306,13 +230,10 @@ def attempt_hold(
     """End uncertain attempt `number` while the operation stays claimed for a further attempt
     under the same key, no earlier than `retry_at`; the operation is uncertain from now on.
     False if the operation moved on or the attempt was no longer open (nothing written)."""
-    hold = [value(Operation, "next_attempt_at", retry_at), value(Operation, "updated_at", now),
-            operation.id, OperationState.CLAIMED.value, number]
-    end = [value(Attempt, "ended_at", now), Attempt.Outcome.UNCERTAIN, error, operation.id,
-           number]
     proposal = operation.proposal
     with transaction.atomic():  # its own, or a part of `attempt_next`'s
-        if run(_HOLD, hold) != 1 or run(_END_ATTEMPT, end) != 1:
+        if not store.hold(id=operation.id, attempt=number, now=now, retry_at=retry_at,
+                          error=error):
             transaction.set_rollback(True)
             return False
         audit_record(tenant_id=operation.tenant_id, kind=ATTEMPT_UNCERTAIN, actor="dispatcher",
@@ -331,22 +252,12 @@ def _attempt_insert(
     """Inside the caller's transaction: move `attempts_made` from `previous` to `number` (the
     guard), insert the attempt row and its audit event, before any I/O; False if the guard
     did not hold (nothing written)."""
-    at = value(Operation, "updated_at", now)
-    start = [number, at, operation.id, OperationState.CLAIMED.value, previous]
-    attempt = [operation.id, number, value(Attempt, "started_at", now)]
     proposal = operation.proposal
-    audit = audit_values(tenant_id=operation.tenant_id, kind=ATTEMPT_STARTED,
+    event = audit_values(tenant_id=operation.tenant_id, kind=ATTEMPT_STARTED,
                          actor="dispatcher", at=now, operation_id=operation.id,
                          proposal_id=operation.proposal_id, digest=proposal.digest,
                          details={**details, **audit_binding(proposal)})
-    if is_postgres():
-        ((started,),) = rows(_PG_START, [*start, *attempt, *audit])
-        return bool(started == 1)
-    if run(_START, start) != 1:
-        return False
-    run(_INSERT_ATTEMPT, attempt)
-    run(AUDIT_INSERT, audit)
-    return True
+    return store.start(id=operation.id, number=number, previous=previous, now=now, event=event)
 
 
 def operation_evidence(

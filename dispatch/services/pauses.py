@@ -26,7 +26,7 @@ from dispatch.queue import execute_on_commit
 from dispatch.runtime import get_runtime
 from dispatch.services.audit import audit_record
 from dispatch.services.authority import require_role
-from dispatch.services.statements import rows, statement
+from dispatch.store.sql import rows, statement
 from protocols.denials import Denial, DenialCode
 from protocols.jsontypes import JSONObject
 from protocols.lifecycle import OperationState

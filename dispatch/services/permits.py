@@ -13,7 +13,6 @@ from datetime import datetime
 from dispatch.models import Permit
 from dispatch.services.audit import audit_record
 from dispatch.services.resources import resources_release
-from dispatch.services.statements import statement
 from protocols.lifecycle import (
     PERMIT_LIFECYCLE,
     PermitEvent,
@@ -23,25 +22,15 @@ from protocols.lifecycle import (
     transition,
 )
 
-#: The claim of a permit, in the claim's transaction (dispatch.services.claims): one-shot, only
-#: an issued, unexpired permit bound to this proposal's digest moves, and records when.
-_ISSUED = PermitState.ISSUED
-_CLAIMED = transition(PERMIT_LIFECYCLE, _ISSUED, PermitEvent.CLAIM)
-PERMIT_CLAIM = statement(
-    "permit.claim",
-    f"UPDATE \"dispatch_permit\" SET \"state\" = '{_CLAIMED.value}', \"claimed_at\" = %s "
-    'WHERE "id" = %s AND "proposal_id" = %s AND "digest" = %s '
-    f"AND \"state\" = '{_ISSUED.value}' AND \"expires_at\" > %s")
-
 
 def permit_move(
     permit: Permit, event: PermitEvent, *, now: datetime, actor: str, reason: str = "",
     within: str | None = None,
 ) -> bool:
-    """THE one owner of a permit's state (but its claim, `PERMIT_CLAIM`, which the claim's own
-    statement makes): move `permit` by `event`, from the one state the table allows it from
-    (every permit event leaves `issued`). Returns whether it moved; the caller's `permit` is
-    updated when it did.
+    """THE one owner of a permit's state (but its claim, `dispatch.store.claims.PERMIT_CLAIM`,
+    which the claim's own statement makes): move `permit` by `event`, from the one state the
+    table allows it from (every permit event leaves `issued`). Returns whether it moved; the
+    caller's `permit` is updated when it did.
 
     One conditional UPDATE: of two movers of one permit (a claim and a revocation, say),
     exactly one finds it issued. A revocation releases the permit's resources and writes

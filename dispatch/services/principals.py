@@ -16,7 +16,7 @@ from django.db import connection, transaction
 
 from dispatch.models import ApiToken, Principal, Tenant
 from dispatch.runtime import get_runtime
-from dispatch.services.statements import cache_related, columns, instances, rows, statement
+from dispatch.store.sql import cache_related, columns, instances, rows, statement
 from protocols.roles import Role
 
 User = get_user_model()

@@ -18,11 +18,12 @@ from dispatch.models import ApprovalRequest, Principal, Proposal, ProposalResour
 from dispatch.runtime import get_runtime
 from dispatch.services.admission import Admission, admit, validate_arguments
 from dispatch.services.approvals import approval_open
-from dispatch.services.audit import audit_binding, audit_moves, audit_record
+from dispatch.services.audit import audit_binding, audit_record
 from dispatch.services.authority import select_authority
 from dispatch.services.resources import moved_refs, resource_move
 from dispatch.services.run_tree import path_authority_refusal, path_stop_refusal, principal_path
-from dispatch.services.statements import insert, pipelined
+from dispatch.store.sql import insert, pipelined
+from protocols.audit_kinds import audit_moves
 from protocols.canonical import (
     CanonicalizationError,
     canonicalize,

@@ -18,8 +18,9 @@ from dispatch.services.access import (
     resource_kinds_of,
     tool_message,
 )
-from dispatch.services.audit import audit_moves, audit_record
-from dispatch.services.statements import run, statement, value
+from dispatch.services.audit import audit_record
+from dispatch.store.sql import run, statement, value
+from protocols.audit_kinds import audit_moves
 from protocols.canonical import CanonicalizationError, digest, materialize_defaults
 from protocols.contracts import ResourceKind, compile_schema, schema_errors
 from protocols.denials import Denial, DenialCode

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from dispatch.models import Execution
-from dispatch.services.statements import is_postgres, rows
+from dispatch.store.sql import is_postgres, rows
 from protocols.denials import Denial, DenialCode
 from protocols.grants import parse_scope
 from protocols.jsontypes import JSONValue

@@ -13,7 +13,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from dispatch.models import Execution, WorkflowWait
-from dispatch.services.statements import rows, statement
+from dispatch.store.sql import rows, statement
 
 WAKE = "dispatch.tasks.workflow_wake"
 #: `Execution.adapter` of a workflow run starts with it (the workflow's name follows).

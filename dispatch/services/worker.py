@@ -35,7 +35,6 @@ from dispatch.runtime import Runtime, get_runtime
 from dispatch.services.admission import deployment_refusal
 from dispatch.services.attempts import attempt_next, open_attempt, retry_refusal
 from dispatch.services.operations import (
-    OUTCOME_EVENTS,
     StartedAttempt,
     attempt_answer_ignored,
     attempt_hold,
@@ -43,12 +42,13 @@ from dispatch.services.operations import (
     operation_move,
 )
 from dispatch.services.permit_tokens import permit_token
-from dispatch.services.statements import cache_related, columns, instances, rows, statement
+from dispatch.store.sql import cache_related, columns, instances, rows, statement
 from protocols.backoff import retry_delay
 from protocols.contracts import OperationContract, SchedulingContract
 from protocols.denials import DenialCode
 from protocols.jsontypes import JSONObject
 from protocols.lifecycle import OperationEvent, OperationState
+from protocols.outcomes import ATTEMPT_OUTCOMES
 
 log = logging.getLogger(__name__)
 
@@ -339,7 +339,7 @@ def _settle_attempt(
     error: str, now: datetime,
 ) -> None:
     moved = operation_move(
-        operation, OUTCOME_EVENTS[Attempt.Outcome(outcome)], attempt=number,
+        operation, ATTEMPT_OUTCOMES[Attempt.Outcome(outcome)], attempt=number,
         now=now, actor="dispatcher", end_attempt=outcome, error=error, result=result)
     if not moved:
         attempt_answer_ignored(operation=operation, attempt=number, outcome=outcome,

@@ -1,22 +1,22 @@
-"""The statement layer of the hot path (docs/design.md#statement-layer: close to what the database
+"""What the store's statements share (docs/design.md#statement-layer: close to what the database
 itself can do).
 
 The statements of a decision and of a dispatched action (the votes, the permit, the claim, the
 attempts, the outcome, the resources' moves, the audit, and the loads the checks need) are
-written once, as explicit SQL, in the owner module of each record kind, and declared here
-(`statement`, `STATEMENTS`); this module gives them what they share: a cursor, values prepared
-by the model fields themselves (`get_db_prep_save`), so that a row written here reads back
-exactly like one the ORM wrote, rows turned into model instances without the query compiler,
-and one fixed INSERT per model (`insert`). On PostgreSQL a move that writes several rows is
-one data-modifying CTE (one round trip) of the same statements; SQLite, in-process, runs them
-one by one. Everything that is not hot stays on the ORM.
+written once, as explicit SQL with named parameters (`%(name)s`), in `dispatch.store`, and
+declared here (`statement`, `STATEMENTS`); this module gives them what they share: a cursor,
+values prepared by the model fields themselves (`get_db_prep_save`), so that a row written
+here reads back exactly like one the ORM wrote, rows turned into model instances without the
+query compiler, and one fixed INSERT per model (`insert`). On PostgreSQL a move that writes
+several rows is one data-modifying CTE (one round trip) of the same statements; SQLite,
+in-process, runs them one by one. Everything that is not hot stays on the ORM.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -25,6 +25,9 @@ from django.db import connection, transaction
 from django.db.models import Field, Model
 
 M = TypeVar("M", bound=Model)
+#: A statement's parameters: by name (`%(name)s`), or by position (`%s`) for the families
+#: derived from a count (a resource move per registered state, a budget take per counter).
+Params = Mapping[str, Any] | Sequence[Any]
 
 
 def is_postgres() -> bool:
@@ -100,14 +103,14 @@ def _answered(pipeline: Any, execute: Callable[..., Any], sql: str, params: Any,
     return result
 
 
-def run(sql: str, params: Sequence[Any]) -> int:
+def run(sql: str, params: Params) -> int:
     """Execute one statement; the number of rows it changed."""
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return int(cursor.rowcount)
 
 
-def write(sql: str, params: Sequence[Any]) -> None:
+def write(sql: str, params: Params) -> None:
     """Execute one unconditional write whose row count nobody reads (an insert): inside
     `pipelined` it does not wait for its answer."""
     token = _UNANSWERED.set(True)
@@ -118,7 +121,7 @@ def write(sql: str, params: Sequence[Any]) -> None:
         _UNANSWERED.reset(token)
 
 
-def rows(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+def rows(sql: str, params: Params) -> list[tuple[Any, ...]]:
     """Execute one statement that returns rows (a SELECT, or anything with RETURNING)."""
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -198,7 +201,7 @@ def _insert_sql(model: type[Model]) -> str:
     marks = ", ".join(["%s"] * width(model))
     # Only the model's own table and column names are formatted in; every value is bound.
     return statement(f"{model._meta.model_name}.insert",
-                     f'INSERT INTO "{model._meta.db_table}" ({names}) VALUES ({marks})')  # noqa: S608
+                     f'INSERT INTO "{model._meta.db_table}" ({names}) VALUES ({marks})')
 
 
 def insert(obj: M) -> M:

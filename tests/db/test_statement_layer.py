@@ -1,4 +1,4 @@
-"""The hot path's statement layer (dispatch.services.statements): every statement its owners
+"""The hot path's statement layer (dispatch.store.sql): every statement its owners
 declare runs on this backend (CI runs this file on SQLite and on PostgreSQL), and what each
 writes or loads reads back through the models exactly as the services hold it.
 
@@ -33,20 +33,22 @@ from dispatch.models import (
     Vote,
 )
 from dispatch.runtime import get_runtime
-from dispatch.services import authority, budgets, claims, operations, resources
+from dispatch.services import authority, budgets, claims, resources
 from dispatch.services.access import access_approval_for_decision
 from dispatch.services.attempts import attempt_next
-from dispatch.services.audit import AUDIT_INSERT, audit_values
+from dispatch.services.audit import audit_values
 from dispatch.services.ceilings import Ceiling, scope_open
-from dispatch.services.claims import LOCK_UNCANCELLED
 from dispatch.services.dispatcher import proposal_claim_and_start, proposal_dispatch
 from dispatch.services.executions import execution_create
 from dispatch.services.operations import attempt_hold, attempt_start, operation_move
 from dispatch.services.principals import token_authenticate
 from dispatch.services.proposals import proposal_create
 from dispatch.services.reconciliation import operation_resolve
-from dispatch.services.statements import STATEMENTS, insert, pipelined, run, write
 from dispatch.services.worker import operation_execute
+from dispatch.store import audit as audit_store
+from dispatch.store import claims as claims_store
+from dispatch.store import operations as operations_store
+from dispatch.store.sql import STATEMENTS, insert, pipelined
 from protocols.lifecycle import OperationEvent, OperationState
 from tests.conftest import World
 
@@ -232,7 +234,7 @@ def test_the_ctes_write_what_the_plain_statements_write(
     actions = (email_action, transfer_action, lookup_action)
     combined = [action(world).id for action in actions]
     monkeypatch.setattr(claims, "is_postgres", lambda: False)
-    monkeypatch.setattr(operations, "is_postgres", lambda: False)
+    monkeypatch.setattr(operations_store, "is_postgres", lambda: False)
     plain = [action(world).id for action in actions]
     assert _rows(combined) == _rows(plain)
     assert len(_rows(plain)) > 3 * len(actions)  # each action left its rows
@@ -246,14 +248,14 @@ def test_a_pipelined_block_reads_every_guard_and_fails_whole(world: World) -> No
             "outcome": "grant", "digest": proposal.digest, "voted_at": world.now}
     before = AuditEvent.objects.count()
     with transaction.atomic(), pipelined():
-        write(AUDIT_INSERT, audit_values(tenant_id=proposal.tenant_id, kind="test.pipelined",
-                                         actor="test", at=world.now))
-        assert run(LOCK_UNCANCELLED, [proposal.id]) == 1
-        assert run(LOCK_UNCANCELLED, ["prp_none"]) == 0
+        audit_store.append(audit_values(tenant_id=proposal.tenant_id, kind="test.pipelined",
+                                        actor="test", at=world.now))
+        assert claims_store.lock_uncancelled(proposal_id=proposal.id)
+        assert not claims_store.lock_uncancelled(proposal_id="prp_none")
         transaction.set_rollback(True)
     with pytest.raises(IntegrityError), transaction.atomic(), pipelined():
-        write(AUDIT_INSERT, audit_values(tenant_id=proposal.tenant_id, kind="test.pipelined",
-                                         actor="test", at=world.now))
+        audit_store.append(audit_values(tenant_id=proposal.tenant_id, kind="test.pipelined",
+                                        actor="test", at=world.now))
         insert(Vote(**vote))
         insert(Vote(**vote))  # one vote per approver
     assert AuditEvent.objects.count() == before

@@ -1,4 +1,4 @@
-"""The hot path's fixed SQL (every statement declared in dispatch.services.statements) names the
+"""The hot path's fixed SQL (every statement declared in dispatch.store.sql) names the
 tables and columns the models really have."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 
 # Importing the services declares their statements (the derived ones when first built).
 from dispatch.services import access, admission, approvals, claims, operations  # noqa: F401
-from dispatch.services.statements import STATEMENTS
+from dispatch.store.sql import STATEMENTS
 
 pytestmark = pytest.mark.django_db(databases=[])  # needs the app registry, not a database
 

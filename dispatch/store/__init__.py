@@ -1,0 +1,12 @@
+"""The store's hand-written statements (docs/design.md#statement-layer), behind one fence.
+
+Every statement of ours that the ORM does not write lives in this package, as a typed function
+with keyword arguments whose SQL names its parameters (`%(name)s`); `sql` holds what they share
+(the declared `STATEMENTS`, the pipeline, the fixed inserts and loads). Only `dispatch.services`
+imports it (an import-linter contract), and only this folder may format SQL text (ruff's S608
+is ignored here and nowhere else). Every value is a bound parameter; only our own table and
+column names are formatted in.
+
+- `audit`: the audit table's one insert, and its part of the one-round-trip statements;
+- `operations`: an operation's claim, moves and attempts;
+"""
