@@ -146,8 +146,8 @@ def drive(report: Any, backend: str, plan_: dict[str, Any]) -> dict[str, Any]:
     from django.utils import timezone
 
     from bench.fixtures import OPERATOR_PASSWORD, analyze, approved_emails, make_world
-    from dispatch import selectors
     from dispatch.models import Principal
+    from dispatch.selectors.approvals import approval_count_pending, approval_list_pending
     from dispatch.services.dispatcher import proposal_dispatch
 
     now = timezone.now()
@@ -166,8 +166,8 @@ def drive(report: Any, backend: str, plan_: dict[str, Any]) -> dict[str, Any]:
             if response.status_code != 200:
                 raise RuntimeError(f"GET /console/ answered {response.status_code}")
             return len(response.content)
-        found = selectors.approval_list_pending(viewer=operator)
-        selectors.approval_count_pending(viewer=operator)
+        found = approval_list_pending(viewer=operator)
+        approval_count_pending(viewer=operator)
         return len(found.rows)
 
     def reference() -> None:

@@ -2,8 +2,8 @@
 action it is about (its operation's name and summary sentence), its details as labelled fields,
 its time in local time and UTC, and links to the approval and the operation.
 
-Thin, like `console.views`: it reads through `dispatch.selectors` and
-`dispatch.audit_selectors`; the page's proposals come in one query, whatever it holds. Its Verify
+Thin, like `console.views`: it reads through `dispatch.selectors.audit` and
+`dispatch.selectors.seals`; the page's proposals come in one query, whatever it holds. Its Verify
 action runs the sealed audit's verification for the admin's tenant (`verify_tenant`, what
 `manage.py audit_verify` runs).
 """
@@ -25,7 +25,8 @@ from console.headlines import action_headline
 from console.paging import pager
 from console.presenters import Headline, parse_snapshot
 from console.roles import page, role_required
-from dispatch import audit_selectors, seal_selectors, selectors
+from dispatch.selectors import audit, seals
+from dispatch.selectors.contracts import contract_for_fingerprint
 from dispatch.services.seal_verify import verify_tenant
 from protocols.roles import Role
 
@@ -55,14 +56,14 @@ class AuditRow:
 @require_GET
 @role_required(Role.ADMIN)
 def audit_list(request: HttpRequest, principal: Principal) -> HttpResponse:
-    form = AuditFilterForm(request.GET or None, kinds=audit_selectors.audit_kinds(viewer=principal))
-    listing = audit_selectors.audit_list(
+    form = AuditFilterForm(request.GET or None, kinds=audit.audit_kinds(viewer=principal))
+    listing = audit.audit_list(
         viewer=principal, filters=form.filters(), limit=AUDIT_PAGE,
         after=paging.decode_int(request.GET.get("after")),
         before=paging.decode_int(request.GET.get("before")))
-    proposals = audit_selectors.audit_proposals(viewer=principal, events=listing.rows)
+    proposals = audit.audit_proposals(viewer=principal, events=listing.rows)
     headlines = {pid: _proposal_headline(proposal) for pid, proposal in proposals.items()}
-    blocks = seal_selectors.seal_blocks(viewer=principal, events=listing.rows)
+    blocks = seals.seal_blocks(viewer=principal, events=listing.rows)
     rows = [_row(event, proposals.get(event.proposal_id), headlines.get(event.proposal_id),
                  blocks.get(event.pk))
             for event in listing.rows]
@@ -87,7 +88,7 @@ def audit_verify(request: HttpRequest, principal: Principal) -> HttpResponse:
 
 def _proposal_headline(proposal: Proposal) -> Headline:
     """The proposal's summary sentence, as the queue and the approval page show it."""
-    contract = selectors.contract_for_fingerprint(proposal.contract_fingerprint)
+    contract = contract_for_fingerprint(proposal.contract_fingerprint)
     arguments = parse_snapshot(proposal.canonical).get("arguments", {})
     return action_headline(proposal.operation, contract, arguments)
 

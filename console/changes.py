@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from console.field_changes import FieldChange, comparable, field_changes
-from dispatch.change_selectors import Lineage, Moved, proposal_lineage
+from dispatch.selectors.changes import Lineage, Moved, proposal_lineage
 
 if TYPE_CHECKING:
     from dispatch.models import Principal, Proposal

@@ -1,5 +1,6 @@
 """Console views of the evidence chain (docs/design.md#evidence): a question's page, with everything
-that rests on it as one timeline. Thin, as `console.views`: reads through `dispatch.selectors`."""
+that rests on it as one timeline. Thin, as `console.views`: reads through
+`dispatch.selectors.evidence`."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from django.views.decorators.http import require_GET
 
 from console.roles import page, role_required
 from console.views import not_found_page
-from dispatch import selectors
+from dispatch.selectors.evidence import question_evidence_chain
 from dispatch.services.authority import has_role
 from protocols.approvals import effective_approval_state
 from protocols.denials import Denial
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from dispatch.models import Principal
-    from dispatch.selectors import ChainEvent
+    from dispatch.selectors.evidence import ChainEvent
 
 
 @require_GET
@@ -30,7 +31,7 @@ def question_detail(request: HttpRequest, principal: Principal, question_id: str
     """The question and its evidence chain, oldest first: to the tenant's operators and
     admins; any other id is the one not-found page."""
     try:
-        chain = selectors.question_evidence_chain(viewer=principal, question_id=question_id)
+        chain = question_evidence_chain(viewer=principal, question_id=question_id)
     except Denial as denial:
         return not_found_page(request, principal, denial)
     payload = chain.revision.payload if chain.revision is not None else {}

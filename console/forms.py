@@ -8,8 +8,8 @@ from typing import Any
 
 from django import forms
 
-from dispatch.audit_selectors import AuditFilter
-from dispatch.selectors import QueueFilter
+from dispatch.selectors.approvals import QueueFilter
+from dispatch.selectors.audit import AuditFilter
 from dispatch.services.cancellation import REASON_MAX
 from protocols.expiry import expiry_after
 from protocols.grants import parse_scope

@@ -14,8 +14,9 @@ from django.views.decorators.http import require_GET, require_POST
 from console.forms import GrantIssueForm
 from console.roles import page, role_required
 from console.views import not_found_page
-from dispatch import selectors
 from dispatch.models import Principal
+from dispatch.selectors.contracts import operation_authority_keys
+from dispatch.selectors.principals import grant_tree, principal_get, principal_list
 from dispatch.services.authority import grant_issue as grant_issue_service
 from dispatch.services.authority import grant_revoke as grant_revoke_service
 from protocols.denials import Denial
@@ -23,16 +24,16 @@ from protocols.roles import Role
 
 
 def _grant_form(principal: Principal, data: Any = None, *, now: datetime) -> GrantIssueForm:
-    subjects = selectors.principal_list(viewer=principal)
+    subjects = principal_list(viewer=principal)
     return GrantIssueForm(data, principals=[(p.id, f"{p.name} ({p.kind})") for p in subjects],
-                          authority_keys=selectors.operation_authority_keys(), now=now)
+                          authority_keys=operation_authority_keys(), now=now)
 
 
 def _grants_page(
     request: HttpRequest, principal: Principal, form: GrantIssueForm, status: int = 200,
 ) -> HttpResponse:
     return page(request, "console/grant_list.html", {
-        "tree": selectors.grant_tree(viewer=principal), "form": form, "now": timezone.now(),
+        "tree": grant_tree(viewer=principal), "form": form, "now": timezone.now(),
     }, principal=principal, status=status)
 
 
@@ -50,7 +51,7 @@ def grant_issue(request: HttpRequest, principal: Principal) -> HttpResponse:
     if not form.is_valid():
         return _grants_page(request, principal, form, status=400)
     data = form.cleaned_data
-    subject = selectors.principal_get(viewer=principal, principal_id=data["subject"])
+    subject = principal_get(viewer=principal, principal_id=data["subject"])
     grant = grant_issue_service(issuer=principal, subject=subject,
                                 operations=data["operations"], scope=data["scope"],
                                 now=now, expires_in=data["expires_in"])

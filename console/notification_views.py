@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET
 from console import paging
 from console.paging import pager
 from console.roles import page, role_required
-from dispatch.notification_selectors import STATES, notification_log
+from dispatch.selectors.notifications import STATES, notification_log
 from protocols.roles import Role
 
 if TYPE_CHECKING:

@@ -27,8 +27,9 @@ from console.presenters import (
 from console.roles import page, role_required
 from console.sections import section_of_operation
 from console.views import not_found_page
-from dispatch import selectors
-from dispatch.outcome_selectors import how_to_check, renewal_latest
+from dispatch.selectors import operations
+from dispatch.selectors.approvals import approval_for_proposal
+from dispatch.selectors.outcomes import how_to_check, renewal_latest, renewal_pending
 from dispatch.services.authority import has_role
 from dispatch.services.cancellation import operation_cancel as operation_cancel_service
 from dispatch.services.reconciliation import operation_resolve as operation_resolve_service
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 @require_GET
 @role_required(Role.ADMIN)
 def operation_list_unknown(request: HttpRequest, principal: Principal) -> HttpResponse:
-    listing = selectors.operation_list_unknown(
+    listing = operations.operation_list_unknown(
         viewer=principal, after=paging.decode_time_id(request.GET.get("after")),
         before=paging.decode_time_id(request.GET.get("before")))
     rows = []
@@ -60,7 +61,7 @@ def operation_list_unknown(request: HttpRequest, principal: Principal) -> HttpRe
                      "verdict": lookup_verdict(op.lookup_found)})
     return page(request, "console/operation_unknown_list.html", {
         "rows": rows,
-        "count": selectors.operation_count_unknown(viewer=principal),
+        "count": operations.operation_count_unknown(viewer=principal),
         "older": page_link(request, "after", listing.older),
         "newer": page_link(request, "before", listing.newer),
     }, principal=principal)
@@ -78,7 +79,7 @@ def operation_list(request: HttpRequest, principal: Principal) -> HttpResponse:
     state = request.GET.get("state", "")
     if state not in STATES:
         state = ""
-    listing = selectors.operation_list(
+    listing = operations.operation_list(
         viewer=principal, state=state, limit=OPERATIONS_PAGE,
         after=paging.decode_time_id(request.GET.get("after")),
         before=paging.decode_time_id(request.GET.get("before")))
@@ -95,7 +96,7 @@ def operation_detail(
     request: HttpRequest, principal: Principal, operation_id: str,
 ) -> HttpResponse:
     try:
-        operation = selectors.operation_get(viewer=principal, operation_id=operation_id)
+        operation = operations.operation_get(viewer=principal, operation_id=operation_id)
     except Denial as denial:
         return not_found_page(request, principal, denial)
     return _operation_page(request, principal, operation, ResolveForm())
@@ -108,7 +109,7 @@ def operation_resolve(
 ) -> HttpResponse:
     """Settle an unknown outcome with a note of the evidence (`operation_resolve`)."""
     try:
-        operation = selectors.operation_get(viewer=principal, operation_id=operation_id)
+        operation = operations.operation_get(viewer=principal, operation_id=operation_id)
     except Denial as denial:
         return not_found_page(request, principal, denial)
     form = ResolveForm(request.POST)
@@ -119,7 +120,7 @@ def operation_resolve(
             admin=principal, operation_id=operation.id, outcome=form.cleaned_data["outcome"],
             evidence=form.cleaned_data["evidence"], now=timezone.now())
     except Denial as denial:
-        operation = selectors.operation_get(viewer=principal, operation_id=operation.id)
+        operation = operations.operation_get(viewer=principal, operation_id=operation.id)
         return _operation_page(request, principal, operation, form, denial=denial,
                                status=denial.status)
     withdrawn = renewal_latest(viewer=principal, operation=resolved)
@@ -136,7 +137,7 @@ def operation_reauthorize(
 ) -> HttpResponse:
     """Ask for a renewed approval of the operation's next attempt (`operation_reauthorize`)."""
     try:
-        operation = selectors.operation_get(viewer=principal, operation_id=operation_id)
+        operation = operations.operation_get(viewer=principal, operation_id=operation_id)
     except Denial as denial:
         return not_found_page(request, principal, denial)
     reason = request.POST.get("reason", "").strip()[:2000]
@@ -159,7 +160,7 @@ def operation_cancel(
     """Cancel a claimed operation (`operation_cancel`): with no attempt open it ends at once;
     an attempt in flight is asked to stop. The page it returns to says which."""
     try:
-        operation = selectors.operation_get(viewer=principal, operation_id=operation_id)
+        operation = operations.operation_get(viewer=principal, operation_id=operation_id)
     except Denial as denial:
         return not_found_page(request, principal, denial)
     form = CancelForm(request.POST)
@@ -184,10 +185,10 @@ def _operation_page(
     cancel_form: CancelForm | None = None,
 ) -> HttpResponse:
     # The timeline is the audit's, and the audit is the admins' (operators see the rest).
-    events = (selectors.operation_timeline(viewer=principal, operation=operation)
+    events = (operations.operation_timeline(viewer=principal, operation=operation)
               if has_role(principal, Role.ADMIN) else [])
     snapshot = parse_snapshot(operation.proposal.canonical)
-    pending = selectors.renewal_pending(viewer=principal, operation=operation)
+    pending = renewal_pending(viewer=principal, operation=operation)
     now = timezone.now()
     return page(request, "console/operation_detail.html", {
         "section": section_of_operation(operation.state, admin=has_role(principal, Role.ADMIN)),
@@ -204,8 +205,8 @@ def _operation_page(
         "destination": snapshot.get("destination"),
         "verdict": lookup_verdict(operation.lookup_found),
         "how_to_check": how_to_check(operation),
-        "approval": selectors.approval_for_proposal(viewer=principal,
-                                                    proposal_id=operation.proposal_id),
+        "approval": approval_for_proposal(viewer=principal,
+                                          proposal_id=operation.proposal_id),
         "events": [{"event": e, "details": pretty_json(e.details)} for e in events],
         "result": pretty_json(operation.result) if operation.result is not None else "",
         "form": form,

@@ -53,8 +53,8 @@ def decode_int(raw: str | None) -> int | None:
 
 
 def pager(request: HttpRequest, listing: Any) -> dict[str, str]:
-    """The links of a keyset-paged list (`selectors.Page`): older, newer, and back to the first
-    page when this is not it."""
+    """The links of a keyset-paged list (`dispatch.selectors.paging.Page`): older, newer, and back
+    to the first page when this is not it."""
     return {"older": page_link(request, "after", listing.older),
             "newer": page_link(request, "before", listing.newer),
             "first": page_link(request, None, None) if listing.newer else ""}

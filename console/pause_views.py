@@ -14,9 +14,10 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from console.roles import page, refused, role_required
-from dispatch import selectors
 from dispatch.models import Principal
-from dispatch.pause_selectors import pause_get, pauses_lifted
+from dispatch.selectors.contracts import operation_names
+from dispatch.selectors.pauses import pause_get, pauses_lifted
+from dispatch.selectors.principals import principal_get, principal_list
 from dispatch.services.pauses import pause_lift, pause_scope, pause_set
 from protocols.roles import Role
 
@@ -38,8 +39,8 @@ class PauseForm(forms.Form):
 
 
 def _form(principal: Principal, data: Any = None) -> PauseForm:
-    agents = selectors.principal_list(viewer=principal, kind=Principal.Kind.AGENT)
-    return PauseForm(data, operations=selectors.operation_names(),
+    agents = principal_list(viewer=principal, kind=Principal.Kind.AGENT)
+    return PauseForm(data, operations=operation_names(),
                      agents=[(agent.id, agent.name) for agent in agents])
 
 
@@ -63,7 +64,7 @@ def pause_create(request: HttpRequest, principal: Principal) -> HttpResponse:
     if not form.is_valid():
         return _pauses_page(request, principal, form, status=400)
     data = form.cleaned_data
-    agent = (selectors.principal_get(viewer=principal, principal_id=data["agent"])
+    agent = (principal_get(viewer=principal, principal_id=data["agent"])
              if data["agent"] else None)
     pause, created = pause_set(actor=principal, tenant=principal.tenant,
                                operation=data["operation"], agent=agent,

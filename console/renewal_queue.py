@@ -9,7 +9,7 @@ from typing import Any
 from console.outcomes import action_fields
 from console.presenters import duration, parse_snapshot
 from dispatch.models import Principal
-from dispatch.outcome_selectors import renewal_list_decidable
+from dispatch.selectors.outcomes import renewal_list_decidable
 
 
 def queue_renewals(principal: Principal, now: datetime) -> list[dict[str, Any]]:

@@ -17,9 +17,9 @@ from console.presenters import duration, parse_snapshot, pretty_json
 from console.roles import page, role_required
 from console.sections import APPROVALS
 from console.views import not_found_page
-from dispatch import selectors
 from dispatch.models import Principal, Renewal
-from dispatch.outcome_selectors import (
+from dispatch.selectors.operations import operation_get
+from dispatch.selectors.outcomes import (
     how_to_check,
     renewal_get_for_review,
     renewal_withdrawn_resolution,
@@ -75,7 +75,7 @@ def _renewal_page(
     request: HttpRequest, principal: Principal, renewal: Renewal, form: DecisionForm, *,
     denial: Denial | None = None, status: int = 200,
 ) -> HttpResponse:
-    operation = selectors.operation_get(viewer=principal, operation_id=renewal.operation_id)
+    operation = operation_get(viewer=principal, operation_id=renewal.operation_id)
     snapshot = parse_snapshot(operation.proposal.canonical)
     now = timezone.now()
     refusal = renewal_decider_refusal(principal, renewal)

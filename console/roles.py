@@ -20,7 +20,7 @@ from django.shortcuts import render
 from console.sections import section_of_view
 from dispatch.models import Principal
 from dispatch.observability.context import bind_ids
-from dispatch.pause_selectors import pauses_in_force
+from dispatch.selectors.pauses import pauses_in_force
 from dispatch.services.authority import has_role
 from dispatch.services.principals import principal_for_user
 from protocols.roles import Role

@@ -38,7 +38,23 @@ from console.presenters import (
 )
 from console.renewal_queue import queue_renewals
 from console.roles import is_htmx, page, refused, role_required
-from dispatch import selectors
+from dispatch.selectors.approvals import (
+    approval_count_pending,
+    approval_get,
+    approval_list_expiring,
+    approval_list_pending,
+    decision_list,
+    revision_pairs,
+)
+from dispatch.selectors.contracts import (
+    contract_for_fingerprint,
+    operation_names,
+    resource_presentations,
+)
+from dispatch.selectors.evidence import publication_evidence
+from dispatch.selectors.executions import execution_usage
+from dispatch.selectors.operations import operation_for_proposal
+from dispatch.selectors.principals import principal_list
 from dispatch.services.approvals import approval_decide as approval_decide_service
 from dispatch.services.cancellation import proposal_cancel as proposal_cancel_service
 from protocols.approvals import effective_approval_state
@@ -93,22 +109,20 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
 def approval_list(request: HttpRequest, principal: Principal) -> HttpResponse:
     """Pending approvals of the viewer's tenant, newest first; htmx polls the fragment."""
     now = timezone.now()
-    agents = selectors.principal_list(viewer=principal, kind="agent")
+    agents = principal_list(viewer=principal, kind="agent")
     form = QueueFilterForm(request.GET or None,
-                           operations=selectors.operation_names(approval_only=True),
+                           operations=operation_names(approval_only=True),
                            principals=[(p.id, p.name) for p in agents])
     filters = form.filters(now)
     expiring = request.GET.get("sort") == "expiring"
-    listing = (selectors.approval_list_expiring if expiring
-               else selectors.approval_list_pending)
+    listing = approval_list_expiring if expiring else approval_list_pending
     queue = listing(
         viewer=principal, filters=filters,
         after=paging.decode_time_id(request.GET.get("after")),
         before=paging.decode_time_id(request.GET.get("before")),
     )
-    count = selectors.approval_count_pending(viewer=principal, filters=filters)
-    total = (selectors.approval_count_pending(viewer=principal)
-             if form.active else count)
+    count = approval_count_pending(viewer=principal, filters=filters)
+    total = approval_count_pending(viewer=principal) if form.active else count
     changed = change_views(principal, [approval.proposal for approval in queue.rows])
     tallies = votes.queue_tallies(principal, queue.rows)
     rows = [{**_queue_row(approval, now), "change": changed.get(approval.proposal_id),
@@ -132,7 +146,7 @@ def approval_list(request: HttpRequest, principal: Principal) -> HttpResponse:
 def _queue_row(approval: ApprovalRequest, now: datetime) -> dict[str, Any]:
     proposal = approval.proposal
     snapshot = parse_snapshot(proposal.canonical)
-    contract = selectors.contract_for_fingerprint(proposal.contract_fingerprint)
+    contract = contract_for_fingerprint(proposal.contract_fingerprint)
     return {
         "approval": approval,
         "proposal": proposal,
@@ -163,14 +177,14 @@ def _sorted_link(request: HttpRequest, sort: str | None) -> str:
 @role_required(Role.OPERATOR)
 def decided_list(request: HttpRequest, principal: Principal) -> HttpResponse:
     """The tenant's decisions, newest first, whoever made them, with what each led to."""
-    listing = selectors.decision_list(
+    listing = decision_list(
         viewer=principal, limit=DECIDED_PAGE, after=paging.decode_time_id(request.GET.get("after")),
         before=paging.decode_time_id(request.GET.get("before")))
     rows = []
     for decision in listing.rows:
         proposal = decision.approval.proposal
         snapshot = parse_snapshot(proposal.canonical)
-        contract = selectors.contract_for_fingerprint(proposal.contract_fingerprint)
+        contract = contract_for_fingerprint(proposal.contract_fingerprint)
         rows.append({
             "decision": decision, "approval": decision.approval, "proposal": proposal,
             "headline": action_headline(proposal.operation, contract,
@@ -190,7 +204,7 @@ def approval_follow(
     """The fragment of a decided approval's page that follows what its permit led to; htmx
     asks for it again every `FOLLOW_SECONDS` until the operation settles."""
     try:
-        approval = selectors.approval_get(viewer=principal, approval_id=approval_id)
+        approval = approval_get(viewer=principal, approval_id=approval_id)
     except Denial as denial:
         return not_found_page(request, principal, denial)
     return page(request, "console/_follow.html", _follow_context(principal, approval),
@@ -201,8 +215,7 @@ def _follow_context(principal: Principal, approval: ApprovalRequest) -> dict[str
     """What came of a granted approval: the operation and its state, or, before any claim,
     whether the runtime dispatches it or who must, by when (the permit's expiry)."""
     permit = getattr(approval, "permit", None)
-    operation = selectors.operation_for_proposal(viewer=principal,
-                                                 proposal_id=approval.proposal_id)
+    operation = operation_for_proposal(viewer=principal, proposal_id=approval.proposal_id)
     if operation is not None:
         following = operation.state not in SETTLED
     else:
@@ -221,7 +234,7 @@ def approval_detail(
     request: HttpRequest, principal: Principal, approval_id: str,
 ) -> HttpResponse:
     try:
-        approval = selectors.approval_get(viewer=principal, approval_id=approval_id)
+        approval = approval_get(viewer=principal, approval_id=approval_id)
     except Denial as denial:
         return not_found_page(request, principal, denial)
     form = DecisionForm(initial={"digest": approval.proposal.digest})
@@ -235,7 +248,7 @@ def approval_decide(
 ) -> HttpResponse:
     """Grant or deny through the approval resolver, confirming the digest the page showed."""
     try:
-        approval = selectors.approval_get(viewer=principal, approval_id=approval_id)
+        approval = approval_get(viewer=principal, approval_id=approval_id)
     except Denial as denial:
         return not_found_page(request, principal, denial)
     form = DecisionForm(request.POST)
@@ -250,7 +263,7 @@ def approval_decide(
         if denial.code is DenialCode.NOT_FOUND:
             return not_found_page(request, principal, denial)
         # Show the current state (decided, expired) beside the refusal.
-        approval = selectors.approval_get(viewer=principal, approval_id=approval.id)
+        approval = approval_get(viewer=principal, approval_id=approval.id)
         return _detail_page(request, principal, approval, form, denial=denial,
                             status=denial.status)
     if permit is not None:
@@ -273,7 +286,7 @@ def approval_cancel(
     permit are revoked; a claim that got there first is cancelled as the operation's page
     does. The page it returns to says which."""
     try:
-        approval = selectors.approval_get(viewer=principal, approval_id=approval_id)
+        approval = approval_get(viewer=principal, approval_id=approval_id)
     except Denial as denial:
         return not_found_page(request, principal, denial)
     form = CancelForm(request.POST)
@@ -288,7 +301,7 @@ def approval_cancel(
     except Denial as denial:
         messages.error(request, f"Not cancelled: {denial.message}")
     else:
-        operation = selectors.operation_for_proposal(viewer=principal, proposal_id=proposal.id)
+        operation = operation_for_proposal(viewer=principal, proposal_id=proposal.id)
         messages.success(request, cancellation_outcome(
             operation.id if operation else None, operation.state if operation else None,
             operation.attempts_made if operation else 0))
@@ -302,8 +315,8 @@ def _detail_page(
     now = timezone.now()
     proposal = approval.proposal
     snapshot = parse_snapshot(proposal.canonical)
-    contract = selectors.contract_for_fingerprint(proposal.contract_fingerprint)
-    pairs = selectors.revision_pairs(viewer=principal, resource_refs=proposal.resource_refs)
+    contract = contract_for_fingerprint(proposal.contract_fingerprint)
+    pairs = revision_pairs(viewer=principal, resource_refs=proposal.resource_refs)
     resources = [{
         "pair": pair,
         "diff": diff_fields(pair.previous.payload if pair.previous else None,
@@ -315,16 +328,16 @@ def _detail_page(
     decided = approval.state != ApprovalState.PENDING
     decision = getattr(approval, "decision", None) if decided else None
     permit = getattr(approval, "permit", None) if decided else None
-    operation = selectors.operation_for_proposal(viewer=principal, proposal_id=proposal.id)
+    operation = operation_for_proposal(viewer=principal, proposal_id=proposal.id)
     arguments = snapshot.get("arguments", {})
     addresses = address_views(arguments)
     messages_shown = [view for view in (
         message_view(argument, kind, presentation, arguments.get(argument))
-        for argument, (kind, presentation) in selectors.resource_presentations(contract).items()
+        for argument, (kind, presentation) in resource_presentations(contract).items()
     ) if view is not None]
     shown = {view.argument for view in messages_shown}
     change = change_views(principal, [proposal]).get(proposal.id)
-    publication = selectors.publication_evidence(
+    publication = publication_evidence(
         viewer=principal, proposal=proposal, contract=contract,
         arguments=arguments)
     context = {
@@ -358,8 +371,8 @@ def _detail_page(
         or _refusal_headline(denial, decision, principal),
         "tally": tallied,
         "canonical_bytes": len(proposal.canonical.encode()),
-        "usage": _reported(selectors.execution_usage(proposal.execution_id,
-                                                     principal_id=proposal.principal_id)),
+        "usage": _reported(execution_usage(proposal.execution_id,
+                                           principal_id=proposal.principal_id)),
         "publication": publication,
         "report_paragraphs": paragraphs(publication.body) if publication else [],
         # A grant the attestation check or the revision check would refuse is not offered

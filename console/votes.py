@@ -2,7 +2,7 @@
 one approver shows how many of its approvals are in ("1 of 2 approvals"), who gave each and
 when; a viewer who already approved it cannot vote again, and reads why.
 
-Pure wording over the votes `dispatch.vote_selectors` reads; the views call `tally_view` and
+Pure wording over the votes `dispatch.selectors.votes` reads; the views call `tally_view` and
 `queue_tallies` and hand the result to the templates.
 """
 
@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from dispatch import vote_selectors
+from dispatch.selectors import votes
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import ApprovalState
 
 if TYPE_CHECKING:
     from dispatch.models import ApprovalRequest, Principal
-    from dispatch.vote_selectors import Cast
+    from dispatch.selectors.votes import Cast
 
 #: The quorum is at most 10 (protocols/approval_rules.py).
 ORDINALS = {2: "second", 3: "third", 4: "fourth", 5: "fifth", 6: "sixth", 7: "seventh",
@@ -93,7 +93,7 @@ def tally_view(principal: Principal, approval: ApprovalRequest) -> Tally | None:
     for one that a single approver decides."""
     if approval.quorum <= 1:
         return None
-    return tally(approval.quorum, vote_selectors.vote_list(approval=approval), principal.id,
+    return tally(approval.quorum, votes.vote_list(approval=approval), principal.id,
                  pending=approval.state == ApprovalState.PENDING)
 
 
@@ -110,7 +110,7 @@ def queue_tallies(principal: Principal,
     """For the page's approvals needing more than one approver, by id: at most one query for
     the whole page, none when no row needs more than one approver."""
     rows = list(approvals)
-    voters = vote_selectors.grant_voters(approvals=rows)
+    voters = votes.grant_voters(approvals=rows)
     return {approval.id: QueueTally(
         progress=f"{len(voters[approval.id])} of {approval.quorum}",
         mine=principal.id in voters[approval.id])
@@ -146,8 +146,8 @@ class Waiting:
 def votes_waiting(principal: Principal) -> list[Waiting]:
     """The viewer's approvals not yet decided: theirs is in, others' are still needed (two
     queries, one when there are none)."""
-    cast = vote_selectors.votes_waiting(viewer=principal)
-    voters = vote_selectors.grant_voters(approvals=[vote.approval for vote in cast])
+    cast = votes.votes_waiting(viewer=principal)
+    voters = votes.grant_voters(approvals=[vote.approval for vote in cast])
     return [Waiting(approval_id=vote.approval_id, operation=vote.approval.proposal.operation,
                     at=vote.voted_at,
                     progress=progress(len(voters.get(vote.approval_id, [])),

@@ -28,7 +28,7 @@ from dispatch.agent.loop import (
     execution_run,
     nested_call,
 )
-from dispatch.selectors import execution_usage
+from dispatch.selectors.executions import execution_usage
 from protocols.usage import Usage
 
 __all__ = [

@@ -26,9 +26,9 @@ from dispatch.api.serializers import (
     PageLinksSerializer,
     object_field,
 )
-from dispatch.audit_selectors import audit_of_tenant
-from dispatch.seal_selectors import checkpoints_of_tenant
-from dispatch.selectors import grants_of_principal
+from dispatch.selectors.audit import audit_of_tenant
+from dispatch.selectors.principals import grants_of_principal
+from dispatch.selectors.seals import checkpoints_of_tenant
 from dispatch.services.authority import grant_delegate, has_role
 from dispatch.services.checkpoints import checkpoint_view
 from protocols.denials import Denial

@@ -249,7 +249,7 @@ class Decision(models.Model):
     decided_at = models.DateTimeField()
 
     class Meta:
-        # The console's Decided tab, newest first (`selectors.decision_list`).
+        # The console's Decided tab, newest first (`selectors.approvals.decision_list`).
         indexes = [models.Index(fields=["-decided_at", "-id"], name="decision_newest")]
 
 
@@ -317,7 +317,8 @@ class Operation(models.Model):
         indexes = [
             models.Index(fields=["state", "updated_at"], name="operation_by_state"),
             models.Index(fields=["tenant", "state", "-updated_at"], name="operation_tenant_state"),
-            # The console's operations list, newest claim first (`selectors.operation_list`).
+            # The console's operations list, newest claim first
+            # (`selectors.operations.operation_list`).
             models.Index(fields=["tenant", "-claimed_at", "-id"], name="operation_tenant_claimed"),
         ]
 

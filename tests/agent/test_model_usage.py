@@ -13,7 +13,7 @@ from dispatch.agent import ScriptedAdapter, Usage, execution_open, execution_run
 from dispatch.agent.adapters import ScriptError
 from dispatch.agent.loop import model_tokens_key
 from dispatch.models import BudgetCounter, TranscriptEntry
-from dispatch.selectors import execution_usage
+from dispatch.selectors.executions import execution_usage
 from tests.conftest import World
 
 pytestmark = pytest.mark.django_db

@@ -162,7 +162,7 @@ def test_the_flags_cost_the_same_few_queries_for_any_number_of_rows(
 
 def test_changes_keep_the_argument_name_unless_one_resource_is_all_that_changed() -> None:
     from console.changes import change_view
-    from dispatch.change_selectors import Earlier, Lineage
+    from dispatch.selectors.changes import Earlier, Lineage
 
     def snapshot(cc: list[str], note: str, *, second: bool = False) -> str:
         arguments: dict[str, Any] = {"draft": {"id": "res_d", "revision": 1 + len(cc),

@@ -312,7 +312,7 @@ def test_the_pages_take_a_bounded_number_of_queries(
 def test_a_question_longer_than_the_chain_limit_shows_its_current_text_and_newest_events(
     researcher: Researcher, operator: Browser, settings: Any, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import dispatch.evidence_selectors as chains
+    import dispatch.selectors.evidence as chains
 
     monkeypatch.setattr(chains, "CHAIN_LIMIT", 3)
     question = researcher.question()

@@ -12,8 +12,8 @@ import pytest
 from django.utils import timezone
 
 from console import operation_views, views
-from dispatch import selectors
 from dispatch.models import ApprovalRequest
+from dispatch.selectors.approvals import approval_list_expiring
 from dispatch.services.approvals import approval_decide, approval_expire
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.worker import operation_execute
@@ -289,10 +289,10 @@ def test_the_queue_by_time_left_pages_on(
 
     approvals = [world.propose_transfer(amount=f"{n + 1}.00", approval_expires_in=600 + 60 * n)
                  for n in range(3)]
-    page = selectors.approval_list_expiring(viewer=world.approver, limit=2)
+    page = approval_list_expiring(viewer=world.approver, limit=2)
     assert [a.id for a in page.rows] == [p.approval.id for p in approvals[:2]]
-    rest = selectors.approval_list_expiring(viewer=world.approver, limit=2, after=page.older)
+    rest = approval_list_expiring(viewer=world.approver, limit=2, after=page.older)
     assert [a.id for a in rest.rows] == [approvals[2].approval.id]
     assert rest.older is None
-    back = selectors.approval_list_expiring(viewer=world.approver, limit=2, before=rest.newer)
+    back = approval_list_expiring(viewer=world.approver, limit=2, before=rest.newer)
     assert [a.id for a in back.rows] == [p.approval.id for p in approvals[:2]]

@@ -10,8 +10,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from dispatch import selectors
 from dispatch.models import Principal
+from dispatch.selectors.approvals import QueueFilter, _pending_approvals
+from dispatch.selectors.paging import Count, count_capped
 from dispatch.services.principals import human_create
 from tests.conftest import World, make_world
 from tests.console.conftest import Browser, text
@@ -195,9 +196,9 @@ def test_a_bad_cursor_shows_the_first_page(world: World, operator: Browser) -> N
 def test_counts_are_capped(world: World) -> None:
     for i in range(7):
         world.propose_transfer(amount=str(i + 1))
-    queryset = selectors._pending_approvals(world.approver, selectors.QueueFilter())
-    assert selectors.count_capped(queryset, cap=5) == selectors.Count(5, capped=True)
-    assert selectors.count_capped(queryset, cap=10) == selectors.Count(7, capped=False)
+    queryset = _pending_approvals(world.approver, QueueFilter())
+    assert count_capped(queryset, cap=5) == Count(5, capped=True)
+    assert count_capped(queryset, cap=10) == Count(7, capped=False)
 
 
 def test_htmx_poll_gets_only_the_fragment(world: World, operator: Browser) -> None:

@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from dispatch.models import Attempt, AuditEvent, Operation, Pause, Permit, Tenant
-from dispatch.pause_selectors import pauses_in_force
+from dispatch.selectors.pauses import pauses_in_force
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.pauses import pause_lift, pause_set
 from dispatch.services.worker import operation_execute

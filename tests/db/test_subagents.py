@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from dispatch.models import Grant, Principal
-from dispatch.selectors import principal_list
+from dispatch.selectors.principals import principal_list
 from dispatch.services.authority import grant_delegate, grant_issue
 from dispatch.services.principals import agent_create
 from dispatch.services.proposals import proposal_create

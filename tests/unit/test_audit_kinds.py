@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from dispatch.audit_selectors import AUDIT_KINDS
+from dispatch.selectors.audit import AUDIT_KINDS
 from protocols.audit_kinds import OPERATION_EVENT_KINDS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -42,7 +42,7 @@ CORE = ("protocols", "dispatch", "console")
 #: console's evidence pages read them by the resources they bind.
 STILL_NAMED: dict[str, str] = {
     "dispatch/models/evidence.py": "the receipt and attestation records of the store",
-    "dispatch/evidence_selectors.py": "the console's read of those records",
+    "dispatch/selectors/evidence.py": "the console's read of those records",
     "dispatch/api/evidence.py": "the REST serializers of those records",
     "dispatch/services/access.py": "access to a question's evidence timeline",
     "dispatch/services/evidence.py": "the validator's view of a report (attestation_judge)",

@@ -1,6 +1,6 @@
-"""Read-only queries of the evidence chain for the console (docs/design.md#evidence), re-exported by
-`dispatch.selectors`: what a publication's approval rests on, and a question's chain from its
-revisions to its publications as one timeline.
+"""Read-only queries of the evidence chain for the console (docs/design.md#evidence): what a
+publication's approval rests on, and a question's chain from its revisions to its publications
+as one timeline.
 
 Every query is scoped by the viewer's tenant and bounded; nothing counts a table. An id a
 report cites that names no receipt of the tenant is shown as such, never an error: the page

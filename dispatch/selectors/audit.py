@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from django.db.models import QuerySet
 
 from dispatch.models import AuditEvent, Principal, Proposal
-from dispatch.selectors import Page
+from dispatch.selectors.paging import Page
 
 
 def audit_proposals(*, viewer: Principal, events: Iterable[AuditEvent]) -> dict[str, Proposal]:

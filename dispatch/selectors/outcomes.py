@@ -1,8 +1,8 @@
 """Read-only queries for the console's pages of unknown outcomes and their renewed approvals
 (docs/design.md#renewals): the renewals an operator may decide, for the queue; one renewal for
-its decision page; the latest renewal of an operation; and how to check an operation's
-destination. Who may decide is the renewal service's rule (`renewal_decider_refusal`), asked
-here, not restated."""
+its decision page; the latest renewal of an operation and the one still pending; and how to
+check an operation's destination. Who may decide is the renewal service's rule
+(`renewal_decider_refusal`), asked here, not restated."""
 
 from __future__ import annotations
 
@@ -68,3 +68,14 @@ def how_to_check(operation: Operation) -> str:
     runtime = get_runtime()
     contract = runtime.registry.by_fingerprint(operation.contract_fingerprint)
     return "" if contract is None else runtime.how_to_check(contract, operation.id)
+
+
+def renewal_pending(*, viewer: Principal, operation: Operation) -> Renewal | None:
+    """The operation's renewal still waiting for a decision, if any (of the viewer's tenant)."""
+    return Renewal.objects.select_related("requested_by").filter(
+        operation_id=operation.id, tenant_id=viewer.tenant_id,
+        state=ApprovalState.PENDING).order_by("-attempt").first()
+
+
+def renewal_get(*, viewer: Principal, renewal_id: str) -> Renewal | None:
+    return Renewal.objects.filter(id=renewal_id, tenant_id=viewer.tenant_id).first()

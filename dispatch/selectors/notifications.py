@@ -9,7 +9,7 @@ from typing import Any
 from django.db.models import Prefetch
 
 from dispatch.models import Notification, NotificationAttempt, Principal
-from dispatch.selectors import Page, _keyset
+from dispatch.selectors.paging import Page, keyset
 
 #: The states the delivery log filters by.
 STATES = tuple(state.value for state in Notification.State)
@@ -25,5 +25,5 @@ def notification_log(
         Prefetch("attempt_log", queryset=NotificationAttempt.objects.order_by("number")))
     if state in STATES:
         queryset = queryset.filter(state=state)
-    return _keyset(queryset, keys=("created_at", "id"), after=after, before=before,
-                   limit=limit)
+    return keyset(queryset, keys=("created_at", "id"), after=after, before=before,
+                  limit=limit)

@@ -4,8 +4,9 @@ page holds, in one query for the whole page.
 
 Only grants count toward a quorum: a denial decides the approval at once, so a pending approval
 holds grants only; and only while their voter is active and holds the role
-(`dispatch.services.voters`). An approval's requests are already read through `dispatch.selectors`
-(the viewer's tenant and role checked there); these read the votes of those approvals.
+(`dispatch.services.voters`). An approval's requests are already read through
+`dispatch.selectors.approvals` (the viewer's tenant and role checked there); these read the votes
+of those approvals.
 """
 
 from __future__ import annotations
