@@ -11,11 +11,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from console.roles import page, role_required
-from console.views import not_found_page
 from dispatch.selectors.evidence import question_evidence_chain
 from dispatch.services.authority import has_role
 from protocols.approvals import effective_approval_state
-from protocols.denials import Denial
 from protocols.roles import Role
 
 if TYPE_CHECKING:
@@ -30,10 +28,7 @@ if TYPE_CHECKING:
 def question_detail(request: HttpRequest, principal: Principal, question_id: str) -> HttpResponse:
     """The question and its evidence chain, oldest first: to the tenant's operators and
     admins; any other id is the one not-found page."""
-    try:
-        chain = question_evidence_chain(viewer=principal, question_id=question_id)
-    except Denial as denial:
-        return not_found_page(request, principal, denial)
+    chain = question_evidence_chain(viewer=principal, question_id=question_id)
     payload = chain.revision.payload if chain.revision is not None else {}
     kinds = [event.kind for event in chain.events]
     now = timezone.now()

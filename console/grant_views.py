@@ -13,13 +13,11 @@ from django.views.decorators.http import require_GET, require_POST
 
 from console.forms import GrantIssueForm
 from console.roles import page, role_required
-from console.views import not_found_page
 from dispatch.models import Principal
 from dispatch.selectors.contracts import operation_authority_keys
 from dispatch.selectors.principals import grant_tree, principal_get, principal_list
 from dispatch.services.authority import grant_issue as grant_issue_service
 from dispatch.services.authority import grant_revoke as grant_revoke_service
-from protocols.denials import Denial
 from protocols.roles import Role
 
 
@@ -62,9 +60,6 @@ def grant_issue(request: HttpRequest, principal: Principal) -> HttpResponse:
 @require_POST
 @role_required(Role.ADMIN)
 def grant_revoke(request: HttpRequest, principal: Principal, grant_id: str) -> HttpResponse:
-    try:
-        grant = grant_revoke_service(actor=principal, grant_id=grant_id, now=timezone.now())
-    except Denial as denial:
-        return not_found_page(request, principal, denial)
+    grant = grant_revoke_service(actor=principal, grant_id=grant_id, now=timezone.now())
     messages.success(request, f"Revoked {grant.id} and every grant delegated from it.")
     return redirect("console:grant-list")

@@ -26,7 +26,6 @@ from console.presenters import (
 )
 from console.roles import page, role_required
 from console.sections import section_of_operation
-from console.views import not_found_page
 from dispatch.selectors import operations
 from dispatch.selectors.approvals import approval_for_proposal
 from dispatch.selectors.outcomes import how_to_check, renewal_latest, renewal_pending
@@ -95,10 +94,7 @@ def operation_list(request: HttpRequest, principal: Principal) -> HttpResponse:
 def operation_detail(
     request: HttpRequest, principal: Principal, operation_id: str,
 ) -> HttpResponse:
-    try:
-        operation = operations.operation_get(viewer=principal, operation_id=operation_id)
-    except Denial as denial:
-        return not_found_page(request, principal, denial)
+    operation = operations.operation_get(viewer=principal, operation_id=operation_id)
     return _operation_page(request, principal, operation, ResolveForm())
 
 
@@ -108,10 +104,7 @@ def operation_resolve(
     request: HttpRequest, principal: Principal, operation_id: str,
 ) -> HttpResponse:
     """Settle an unknown outcome with a note of the evidence (`operation_resolve`)."""
-    try:
-        operation = operations.operation_get(viewer=principal, operation_id=operation_id)
-    except Denial as denial:
-        return not_found_page(request, principal, denial)
+    operation = operations.operation_get(viewer=principal, operation_id=operation_id)
     form = ResolveForm(request.POST)
     if not form.is_valid():
         return _operation_page(request, principal, operation, form, status=400)
@@ -136,10 +129,7 @@ def operation_reauthorize(
     request: HttpRequest, principal: Principal, operation_id: str,
 ) -> HttpResponse:
     """Ask for a renewed approval of the operation's next attempt (`operation_reauthorize`)."""
-    try:
-        operation = operations.operation_get(viewer=principal, operation_id=operation_id)
-    except Denial as denial:
-        return not_found_page(request, principal, denial)
+    operation = operations.operation_get(viewer=principal, operation_id=operation_id)
     reason = request.POST.get("reason", "").strip()[:2000]
     try:
         renewal = operation_reauthorize_service(actor=principal, operation_id=operation.id,
@@ -159,10 +149,7 @@ def operation_cancel(
 ) -> HttpResponse:
     """Cancel a claimed operation (`operation_cancel`): with no attempt open it ends at once;
     an attempt in flight is asked to stop. The page it returns to says which."""
-    try:
-        operation = operations.operation_get(viewer=principal, operation_id=operation_id)
-    except Denial as denial:
-        return not_found_page(request, principal, denial)
+    operation = operations.operation_get(viewer=principal, operation_id=operation_id)
     form = CancelForm(request.POST)
     if not form.is_valid():
         return _operation_page(request, principal, operation, ResolveForm(), status=400,

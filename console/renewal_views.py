@@ -16,7 +16,6 @@ from console.outcomes import action_fields, lookup_verdict
 from console.presenters import duration, parse_snapshot, pretty_json
 from console.roles import page, role_required
 from console.sections import APPROVALS
-from console.views import not_found_page
 from dispatch.models import Principal, Renewal
 from dispatch.selectors.operations import operation_get
 from dispatch.selectors.outcomes import (
@@ -33,10 +32,7 @@ from protocols.roles import Role
 @require_GET
 @role_required(Role.OPERATOR)
 def renewal_detail(request: HttpRequest, principal: Principal, renewal_id: str) -> HttpResponse:
-    try:
-        renewal = renewal_get_for_review(viewer=principal, renewal_id=renewal_id)
-    except Denial as denial:
-        return not_found_page(request, principal, denial)
+    renewal = renewal_get_for_review(viewer=principal, renewal_id=renewal_id)
     return _renewal_page(request, principal, renewal, DecisionForm(
         initial={"digest": renewal.digest}))
 
@@ -45,10 +41,7 @@ def renewal_detail(request: HttpRequest, principal: Principal, renewal_id: str) 
 @role_required(Role.OPERATOR)
 def renewal_decide(request: HttpRequest, principal: Principal, renewal_id: str) -> HttpResponse:
     """Grant or deny a renewed approval, confirming the digest the page showed."""
-    try:
-        renewal = renewal_get_for_review(viewer=principal, renewal_id=renewal_id)
-    except Denial as denial:
-        return not_found_page(request, principal, denial)
+    renewal = renewal_get_for_review(viewer=principal, renewal_id=renewal_id)
     form = DecisionForm(request.POST)
     if not form.is_valid():
         return _renewal_page(request, principal, renewal, form, status=400)

@@ -23,6 +23,7 @@ from dispatch.observability.context import bind_ids
 from dispatch.selectors.pauses import pauses_in_force
 from dispatch.services.authority import has_role
 from dispatch.services.principals import principal_for_user
+from protocols.denials import Denial, DenialCode
 from protocols.roles import Role
 
 P = ParamSpec("P")
@@ -64,9 +65,16 @@ def refused(
                 principal=principal, status=status)
 
 
+def not_found_page(request: HttpRequest, principal: Principal, denial: Denial) -> HttpResponse:
+    return refused(request, status=404, title="Not found", message=denial.message,
+                   principal=principal)
+
+
 def role_required(role: Role) -> Callable[[View[P]], Callable[..., HttpResponse]]:
     """Let the view run only for a logged-in human of `role` (or an admin); it receives the
-    principal as its second argument."""
+    principal as its second argument. A record the view loads that does not exist or that the
+    viewer may not see (the loaders' one `not_found`, `dispatch.services.access`) is the
+    console's one not-found page: the views load without catching it."""
 
     def decorate(view: View[P]) -> Callable[..., HttpResponse]:
         @wraps(view)
@@ -87,7 +95,12 @@ def role_required(role: Role) -> Callable[[View[P]], Callable[..., HttpResponse]
                     # The header's navigation only for someone who can use some of it.
                     principal=principal if principal and has_role(principal, Role.OPERATOR)
                     else None)
-            return view(request, principal, *args, **kwargs)
+            try:
+                return view(request, principal, *args, **kwargs)
+            except Denial as denial:
+                if denial.code is not DenialCode.NOT_FOUND:
+                    raise
+                return not_found_page(request, principal, denial)
 
         return wrapper
 

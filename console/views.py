@@ -89,11 +89,6 @@ SETTLED = frozenset({OperationState.COMPLETED, OperationState.FAILED_NO_EFFECT,
                      OperationState.RECONCILED_NO_EFFECT})
 
 
-def not_found_page(request: HttpRequest, principal: Principal, denial: Denial) -> HttpResponse:
-    return refused(request, status=404, title="Not found", message=denial.message,
-                   principal=principal)
-
-
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     """`CSRF_FAILURE_VIEW`: a form posted without its token is refused, in the console's look."""
     return refused(request, status=403, title="Form refused",
@@ -203,10 +198,7 @@ def approval_follow(
 ) -> HttpResponse:
     """The fragment of a decided approval's page that follows what its permit led to; htmx
     asks for it again every `FOLLOW_SECONDS` until the operation settles."""
-    try:
-        approval = approval_get(viewer=principal, approval_id=approval_id)
-    except Denial as denial:
-        return not_found_page(request, principal, denial)
+    approval = approval_get(viewer=principal, approval_id=approval_id)
     return page(request, "console/_follow.html", _follow_context(principal, approval),
                 principal=principal)
 
@@ -233,10 +225,7 @@ def _follow_context(principal: Principal, approval: ApprovalRequest) -> dict[str
 def approval_detail(
     request: HttpRequest, principal: Principal, approval_id: str,
 ) -> HttpResponse:
-    try:
-        approval = approval_get(viewer=principal, approval_id=approval_id)
-    except Denial as denial:
-        return not_found_page(request, principal, denial)
+    approval = approval_get(viewer=principal, approval_id=approval_id)
     form = DecisionForm(initial={"digest": approval.proposal.digest})
     return _detail_page(request, principal, approval, form)
 
@@ -247,10 +236,7 @@ def approval_decide(
     request: HttpRequest, principal: Principal, approval_id: str,
 ) -> HttpResponse:
     """Grant or deny through the approval resolver, confirming the digest the page showed."""
-    try:
-        approval = approval_get(viewer=principal, approval_id=approval_id)
-    except Denial as denial:
-        return not_found_page(request, principal, denial)
+    approval = approval_get(viewer=principal, approval_id=approval_id)
     form = DecisionForm(request.POST)
     if not form.is_valid():
         return _detail_page(request, principal, approval, form, status=400)
@@ -261,7 +247,7 @@ def approval_decide(
             digest=data["digest"], reason=data["reason"], now=timezone.now())
     except Denial as denial:
         if denial.code is DenialCode.NOT_FOUND:
-            return not_found_page(request, principal, denial)
+            raise  # the console's one not-found page (role_required)
         # Show the current state (decided, expired) beside the refusal.
         approval = approval_get(viewer=principal, approval_id=approval.id)
         return _detail_page(request, principal, approval, form, denial=denial,
@@ -285,10 +271,7 @@ def approval_cancel(
     """Cancel the approval's action (`proposal_cancel`): before its claim the approval and its
     permit are revoked; a claim that got there first is cancelled as the operation's page
     does. The page it returns to says which."""
-    try:
-        approval = approval_get(viewer=principal, approval_id=approval_id)
-    except Denial as denial:
-        return not_found_page(request, principal, denial)
+    approval = approval_get(viewer=principal, approval_id=approval_id)
     form = CancelForm(request.POST)
     if not form.is_valid():
         return _detail_page(request, principal, approval,
