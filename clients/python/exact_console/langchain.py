@@ -27,7 +27,7 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 
-from exact_console import _calling
+from exact_console import calling
 from exact_console.client import Client
 from exact_console.tools import Tool
 from exact_console.tools import tools as specs
@@ -56,10 +56,10 @@ class ConsoleTool(BaseTool):
         return (tool_call_id,), arguments
 
     def _run(self, call_id: str, /, **arguments: Any) -> ToolMessage:
-        return self.message(_calling.call(self.client, self.operation, arguments, call_id,
+        return self.message(calling.call(self.client, self.operation, arguments, call_id,
                                           timeout=self.timeout), call_id)
 
-    def message(self, answer: _calling.Answer, call_id: str) -> ToolMessage:
+    def message(self, answer: calling.Answer, call_id: str) -> ToolMessage:
         """The `ToolMessage` of an answer: the result, or the error text (`status="error"`)."""
         if answer.ok:
             return ToolMessage(answer.text, tool_call_id=call_id, name=self.name,
@@ -69,7 +69,7 @@ class ConsoleTool(BaseTool):
 
 
 def tool(spec: Tool, client: Client, *, timeout: float = 60.0) -> ConsoleTool:
-    return ConsoleTool(name=_calling.tool_name(spec), description=spec.description,
+    return ConsoleTool(name=calling.tool_name(spec), description=spec.description,
                        args_schema=spec.input_schema, client=client, operation=spec.name,
                        timeout=timeout)
 

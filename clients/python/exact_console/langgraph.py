@@ -41,7 +41,7 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 from langgraph.types import interrupt
 
-from exact_console import _calling
+from exact_console import calling
 from exact_console._calls import decided
 from exact_console.client import Client
 from exact_console.langchain import ConsoleTool
@@ -63,7 +63,7 @@ def pause(client: Client, operation: str, proposal: dict[str, Any],
           call_id: str) -> dict[str, Any]:
     """The value of the interrupt of a pending proposal: what a human needs to decide it."""
     return {METADATA_KEY: {"operation": operation, "proposal_id": proposal["id"],
-                           "approval_url": _calling.approval_url(client, proposal),
+                           "approval_url": calling.approval_url(client, proposal),
                            "tool_call_id": call_id}}
 
 
@@ -73,8 +73,8 @@ class InterruptingTool(ConsoleTool):
     checkpointer, as LangGraph's `interrupt()` requires."""
 
     def _run(self, call_id: str, /, **arguments: Any) -> ToolMessage:
-        begun = _calling.begin(self.client, self.operation, arguments, call_id)
-        if isinstance(begun, _calling.Answer):
+        begun = calling.begin(self.client, self.operation, arguments, call_id)
+        if isinstance(begun, calling.Answer):
             return self.message(begun, call_id)
         proposal = begun
         while not decided(proposal):
@@ -85,12 +85,12 @@ class InterruptingTool(ConsoleTool):
             with _INTERRUPTING:
                 interrupt(pause(self.client, self.operation, proposal, call_id))
             proposal = self.client.proposal(str(proposal["id"]))
-        return self.message(_calling.answer(self.client, proposal, timeout=self.timeout),
+        return self.message(calling.answer(self.client, proposal, timeout=self.timeout),
                             call_id)
 
 
 def tool(spec: Tool, client: Client, *, timeout: float = 60.0) -> InterruptingTool:
-    return InterruptingTool(name=_calling.tool_name(spec), description=spec.description,
+    return InterruptingTool(name=calling.tool_name(spec), description=spec.description,
                             args_schema=spec.input_schema, client=client, operation=spec.name,
                             timeout=timeout)
 

@@ -40,7 +40,7 @@ from typing import Any
 from agents import FunctionTool, RunContextWrapper, RunState, ToolApprovalItem
 from agents.tool_context import ToolContext
 
-from exact_console import _calling
+from exact_console import calling
 from exact_console._calls import decided
 from exact_console.client import Client
 from exact_console.tools import Tool
@@ -56,16 +56,16 @@ class ConsoleTool(FunctionTool):
     operation: str = field(default="", kw_only=True)
 
 
-def arguments_of(raw: str) -> dict[str, Any] | _calling.Answer:
+def arguments_of(raw: str) -> dict[str, Any] | calling.Answer:
     """The model's arguments (a JSON object, as the SDK passes them: a string), or the
     `schema_invalid` answer of anything else; the console validates the rest."""
     try:
         parsed = json.loads(raw or "{}")
     except json.JSONDecodeError as error:
-        return _calling.Answer(f"schema_invalid: the arguments are not JSON ({error})",
+        return calling.Answer(f"schema_invalid: the arguments are not JSON ({error})",
                                "schema_invalid")
     if not isinstance(parsed, dict):
-        return _calling.Answer("schema_invalid: the arguments must be a JSON object",
+        return calling.Answer("schema_invalid: the arguments must be a JSON object",
                                "schema_invalid")
     return parsed
 
@@ -79,17 +79,17 @@ def tool(spec: Tool, client: Client, *, timeout: float = 60.0,
 
     # The refusals of proposals made by `pending`, told when the SDK then calls the tool: a
     # refused proposal is not made again.
-    refused: dict[str, _calling.Answer] = {}
+    refused: dict[str, calling.Answer] = {}
 
     async def invoke(context: ToolContext[Any], raw: str) -> str:
         arguments = arguments_of(raw)
-        if isinstance(arguments, _calling.Answer):
+        if isinstance(arguments, calling.Answer):
             return arguments.text
         if context.tool_call_id in refused:
             return refused.pop(context.tool_call_id).text
         # The client is synchronous and the wait is long: it runs off the event loop, so that
         # the SDK's other calls (e.g. parallel tool calls) go on meanwhile.
-        answer = await asyncio.to_thread(_calling.call, client, spec.name, arguments,
+        answer = await asyncio.to_thread(calling.call, client, spec.name, arguments,
                                          context.tool_call_id, timeout=timeout)
         return answer.text
 
@@ -97,13 +97,13 @@ def tool(spec: Tool, client: Client, *, timeout: float = 60.0,
                       call_id: str) -> bool:
         # Proposed now, so that the operator has it while the run is interrupted; the tool's
         # call later finds this proposal by its call id.
-        begun = await asyncio.to_thread(_calling.begin, client, spec.name, arguments, call_id)
-        if isinstance(begun, _calling.Answer):
+        begun = await asyncio.to_thread(calling.begin, client, spec.name, arguments, call_id)
+        if isinstance(begun, calling.Answer):
             refused[call_id] = begun
             return False
         return not decided(begun)
 
-    return ConsoleTool(name=_calling.tool_name(spec), description=spec.description,
+    return ConsoleTool(name=calling.tool_name(spec), description=spec.description,
                        params_json_schema=spec.input_schema, on_invoke_tool=invoke,
                        strict_json_schema=False,
                        needs_approval=pending if interrupt and spec.needs_approval else False,
@@ -136,10 +136,10 @@ def decisions_from_console(client: Client, state: RunState[Any, Any]) -> list[To
             continue
         call_id = item.call_id
         arguments = arguments_of(str(item.arguments or "{}"))
-        if not isinstance(call_id, str) or isinstance(arguments, _calling.Answer):
+        if not isinstance(call_id, str) or isinstance(arguments, calling.Answer):
             continue
-        begun = _calling.begin(client, operation, arguments, call_id)
-        if isinstance(begun, _calling.Answer):
+        begun = calling.begin(client, operation, arguments, call_id)
+        if isinstance(begun, calling.Answer):
             state.reject(item, rejection_message=begun.text)
         elif not decided(begun):
             waiting.append(item)
@@ -147,7 +147,7 @@ def decisions_from_console(client: Client, state: RunState[Any, Any]) -> list[To
             state.approve(item)
         else:
             # Denied, expired or revoked: the console's refusal of its dispatch says which.
-            state.reject(item, rejection_message=_calling.answer(client, begun, timeout=0).text)
+            state.reject(item, rejection_message=calling.answer(client, begun, timeout=0).text)
     return waiting
 
 

@@ -42,7 +42,7 @@ from pydantic_ai import (
 from pydantic_ai.tools import Tool as PydanticTool
 from pydantic_ai.toolsets import FunctionToolset
 
-from exact_console import _calling
+from exact_console import calling
 from exact_console._calls import decided
 from exact_console.client import Client
 from exact_console.tools import Tool
@@ -54,7 +54,7 @@ __all__ = ["results_from_console", "tool", "toolset"]
 METADATA_KEY = "exact_console"
 
 
-def result(answer: _calling.Answer) -> ToolReturn | ToolFailed:
+def result(answer: calling.Answer) -> ToolReturn | ToolFailed:
     """What the model sees: the operation's result (the operation itself rides along as
     metadata, which the model does not see), or a `ToolFailed` with the answer's error text."""
     if not answer.ok:
@@ -63,7 +63,7 @@ def result(answer: _calling.Answer) -> ToolReturn | ToolFailed:
     return ToolReturn(operation.get("result"), metadata=operation)
 
 
-def told(answer: _calling.Answer) -> ToolReturn:
+def told(answer: calling.Answer) -> ToolReturn:
     """A tool's return of `answer`; its `ToolFailed` raised."""
     returned = result(answer)
     if isinstance(returned, ToolFailed):
@@ -83,17 +83,17 @@ def tool(spec: Tool, client: Client, *, timeout: float = 60.0,
             raise ValueError(f"{spec.name}: called without a tool-call id, which is the "
                              "proposal's call_id")
         if not deferred:
-            return told(_calling.call(client, spec.name, arguments, call_id, timeout=timeout))
-        begun = _calling.begin(client, spec.name, arguments, call_id)
-        if isinstance(begun, _calling.Answer):
+            return told(calling.call(client, spec.name, arguments, call_id, timeout=timeout))
+        begun = calling.begin(client, spec.name, arguments, call_id)
+        if isinstance(begun, calling.Answer):
             return told(begun)
         if not decided(begun):
             raise CallDeferred({METADATA_KEY: {
                 "operation": spec.name, "proposal_id": begun["id"],
-                "approval_url": _calling.approval_url(client, begun)}})
-        return told(_calling.answer(client, begun, timeout=timeout))
+                "approval_url": calling.approval_url(client, begun)}})
+        return told(calling.answer(client, begun, timeout=timeout))
 
-    return PydanticTool.from_schema(call, name=_calling.tool_name(spec),
+    return PydanticTool.from_schema(call, name=calling.tool_name(spec),
                                     description=spec.description,
                                     json_schema=spec.input_schema, takes_ctx=True)
 
@@ -121,13 +121,13 @@ def results_from_console(client: Client, requests: DeferredToolRequests, *,
         ours = requests.metadata.get(part.tool_call_id, {}).get(METADATA_KEY)
         if not isinstance(ours, dict):
             continue
-        begun = _calling.begin(client, str(ours["operation"]), part.args_as_dict(),
+        begun = calling.begin(client, str(ours["operation"]), part.args_as_dict(),
                                part.tool_call_id)
-        if isinstance(begun, _calling.Answer):
+        if isinstance(begun, calling.Answer):
             answer = begun
         elif not decided(begun):
             continue
         else:
-            answer = _calling.answer(client, begun, timeout=timeout)
+            answer = calling.answer(client, begun, timeout=timeout)
         results.calls[part.tool_call_id] = result(answer)
     return results

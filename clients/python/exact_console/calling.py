@@ -1,5 +1,7 @@
 """One tool call of an agent framework, made against the console: the part every adapter
-(`exact_console.langchain`, `exact_console.pydantic_ai`) shares, framework-neutral.
+(`exact_console.langchain`, `exact_console.pydantic_ai`, ...) shares, framework-neutral, and
+public for adapters of other frameworks (clients/python/README.md, "An adapter for another
+framework").
 
 A call proposes the model's exact arguments with `call_id` = the framework's tool-call id and
 `dispatch_on_approval`, waits for the human's decision and the operation's outcome within one
