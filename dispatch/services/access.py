@@ -5,17 +5,15 @@ What a loader found names the log lines of its request or task (`proposal_id`,
 
 from __future__ import annotations
 
-import functools
 from typing import TypeVar
 
-from django.db import connection, models
+from django.db import models
 
 from dispatch.models import (
     ApprovalRequest,
     Attestation,
     Grant,
     Operation,
-    Permit,
     Principal,
     Proposal,
     Receipt,
@@ -23,7 +21,7 @@ from dispatch.models import (
 )
 from dispatch.observability.context import bind_ids
 from dispatch.runtime import get_runtime
-from dispatch.store.sql import cache_related, columns, instances, rows, statement
+from dispatch.store import loads
 from protocols.denials import Denial, DenialCode
 from protocols.roles import Role, role_allows
 
@@ -102,29 +100,15 @@ def access_proposal_by_id(principal: Principal, proposal_id: object) -> Proposal
     return _access(Proposal, principal, proposal_id, "proposal")
 
 
-@functools.cache
-def _dispatch_load(vendor: str) -> str:
-    return statement(
-        "proposal.load_for_dispatch",
-        f"SELECT {columns(Proposal, 'p')}, {columns(ApprovalRequest, 'a')}, "
-        f"{columns(Permit, 'm')} FROM \"dispatch_proposal\" p "
-        'LEFT JOIN "dispatch_approvalrequest" a ON a."proposal_id" = p."id" '
-        'LEFT JOIN "dispatch_permit" m ON m."proposal_id" = p."id" '
-        'WHERE p."id" = %s AND p."tenant_id" = %s')
-
-
 def access_proposal_for_dispatch(principal: Principal, proposal_id: object) -> Proposal:
     """The proposal with its approval request and permit, in one fixed query (the hot path),
     of the principal's tenant; `not_found` like every other loader."""
     if not isinstance(proposal_id, str):
         raise Denial(DenialCode.NOT_FOUND, kind="proposal")
-    found = rows(_dispatch_load(connection.vendor), [proposal_id, principal.tenant_id])
-    if not found:
+    proposal = loads.proposal_for_dispatch(id=proposal_id, tenant_id=principal.tenant_id)
+    if proposal is None:
         raise Denial(DenialCode.NOT_FOUND, kind="proposal", id=proposal_id)
-    proposal, approval, permit = instances(found[0], Proposal, ApprovalRequest, Permit)
-    cache_related(proposal, "approval", approval)
-    cache_related(proposal, "permit", permit)
-    return _logged(proposal)  # type: ignore[no-any-return]
+    return _logged(proposal)
 
 
 def access_approval_for_review(principal: Principal, approval_id: object) -> ApprovalRequest:
@@ -133,30 +117,16 @@ def access_approval_for_review(principal: Principal, approval_id: object) -> App
                    "decision__approver", "permit")
 
 
-@functools.cache
-def _decision_load(vendor: str) -> str:
-    return statement(
-        "approval.load_for_decision",
-        f"SELECT {columns(ApprovalRequest, 'a')}, {columns(Proposal, 'p')}, "
-        f"{columns(Principal, 'r')} FROM \"dispatch_approvalrequest\" a "
-        'JOIN "dispatch_proposal" p ON p."id" = a."proposal_id" '
-        'JOIN "dispatch_principal" r ON r."id" = p."principal_id" '
-        'WHERE a."id" = %s AND a."tenant_id" = %s')
-
-
 def access_approval_for_decision(principal: Principal, approval_id: object) -> ApprovalRequest:
     """The approval request with its proposal and the proposal's requester, in one fixed query
     (the hot path of a decision), of the principal's tenant; `not_found` like every other
     loader."""
     if not isinstance(approval_id, str):
         raise Denial(DenialCode.NOT_FOUND, kind="approval")
-    found = rows(_decision_load(connection.vendor), [approval_id, principal.tenant_id])
-    if not found:
+    approval = loads.approval_for_decision(id=approval_id, tenant_id=principal.tenant_id)
+    if approval is None:
         raise Denial(DenialCode.NOT_FOUND, kind="approval", id=approval_id)
-    approval, proposal, requester = instances(found[0], ApprovalRequest, Proposal, Principal)
-    cache_related(proposal, "principal", requester)
-    cache_related(approval, "proposal", proposal)
-    return _logged(approval)  # type: ignore[no-any-return]
+    return _logged(approval)
 
 
 def access_operation_by_id(principal: Principal, operation_id: object) -> Operation:

@@ -9,20 +9,17 @@ existing proposal passes its digest: a snapshot that no longer matches is refuse
 
 from __future__ import annotations
 
-import functools
 import hmac
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
-
 from dispatch.hooks import AdmissionContext
 from dispatch.models import Principal, Proposal, Resource, Revision
 from dispatch.runtime import Runtime, get_runtime
 from dispatch.services.authority import check_authority
-from dispatch.store.sql import cache_related, columns, instances, rows, statement
+from dispatch.store import loads
 from protocols.canonical import (
     CANON_VERSION,
     CanonicalizationError,
@@ -98,36 +95,24 @@ def check_states(contract: OperationContract, resolved: Resolved,
             transition(RESOURCE_PROTOCOLS[protocol_name], resolved.states[name], event)
 
 
-@functools.cache
-def _revision_load(vendor: str) -> str:
-    return statement(
-        "revision.load",
-        f"SELECT {columns(Revision, 'v')}, {columns(Resource, 's')} "  # noqa: S608
-        'FROM "dispatch_revision" v JOIN "dispatch_resource" s ON s."id" = v."resource_id" '
-        'WHERE v."resource_id" = %s AND s."tenant_id" = %s AND s."kind" = %s '
-        'AND v."number" = %s')
-
-
 def _current_revision(principal: Principal, kind: str, resource_id: Any,
                       number: int) -> Revision:
     """The named revision with its resource, in one query on the hot path; `not_found` for
     nothing of this kind in the principal's tenant, `stale_revision` for an old revision."""
-    found = rows(_revision_load(connection.vendor),
-                 [resource_id, principal.tenant_id, kind, number]) \
-        if isinstance(resource_id, str) and isinstance(number, int) else []
-    if not found:
+    revision = loads.revision(resource_id=resource_id, tenant_id=principal.tenant_id, kind=kind,
+                              number=number) \
+        if isinstance(resource_id, str) and isinstance(number, int) else None
+    if revision is None:
         resource = Resource.objects.filter(
             id=resource_id, tenant_id=principal.tenant_id, kind=kind).first()
         if resource is None:
             raise Denial(DenialCode.NOT_FOUND, kind="resource", id=resource_id)
         raise Denial(DenialCode.STALE_REVISION, resource_id=resource.id,
                      current_revision=resource.current_revision)
-    revision, resource = instances(found[0], Revision, Resource)
-    cache_related(revision, "resource", resource)
     if revision.resource.current_revision != number:
         raise Denial(DenialCode.STALE_REVISION, resource_id=revision.resource_id,
                      current_revision=revision.resource.current_revision)
-    return revision  # type: ignore[no-any-return]
+    return revision
 
 
 def _links(principal: Principal, kind: str, payload: JSONObject) -> JSONObject:

@@ -19,7 +19,6 @@ approver, the link to the approval page. Never the permit, a token or a secret.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import math
@@ -34,7 +33,7 @@ from typing import Any, cast
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
@@ -46,7 +45,6 @@ from dispatch.models import (
     Notification,
     NotificationAttempt,
     Operation,
-    Principal,
     Proposal,
     WebhookEndpoint,
 )
@@ -54,10 +52,9 @@ from dispatch.presentation import summarize
 from dispatch.queue import notify_later, notify_on_commit
 from dispatch.runtime import get_runtime
 from dispatch.services.webhooks import AGENT_EVENTS
-from dispatch.store.sql import columns, instance, rows, statement
+from dispatch.store import notifications as store
 from protocols.jsontypes import JSONObject
 from protocols.outcomes import OutboxRow
-from protocols.roles import Role
 
 log = logging.getLogger(__name__)
 
@@ -78,11 +75,10 @@ def notify_approval_requested(approval: ApprovalRequest, proposal: Proposal,
     address (humans of the tenant holding the role, or admin, never the requester), a message
     to each deployment webhook, and to the requesting agent's endpoints that asked."""
     # Read only where there is somewhere to send them.
-    emails = sorted({email for (email,) in rows(_APPROVER_EMAILS, [
-        proposal.tenant_id, Principal.Kind.HUMAN, approval.role, Role.ADMIN,
-        proposal.principal_id])}) if _smtp_address() else []
+    emails = store.approver_emails(tenant_id=proposal.tenant_id, role=approval.role,
+                                   requester_id=proposal.principal_id) if _smtp_address() else []
     hooks = [str(hook["url"]) for hook in settings.NOTIFY_WEBHOOKS]
-    endpoints = _endpoints(proposal, "approval.requested")
+    endpoints = store.endpoints(principal_id=proposal.principal_id, event="approval.requested")
     if not emails and not hooks and not endpoints:
         return
     data: JSONObject = {
@@ -97,21 +93,12 @@ def notify_approval_requested(approval: ApprovalRequest, proposal: Proposal,
     _write(outbox)
 
 
-#: The addresses of a tenant's active humans who may decide an approval of a role (the role,
-#: or admin), never its requester, nor a sub-agent.
-_APPROVER_EMAILS = statement(
-    "principal.approver_emails",
-    'SELECT u."email" FROM "dispatch_principal" p JOIN "auth_user" u ON u."id" = p."user_id" '
-    'WHERE p."tenant_id" = %s AND p."kind" = %s AND NOT p."subagent" '
-    'AND p."role" IN (%s, %s) AND u."is_active" AND p."id" <> %s AND u."email" <> \'\'')
-
-
 def notify_approval_decided(approval: ApprovalRequest, proposal: Proposal,
                             now: datetime) -> None:
     """Inside `approval_move`'s transaction: the agent's endpoints hear the approval's new
     state (granted, denied, expired). Never the permit: the agent reads it from its proposal."""
     event = f"approval.{approval.state}"
-    endpoints = _endpoints(proposal, event)
+    endpoints = store.endpoints(principal_id=proposal.principal_id, event=event)
     if not endpoints:
         return
     data: JSONObject = {"approval_id": approval.id, "proposal_id": proposal.id,
@@ -126,7 +113,7 @@ def outcome_endpoints(proposal: Proposal, event: str) -> list[WebhookEndpoint]:
     of."""
     if event.removeprefix("operation.") not in OUTCOME_STATES:
         return []
-    return _endpoints(proposal, event)
+    return store.endpoints(principal_id=proposal.principal_id, event=event)
 
 
 def outcome_summary(proposal: Proposal) -> str:
@@ -169,23 +156,6 @@ def _row(proposal: Proposal, event: str, data: JSONObject, now: datetime, *,
         recipient=endpoint.url if endpoint is not None else recipient, endpoint=endpoint,
         proposal_id=proposal.id, payload={"type": event, "data": data},
         next_attempt_at=now, created_at=now)
-
-
-def _endpoints(proposal: Proposal, event: str) -> list[WebhookEndpoint]:
-    """The proposing agent's live endpoints that take `event`: one fixed query (every
-    outcome of the hot path asks), no query compiler."""
-    found = (instance(WebhookEndpoint, row)
-             for row in rows(_endpoints_of(connection.vendor), [proposal.principal_id]))
-    return [endpoint for endpoint in found if endpoint is not None and event in endpoint.events]
-
-
-@functools.cache
-def _endpoints_of(vendor: str) -> str:
-    return statement(
-        "webhook.endpoints_of",
-        f"SELECT {columns(WebhookEndpoint, 'w')} "  # noqa: S608
-        'FROM "dispatch_webhookendpoint" w WHERE w."principal_id" = %s '
-        'AND w."deleted_at" IS NULL ORDER BY w."created_at"')
 
 
 def _summary(proposal: Proposal) -> str:

@@ -13,11 +13,10 @@ transactions begin IMMEDIATE, so no pause commits in between at all.
 
 from __future__ import annotations
 
-import functools
 import logging
 from datetime import datetime
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F, Q, QuerySet
 
 from dispatch.failpoints import failpoint
@@ -26,7 +25,7 @@ from dispatch.queue import execute_on_commit
 from dispatch.runtime import get_runtime
 from dispatch.services.audit import audit_record
 from dispatch.services.authority import require_role
-from dispatch.store.sql import rows, statement
+from dispatch.store import pauses as store
 from protocols.denials import Denial, DenialCode
 from protocols.jsontypes import JSONObject
 from protocols.lifecycle import OperationState
@@ -50,8 +49,7 @@ def pause_check(*, tenant_id: str, operation: str, agent_id: str,
         raise RuntimeError("pause_check runs inside the claim's or attempt's transaction")
     # The tenant's row, share-locked: a pause or resume that committed first is read here
     # (PostgreSQL re-reads a row it waited for); one that comes later waits for this commit.
-    [(in_force,)] = rows(_tenant_pauses(connection.vendor), [tenant_id])
-    if not in_force:
+    if not store.tenant_pauses(tenant_id=tenant_id):
         return  # the usual case: one read, nothing paused
     agents = {agent_id}
     if execution_id:
@@ -78,13 +76,6 @@ def attempt_paused(operation: Operation) -> bool:
                  operation.id, refusal.details.get("scope"))
         return True
     return False
-
-
-@functools.cache
-def _tenant_pauses(vendor: str) -> str:
-    lock = " FOR SHARE" if vendor == "postgresql" else ""
-    return statement("tenant.pauses",
-                     f'SELECT "pauses" FROM "dispatch_tenant" WHERE "id" = %s{lock}')  # noqa: S608
 
 
 def pause_details(pause: Pause) -> JSONObject:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import hmac
 import secrets
@@ -12,14 +11,13 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db import connection, transaction
+from django.db import transaction
 
 from dispatch.models import ApiToken, Principal, Tenant
 from dispatch.runtime import get_runtime
-from dispatch.store.sql import cache_related, columns, instances, rows, statement
+from dispatch.store import principals
 from protocols.roles import Role
 
-User = get_user_model()
 TOKEN_PREFIX = "eac"  # noqa: S105 - a public prefix, not a secret
 
 
@@ -46,29 +44,16 @@ def token_authenticate(raw: str) -> Principal | None:
     lookup, _, secret = rest.partition("_")
     if prefix != TOKEN_PREFIX or not lookup or not secret:
         return None
-    found = rows(_token_load(connection.vendor), [lookup])
-    if not found:
+    found = principals.token(lookup=lookup)  # one fixed query: every API request asks
+    if found is None:
         return None
-    secret_hash, *row = found[0]
+    secret_hash, principal = found
     if not hmac.compare_digest(secret_hash, _hash(secret)):
         return None
-    principal, user = instances(row, Principal, User)
+    user = principal.user  # loaded with it
     if user is not None and not user.is_active:
         return None  # a deactivated human's token stops at once, as their session does
-    cache_related(principal, "user", user)
-    return principal  # type: ignore[no-any-return]
-
-
-@functools.cache
-def _token_load(vendor: str) -> str:
-    """A live token's hash with its principal and the principal's user (none for an agent):
-    every API request asks, so one fixed query."""
-    return statement(
-        "token.load",
-        f"SELECT t.\"secret_hash\", {columns(Principal, 'p')}, {columns(User, 'u')} "  # noqa: S608
-        'FROM "dispatch_apitoken" t JOIN "dispatch_principal" p ON p."id" = t."principal_id" '
-        f'LEFT JOIN "{User._meta.db_table}" u ON u."id" = p."user_id" '
-        'WHERE t."lookup" = %s AND t."revoked_at" IS NULL')
+    return principal
 
 
 def token_revoke_all(*, principal: Principal, now: datetime) -> int:

@@ -13,13 +13,11 @@ from django.db import transaction
 from django.db.models import Q
 
 from dispatch.models import Execution, WorkflowWait
-from dispatch.store.sql import rows, statement
+from dispatch.store import executions as store
 
 WAKE = "dispatch.tasks.workflow_wake"
 #: `Execution.adapter` of a workflow run starts with it (the workflow's name follows).
 WORKFLOW_ADAPTER = "workflow:"
-_IS_WORKFLOW = statement("execution.is_workflow", 'SELECT 1 FROM "dispatch_execution" '
-                         'WHERE "id" = %s AND "adapter" LIKE %s')
 
 
 def wake_on_decision(approval_id: str, *, execution_id: str) -> None:
@@ -27,7 +25,7 @@ def wake_on_decision(approval_id: str, *, execution_id: str) -> None:
     parked on the approval `approval_id`: only call it where a decision was made. Only a
     workflow parks, so a proposal of any other execution (`execution_id`, the proposal's) enqueues
     no task; a workflow's execution exists before its proposals, so none is missed."""
-    if execution_id and rows(_IS_WORKFLOW, [execution_id, f"{WORKFLOW_ADAPTER}%"]):
+    if execution_id and store.adapter_starts_with(id=execution_id, prefix=WORKFLOW_ADAPTER):
         transaction.on_commit(lambda: wake_now(approval_id=approval_id))
 
 

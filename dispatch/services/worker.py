@@ -8,7 +8,6 @@ destination and policy of the approved snapshot, or nothing (`contract_mismatch`
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import random
@@ -17,7 +16,6 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
 from dispatch.failpoints import failpoint, failpoint_payload
@@ -29,7 +27,7 @@ from dispatch.handlers import (
     UncertainOutcome,
     UnclaimedInvocationError,
 )
-from dispatch.models import Attempt, Operation, Permit, Principal, Proposal
+from dispatch.models import Attempt, Operation, Proposal
 from dispatch.observability.context import bind_ids
 from dispatch.runtime import Runtime, get_runtime
 from dispatch.services.admission import deployment_refusal
@@ -42,7 +40,7 @@ from dispatch.services.operations import (
     operation_move,
 )
 from dispatch.services.permit_tokens import permit_token
-from dispatch.store.sql import cache_related, columns, instances, rows, statement
+from dispatch.store import operations as store
 from protocols.backoff import retry_delay
 from protocols.contracts import OperationContract, SchedulingContract
 from protocols.denials import DenialCode
@@ -137,29 +135,12 @@ def operation_run(
     return operation
 
 
-@functools.cache
-def _worker_load(vendor: str) -> str:
-    return statement(
-        "operation.load_for_worker",
-        f"SELECT {columns(Operation, 'o')}, {columns(Proposal, 'p')}, "
-        f"{columns(Principal, 'r')}, {columns(Permit, 'm')} FROM \"dispatch_operation\" o "
-        'JOIN "dispatch_proposal" p ON p."id" = o."proposal_id" '
-        'JOIN "dispatch_principal" r ON r."id" = o."principal_id" '
-        'LEFT JOIN "dispatch_permit" m ON m."id" = o."permit_id" '
-        'WHERE o."id" = %s')
-
-
 def _operation_for_worker(operation_id: str) -> Operation:
     """The operation with its proposal, principal and permit, in one fixed query."""
-    found = rows(_worker_load(connection.vendor), [operation_id])
-    if not found:
+    operation = store.load_for_worker(id=operation_id)
+    if operation is None:
         raise Operation.DoesNotExist(operation_id)
-    operation, proposal, principal, permit = instances(found[0], Operation, Proposal,
-                                                       Principal, Permit)
-    cache_related(operation, "proposal", proposal)
-    cache_related(operation, "principal", principal)
-    cache_related(operation, "permit", permit)
-    return operation  # type: ignore[no-any-return]
+    return operation
 
 
 def deployment_drift(

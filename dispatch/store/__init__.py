@@ -8,5 +8,11 @@ is ignored here and nowhere else). Every value is a bound parameter; only our ow
 column names are formatted in.
 
 - `audit`: the audit table's one insert, and its part of the one-round-trip statements;
-- `operations`: an operation's claim, moves and attempts;
+- `operations`: an operation's claim, moves and attempts, and the worker's load of it;
+- `loads`: the loads a request's checks read, a proposal for its dispatch, an approval for its
+  decision, a revision for an admission;
+- `principals`: a bearer token's load, with its principal and user;
+- `notifications`: the approvers' addresses and an agent's webhook endpoints;
+- `pauses`: a tenant's count of pauses in force, share-locked;
+- `executions`: whether an execution is a workflow run (its adapter's prefix);
 """

@@ -6,16 +6,30 @@ the event from and the attempt the change settles; an attempt row's end is guard
 `ended_at IS NULL`. Each function answers whether every guard held: when it did not, the
 caller's transaction must roll back (on PostgreSQL the same statements are one round trip, a
 data-modifying CTE, which may have moved the operation before its attempt's guard failed).
+
+`load_for_worker` is the worker's one fixed query for an operation and what it runs with.
 """
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from typing import Any
 
-from dispatch.models import Attempt, Operation
+from django.db import connection
+
+from dispatch.models import Attempt, Operation, Permit, Principal, Proposal
 from dispatch.store import audit
-from dispatch.store.sql import is_postgres, rows, run, statement, value
+from dispatch.store.sql import (
+    cache_related,
+    columns,
+    instances,
+    is_postgres,
+    rows,
+    run,
+    statement,
+    value,
+)
 from protocols.jsontypes import JSONObject
 from protocols.lifecycle import OperationState
 
@@ -161,3 +175,30 @@ def hold(*, id: str, attempt: int, now: datetime, retry_at: datetime, error: str
               "retry_at": value(Operation, "next_attempt_at", retry_at),
               "outcome": Attempt.Outcome.UNCERTAIN, "error": error}
     return run(_HOLD, params) == 1 and run(_END, params) == 1
+
+
+@functools.cache
+def _load_for_worker(vendor: str) -> str:
+    return statement(
+        "operation.load_for_worker",
+        f"SELECT {columns(Operation, 'o')}, {columns(Proposal, 'p')}, "
+        f"{columns(Principal, 'r')}, {columns(Permit, 'm')} FROM \"dispatch_operation\" o "
+        'JOIN "dispatch_proposal" p ON p."id" = o."proposal_id" '
+        'JOIN "dispatch_principal" r ON r."id" = o."principal_id" '
+        'LEFT JOIN "dispatch_permit" m ON m."id" = o."permit_id" '
+        'WHERE o."id" = %(id)s')
+
+
+def load_for_worker(*, id: str) -> Operation | None:
+    """Operation `id` with its proposal, its principal and its permit (each cached; no permit
+    for an action without one), in one fixed query: what a worker runs it with. None when
+    there is no such operation."""
+    found = rows(_load_for_worker(connection.vendor), {"id": id})
+    if not found:
+        return None
+    operation, proposal, principal, permit = instances(found[0], Operation, Proposal,
+                                                       Principal, Permit)
+    cache_related(operation, "proposal", proposal)
+    cache_related(operation, "principal", principal)
+    cache_related(operation, "permit", permit)
+    return operation  # type: ignore[no-any-return]
