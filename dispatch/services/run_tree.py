@@ -23,9 +23,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from dispatch.models import Execution
-from dispatch.store.sql import is_postgres, rows
+from dispatch.store import executions
+from dispatch.store.sql import is_postgres
 from protocols.denials import Denial, DenialCode
 from protocols.grants import parse_scope
 from protocols.jsontypes import JSONValue
@@ -50,26 +52,19 @@ class Node:
     deadline_at: datetime | None
 
 
-#: One execution of a path, share-locked (PostgreSQL) inside a claim's or an attempt's
-#: transaction: a stop's `execution_move` that committed first is read here, and one that comes
-#: later waits for this commit. (On SQLite the transaction holds the write lock since BEGIN
-#: IMMEDIATE.) Not a hot statement: only an action of an agent step or a sub-agent reads it.
-_NODE_SHARED = ('SELECT "id", "state", "principal_id", "parent_id", "authority", "deadline_at" '
-                'FROM "dispatch_execution" WHERE "id" = %s FOR SHARE')
-
-
 def execution_path(execution_id: str, *, lock: bool = False) -> list[Node]:
     """The execution and its ancestors, itself first, the root last; empty when it does not
     exist (an agent may name an execution id of its own that no run has). `lock=True` inside a
-    claim's or an attempt's transaction: each row is share-locked (`_NODE_SHARED`)."""
+    claim's or an attempt's transaction: each row is share-locked
+    (`dispatch.store.executions.node_shared`, PostgreSQL; SQLite's transaction holds the write
+    lock since BEGIN IMMEDIATE)."""
     path: list[Node] = []
     next_id: str | None = execution_id
     while next_id is not None:
         if len(path) == MAX_DEPTH:
             raise RuntimeError(f"execution {execution_id} is nested deeper than {MAX_DEPTH}")
         if lock and is_postgres():
-            found = rows(_NODE_SHARED, [next_id])
-            row = tuple(found[0]) if found else None
+            row: tuple[Any, ...] | None = executions.node_shared(id=next_id)
         else:
             row = Execution.objects.filter(id=next_id).values_list(
                 "id", "state", "principal_id", "parent_id", "authority", "deadline_at").first()
