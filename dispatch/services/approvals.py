@@ -33,15 +33,8 @@ from dispatch.services.permits import permit_move
 from dispatch.services.resources import moved_refs, resource_move, resources_release
 from dispatch.services.voters import counting_voters, require_counting_voter
 from dispatch.services.wakeups import wake_on_decision
-from dispatch.store.sql import (
-    insert,
-    is_postgres,
-    pipelined,
-    rows,
-    run,
-    statement,
-    value,
-)
+from dispatch.store import approvals as store
+from dispatch.store.sql import insert, pipelined
 from protocols.audit_kinds import audit_moves
 from protocols.denials import Denial, DenialCode
 from protocols.grants import Grant as CoreGrant
@@ -101,7 +94,7 @@ def approval_decide(
             # One decider at a time per approval: the request's row is locked (SQLite holds
             # the write lock since BEGIN IMMEDIATE), so that of two votes completing a quorum
             # the second counts the first, and exactly one mints the permit.
-            locked = _approval_lock(approval)
+            locked = store.lock(id=approval.id)
             if locked != ApprovalState.PENDING:
                 raise _not_pending(approval.id, locked)
             # The permit records the grant the requester's authority rests on
@@ -156,16 +149,6 @@ def _not_pending(approval_id: str, state: str | None) -> Denial:
     if undecided and state == ApprovalState.REVOKED:
         return Denial(DenialCode.APPROVAL_REVOKED)
     return Denial(DenialCode.APPROVAL_DECIDED, state=state)
-
-
-def _approval_lock(approval: ApprovalRequest) -> str | None:
-    """Lock the request's row for this transaction and answer its state, read under the
-    lock."""
-    found = rows(_LOCK + (" FOR UPDATE" if is_postgres() else ""), [approval.id])
-    return str(found[0][0]) if found else None
-
-
-_LOCK = statement("approval.lock", 'SELECT "state" FROM "dispatch_approvalrequest" WHERE "id" = %s')
 
 
 def _admit_for_grant(proposal: Proposal, now: datetime) -> Admission:
@@ -258,10 +241,10 @@ def approval_move(
         if event is ApprovalEvent.EXPIRE and not moved:
             return False  # claimed (it ran) or revoked with its grant: it stays granted
     # Decisions before expiry only; an expiry only past it; a revocation whenever.
-    at = value(ApprovalRequest, "expires_at", now)
     decision = event in (ApprovalEvent.GRANT, ApprovalEvent.DENY)
-    if run(_MOVE, [target.value, approval.id, source.value, not decision, at,
-                   event is not ApprovalEvent.EXPIRE, at]) != 1:
+    if not store.move(id=approval.id, source=source, target=target, now=now,
+                      before_expiry=event is not ApprovalEvent.EXPIRE,
+                      after_expiry=not decision):
         return False
     approval.state = target
     if within is not None:
@@ -293,15 +276,6 @@ def approval_move(
                  **audit_moves(granted, ResourceEvent.GRANT)},
     )
     return True
-
-
-#: `approval_move`'s conditional UPDATE, from the state the request was loaded in: a decision
-#: only before expiry (the first flag false), an expiry only past it (the second flag false),
-#: a revocation whenever (both true).
-_MOVE = statement(
-    "approval.move",
-    'UPDATE "dispatch_approvalrequest" SET "state" = %s WHERE "id" = %s AND "state" = %s '
-    'AND (%s OR "expires_at" > %s) AND (%s OR "expires_at" <= %s)')
 
 
 def approvals_expire_stale(*, now: datetime) -> int:

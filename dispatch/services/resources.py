@@ -4,7 +4,6 @@ edits."""
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -19,7 +18,7 @@ from dispatch.services.access import (
     tool_message,
 )
 from dispatch.services.audit import audit_record
-from dispatch.store.sql import run, statement, value
+from dispatch.store import resources as store
 from protocols.audit_kinds import audit_moves
 from protocols.canonical import CanonicalizationError, digest, materialize_defaults
 from protocols.contracts import ResourceKind, compile_schema, schema_errors
@@ -128,51 +127,20 @@ def resource_move(
 ) -> None:
     """Move a referenced resource by `event`: THE one owner of a resource's state.
 
-    One compare-and-swap (`_move_statement`) on the revision and on every (kind, state) the
-    transition tables allow `event` from, each moving to its own target; nothing is read unless
-    it fails. Call inside a transaction: a refusal (`stale_revision` if the revision moved on,
-    `protocol_state_invalid` if the state does not allow `event`) rolls the caller back whole.
-    `revision_to`: the new current revision the same update writes (an edit's).
+    One compare-and-swap (`dispatch.store.resources.move`) on the revision and on every
+    (kind, state) the transition tables allow `event` from, each moving to its own target;
+    nothing is read unless it fails. Call inside a transaction: a refusal (`stale_revision` if
+    the revision moved on, `protocol_state_invalid` if the state does not allow `event`) rolls
+    the caller back whole. `revision_to`: the new current revision the same update writes (an
+    edit's).
     """
     # The kinds' tables are registered by the extensions as the runtime loads: load it first,
     # or a process whose first act is a revocation (a web worker, a script) knows no kind and
-    # fails on it (found by the chaos soak). The registered kinds are part of the key: a kind
-    # registered later moves too.
+    # fails on it (found by the chaos soak).
     get_runtime()
-    move = _move_statement(event, tuple(sorted(RESOURCE_PROTOCOLS)))
-    if move is None or run(move.sql, [*move.targets, value(Resource, "updated_at", now),
-                                      revision_to, ref["id"], ref["revision"],
-                                      *move.sources]) != 1:
+    if not store.move(id=ref["id"], revision=ref["revision"], event=event, now=now,
+                      revision_to=revision_to):
         raise _refusal(ref, event)
-
-
-@dataclass(frozen=True)
-class _Move:
-    sql: str
-    targets: tuple[str, ...]  # the CASE's (kind, state, target) triples, flattened
-    sources: tuple[str, ...]  # the WHERE's (kind, state) pairs, flattened
-
-
-@functools.cache
-def _move_statement(event: ResourceEvent, kinds: tuple[str, ...]) -> _Move | None:
-    """The UPDATE of `resource_move` for `event`, derived from the registered tables of
-    `kinds` (`sources`); a registered table never changes, so its name is its key. None when
-    no table allows `event` from any state."""
-    pairs = [(kind, str(source), str(target)) for kind in kinds
-             for (source, on), target in sorted(RESOURCE_PROTOCOLS[kind].transitions.items())
-             if on == event]
-    if not pairs:
-        return None
-    whens = " ".join('WHEN "kind" = %s AND "state" = %s THEN %s' for _ in pairs)
-    allowed = " OR ".join('("kind" = %s AND "state" = %s)' for _ in pairs)
-    # Only placeholders are formatted in; every kind and state is a bound parameter.
-    sql = statement(
-        f"resource.move.{event.value}", derived=True,
-        sql=f'UPDATE "dispatch_resource" SET "state" = CASE {whens} END, "updated_at" = %s, '  # noqa: S608
-        '"current_revision" = COALESCE(%s, "current_revision") '
-        f'WHERE "id" = %s AND "current_revision" = %s AND ({allowed})')
-    return _Move(sql, tuple(x for triple in pairs for x in triple),
-                 tuple(x for kind, source, _ in pairs for x in (kind, source)))
 
 
 def _refusal(ref: JSONObject, event: ResourceEvent) -> Denial:

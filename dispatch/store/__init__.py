@@ -9,10 +9,14 @@ column names are formatted in.
 
 - `audit`: the audit table's one insert, and its part of the one-round-trip statements;
 - `operations`: an operation's claim, moves and attempts, and the worker's load of it;
+- `claims`: the claim's locks and, on PostgreSQL, its one round trip;
+- `approvals`: an approval request's lock and its one conditional move;
+- `resources`: a resource's compare-and-swap, derived from the registered kinds' tables;
 - `loads`: the loads a request's checks read, a proposal for its dispatch, an approval for its
   decision, a revision for an admission;
 - `principals`: a bearer token's load, with its principal and user;
 - `notifications`: the approvers' addresses and an agent's webhook endpoints;
 - `pauses`: a tenant's count of pauses in force, share-locked;
-- `executions`: whether an execution is a workflow run (its adapter's prefix);
+- `executions`: whether an execution is a workflow run (its adapter's prefix), and a run-tree
+  node share-locked;
 """
