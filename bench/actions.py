@@ -109,12 +109,11 @@ def steps(quick: bool, backends: list[str]) -> int:
 
 # --- the raw side: the product's write set, statement for statement ----------------------------
 
-# The product's own statements (dispatch.services.*), run with the driver alone: the same
+# The product's own statements (dispatch.store.*), run with the driver alone: the same
 # write set, the same commits, none of the reads and none of Django. On PostgreSQL each write
 # transaction is the product's CTE; on SQLite its statements one by one.
 def raw_transactions(vendor: str) -> tuple[tuple[str, ...], ...]:
-    from dispatch.services import budgets
-    from dispatch.store import audit, claims, operations
+    from dispatch.store import audit, budgets, claims, operations
 
     # The claim's transaction starts attempt 1 too (the process that claims runs the handler).
     if vendor == "postgresql":

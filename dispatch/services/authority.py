@@ -10,7 +10,6 @@ whole tree and the unclaimed permits that rest on it.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
@@ -22,7 +21,7 @@ from dispatch.runtime import Runtime, get_runtime
 from dispatch.services.access import access_grant_by_id
 from dispatch.services.audit import audit_record
 from dispatch.services.permits import permits_revoke_resting_on
-from dispatch.store.sql import columns, instance, rows, statement
+from dispatch.store import grants
 from protocols import grants as core
 from protocols.contracts import OperationContract
 from protocols.denials import Denial, DenialCode
@@ -57,38 +56,6 @@ def as_core(grant: Grant) -> core.Grant:
     )
 
 
-# Every grant of a subject, or one grant, with all the grants it was delegated from, in one
-# statement; ordered by id so that locks (below) are always taken in one order.
-_CHAIN_SQL = """
-WITH RECURSIVE chain(id) AS (
-    SELECT id FROM {table} WHERE {start} = %s
-    UNION
-    SELECT g.parent_id FROM {table} g JOIN chain c ON g.id = c.id WHERE g.parent_id IS NOT NULL
-)
-SELECT {columns} FROM {table} g WHERE g.id IN (SELECT id FROM chain) ORDER BY g.id{lock}"""
-
-
-@functools.cache
-def _chain_sql(vendor: str, start: str, lock: bool) -> str:
-    name = f"grant.chain_by_{start}{'.locked' if lock else ''}"
-    return statement(name, derived=True, sql=_CHAIN_SQL.format(
-        table=connection.ops.quote_name(Grant._meta.db_table), start=start,
-        columns=columns(Grant, "g"), lock=" FOR SHARE" if lock and vendor == "postgresql" else ""))
-
-
-def _grant_chain(start: str, value: str, *, lock: bool) -> list[Grant]:
-    """The grants selected by `start = value` and their ancestors.
-
-    With `lock`, inside the caller's transaction, PostgreSQL share-locks every row in id order:
-    a revocation (which locks the same rows for update, in the same order) either committed
-    before this read and is seen, or waits until this transaction ends. Several claims share
-    the lock. SQLite needs none: its transactions begin IMMEDIATE, holding the write lock.
-    """
-    found = [instance(Grant, row)
-             for row in rows(_chain_sql(connection.vendor, start, lock), [value])]
-    return [grant for grant in found if grant is not None]
-
-
 def _effective(rows: list[Grant], wanted: Callable[[Grant], bool]) -> list[core.Grant]:
     by_id = {row.id: as_core(row) for row in rows}
     return [core.with_ancestry(by_id[row.id], by_id) for row in rows if wanted(row)]
@@ -98,8 +65,8 @@ def grants_of(principal: Principal, *, lock: bool = False) -> list[core.Grant]:
     """The principal's grants as authority sees them: a grant is revoked or expired when any
     grant it was delegated from is (docs/design.md#denials). A delegated step's sub-agent holds its
     own step's grant and no other, whoever named it as subject (docs/design.md#delegation). `lock`:
-    see `_grant_chain`."""
-    rows = _grant_chain("subject_id", principal.id, lock=lock)
+    see `dispatch.store.grants.chain`."""
+    rows = grants.chain(start="subject_id", value=principal.id, lock=lock)
     own = None
     if principal.subagent:
         own = Delegation.objects.filter(principal_id=principal.id).values_list(
@@ -110,7 +77,7 @@ def grants_of(principal: Principal, *, lock: bool = False) -> list[core.Grant]:
 
 def grant_effective(grant_id: str, *, lock: bool = False) -> core.Grant:
     """One grant with its ancestry, as `grants_of` sees it."""
-    rows = _grant_chain("id", grant_id, lock=lock)
+    rows = grants.chain(start="id", value=grant_id, lock=lock)
     return _effective(rows, lambda row: row.id == grant_id)[0]
 
 

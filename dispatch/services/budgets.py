@@ -11,7 +11,6 @@ call, less what it used).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -21,7 +20,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Greatest, Least
 
 from dispatch.models import BudgetCounter
-from dispatch.store.sql import statement
+from dispatch.store import budgets as store
 from protocols.denials import Denial, DenialCode
 
 Limits = Sequence[tuple[str, int]]
@@ -53,26 +52,6 @@ def execution_budget(*, principal_id: str, execution_id: str) -> tuple[str, int]
     return f"execution:{principal_id}:{execution_id}", settings.BUDGET_TOOL_CALLS_PER_EXECUTION
 
 
-@functools.cache
-def upsert_sql(counters: int, *, rebind: bool = False) -> str:
-    """SQLite >= 3.35 and PostgreSQL: a conflicting row is updated only while it stays within
-    its limit, and RETURNING names exactly the counters that took the cost. `rebind`: the
-    limit given binds, not the stored one, and is stored with the sum (a spend cap whose sum
-    the deployment changed binds the window already counted at once). Only quoted identifiers
-    and placeholders are formatted in; every value is a bound parameter."""
-    q = connection.ops.quote_name
-    table, key, used, limit = (q(BudgetCounter._meta.db_table), q("key"), q("used"),
-                               q("limit"))
-    values = ", ".join(["(%s, %s, %s)"] * counters)
-    bound, also = ((f"excluded.{limit}", f", {limit} = excluded.{limit}") if rebind
-                   else (f"{table}.{limit}", ""))
-    return statement(
-        f"budget.take.{counters}{'.rebind' if rebind else ''}", derived=True,
-        sql=f"INSERT INTO {table} ({key}, {used}, {limit}) VALUES {values} "  # noqa: S608
-        f"ON CONFLICT ({key}) DO UPDATE SET {used} = {table}.{used} + excluded.{used}{also} "
-        f"WHERE {table}.{used} + excluded.{used} <= {bound} RETURNING {key}")
-
-
 def budget_take(*, limits: Limits, cost: int) -> None:
     """Add `cost` to every counter, or raise `budget_exhausted` naming the first full one.
 
@@ -96,18 +75,15 @@ def counters_take(charges: Sequence[tuple[str, int, int]], *, rebind: bool = Fal
     """
     if not connection.in_atomic_block:
         raise RuntimeError("budget_take runs inside the claim's transaction")
-    rows = sorted({name: (cost, cap) for name, cost, cap in charges}.items())
-    for name, (cost, cap) in rows:
+    counters = sorted({name: (name, cost, cap) for name, cost, cap in charges}.values())
+    for name, cost, cap in counters:
         # A fresh counter row is inserted unconditionally: refuse a cost it could never hold.
         if cost > cap:
             return name
-    if not rows:
+    if not counters:
         return None
-    params = [value for name, (cost, cap) in rows for value in (name, cost, cap)]
-    with connection.cursor() as cursor:
-        cursor.execute(upsert_sql(len(rows), rebind=rebind), params)
-        taken = {row[0] for row in cursor.fetchall()}
-    return next((name for name, _ in rows if name not in taken), None)
+    taken = store.take(charges=counters, rebind=rebind)
+    return next((name for name, _, _ in counters if name not in taken), None)
 
 
 def grant_budget_key(grant_id: str) -> str:

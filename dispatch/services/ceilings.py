@@ -30,9 +30,8 @@ from django.db.models import F
 from dispatch.models import BudgetCounter, Delegation, Execution, Operation, Scope
 from dispatch.services.budgets import budget_adjust, counters_take
 from dispatch.services.run_tree import Node, execution_path, path_stop_refusal
-from dispatch.store.sql import is_postgres, rows, statement
+from dispatch.store import ceilings as store
 from protocols.denials import Denial, DenialCode
-from protocols.lifecycle import OperationState
 from protocols.lifecycle_runs import EXECUTION_ENDED
 
 DIMENSIONS = ("calls", "attempts", "concurrency")
@@ -123,21 +122,6 @@ def scope_take(scope_id: str, *, calls: int = 0, attempts: int = 0) -> None:
                          scope=scope.name, scope_id=scope.id)
 
 
-#: The action's execution, share-locked on PostgreSQL (on SQLite the claim holds the write lock
-#: since BEGIN IMMEDIATE), its parent, and its innermost open scope (the newest opened: a child
-#: opens after its parent): one statement for an action of a run, whatever the run has. Only
-#: the action's principal's own execution: an execution id is the caller's word, and naming
-#: another principal's run joins nothing of it (docs/design.md#run-trees).
-_RUN_AND_SCOPE = statement(
-    "execution.run_and_scope",
-    'SELECT e."state", s."id", s."name", s."calls", s."attempts", s."concurrency", '
-    'e."parent_id", e."root_id", e."deadline_at" '
-    'FROM "dispatch_execution" e '
-    'LEFT JOIN "dispatch_scope" s ON s."execution_id" = e."id" AND s."closed_at" IS NULL '
-    'WHERE e."id" = %s AND e."principal_id" = %s '
-    'ORDER BY s."opened_at" DESC, s."id" DESC LIMIT 1')
-
-
 def execution_scope_take(*, execution_id: str | None, principal_id: str, calls: int,
                          attempts: int, now: datetime, claim: Operation | None = None) -> None:
     """Inside a claim's (or a retry's) transaction: spend out of the nearest open scope on the
@@ -161,41 +145,42 @@ def execution_scope_take(*, execution_id: str | None, principal_id: str, calls: 
     from its backoff while the stop withdraws the tree's actions one by one)."""
     if not execution_id:
         return
-    lock = " FOR SHARE OF e" if is_postgres() else ""
-    found = rows(_RUN_AND_SCOPE + lock, [execution_id, principal_id])
-    if not found:
+    # The action's execution, share-locked, with its innermost open scope: one statement.
+    run = store.run_and_scope(execution_id=execution_id, principal_id=principal_id, lock=True)
+    if run is None:
         return
-    (state, scope_id, name, call_limit, attempt_limit, concurrency, parent_id, root_id,
-     deadline_at) = found[0]
-    own = Node(execution_id, state, principal_id, parent_id, None, _aware(deadline_at))
+    own = Node(execution_id, run.state, principal_id, run.parent_id, None,
+               _aware(run.deadline_at))
     refusal = path_stop_refusal([own], now=now)
     if refusal is not None:
         raise refusal
-    tree = root_id or execution_id
-    if parent_id is not None:
+    tree, scope = run.root_id or execution_id, run.scope
+    if run.parent_id is not None:
         # Inside a run's tree: its ancestors' stops refuse it, and the nearest open scope on
         # the path is the one charged.
-        path = execution_path(parent_id, lock=True)
+        path = execution_path(run.parent_id, lock=True)
         refusal = path_stop_refusal(path, now=now)
         if refusal is not None:
             raise refusal
-        if scope_id is None:
+        if scope is None:
             if _delegated(execution_id):
                 calls = 0
             for node in path:
-                nearest = rows(_RUN_AND_SCOPE, [node.id, node.principal_id])
-                if nearest and nearest[0][1] is not None:
-                    _, scope_id, name, call_limit, attempt_limit, concurrency, *_ = nearest[0]
+                nearest = store.run_and_scope(execution_id=node.id,
+                                              principal_id=node.principal_id)
+                if nearest is not None and nearest.scope is not None:
+                    scope = nearest.scope
                     break
-    if scope_id is None:
+    if scope is None:
         return
-    full = counters_take([(counter_key(scope_id, "calls"), calls, call_limit),
-                          (counter_key(scope_id, "attempts"), attempts, attempt_limit)])
+    full = counters_take([(counter_key(scope.id, "calls"), calls, scope.calls),
+                          (counter_key(scope.id, "attempts"), attempts, scope.attempts)])
     if full is not None:
-        raise Denial(DenialCode.BUDGET_EXHAUSTED, budget=full.rsplit(":", 1)[1], scope=name,
-                     scope_id=scope_id)
+        raise Denial(DenialCode.BUDGET_EXHAUSTED, budget=full.rsplit(":", 1)[1],
+                     scope=scope.name, scope_id=scope.id)
     if claim is not None:
-        _run_concurrency_take(claim, tree=tree, scope_id=scope_id, name=name, limit=concurrency)
+        _run_concurrency_take(claim, tree=tree, scope_id=scope.id, name=scope.name,
+                              limit=scope.concurrency)
 
 
 def _aware(value: datetime | str | None) -> datetime | None:
@@ -212,12 +197,10 @@ def execution_slot_free(execution_id: str) -> bool:
     flight in its run's tree are below the concurrency of the nearest open scope on its path
     (no such scope: no ceiling). A read, for a waiting lane to know it should not wait."""
     for node in execution_path(execution_id):
-        found = rows(_RUN_AND_SCOPE, [node.id, node.principal_id])
-        if found and found[0][1] is not None:
-            limit, root_id = found[0][5], found[0][7]
-            tree = root_id or node.id
-            [(count,)] = rows(_IN_FLIGHT_TREE, [OperationState.CLAIMED.value, "", tree, tree])
-            return int(count) < int(limit)
+        found = store.run_and_scope(execution_id=node.id, principal_id=node.principal_id)
+        if found is not None and found.scope is not None:
+            tree = found.root_id or node.id
+            return store.in_flight_tree(tree=tree, operation_id="") < int(found.scope.concurrency)
     return True
 
 
@@ -233,14 +216,15 @@ def execution_scope_carve(*, execution_id: str, principal_id: str, calls: int) -
     what was asked and what is left, when the scope has less than `calls` left. The counter keys
     carved from, for the delegation to give its unused part back to when it ends
     (`budget_release`); none for a run without scopes."""
-    found = rows(_RUN_AND_SCOPE, [execution_id, principal_id])
-    if not found or found[0][1] is None:
+    found = store.run_and_scope(execution_id=execution_id, principal_id=principal_id)
+    if found is None or found.scope is None:
         return []
-    _, scope_id, name, call_limit, *_ = found[0]
-    key = counter_key(scope_id, "calls")
-    if counters_take([(key, calls, call_limit)]) is not None:
-        raise Denial(DenialCode.BUDGET_EXHAUSTED, budget="calls", scope=name, scope_id=scope_id,
-                     asked=calls, remaining=_remaining(scope_id, "calls", call_limit))
+    scope = found.scope
+    key = counter_key(scope.id, "calls")
+    if counters_take([(key, calls, scope.calls)]) is not None:
+        raise Denial(DenialCode.BUDGET_EXHAUSTED, budget="calls", scope=scope.name,
+                     scope_id=scope.id, asked=calls,
+                     remaining=_remaining(scope.id, "calls", scope.calls))
     return [key]
 
 
@@ -258,31 +242,10 @@ def _run_concurrency_take(claim: Operation, *, tree: str, scope_id: str, name: s
     are not attributed to nested scopes, so the count is the whole tree's against the nearest
     scope's ceiling: never more in flight than that scope allows. A retry of an uncertain
     action is not counted again (it was counted when first claimed)."""
-    [(count,)] = rows(_IN_FLIGHT_TREE, [OperationState.CLAIMED.value, claim.id, tree, tree])
-    in_flight = int(count)
+    in_flight = store.in_flight_tree(tree=tree, operation_id=claim.id)
     if in_flight >= limit:
         raise Denial(DenialCode.BUDGET_EXHAUSTED, budget="concurrency", scope=name,
                      scope_id=scope_id, limit=limit, in_flight=in_flight)
-
-
-#: A principal's operations claimed and not settled but the one being claimed.
-_IN_FLIGHT = statement(
-    "operation.in_flight",
-    'SELECT count(*) FROM "dispatch_operation" WHERE "principal_id" = %s AND "state" = %s '
-    'AND "id" <> %s')
-#: The operations claimed and not settled, but the one being claimed, of a run's whole tree:
-#: each an action of its execution's own principal (another principal naming one of the
-#: tree's execution ids holds none of its slots).
-_IN_FLIGHT_TREE = statement(
-    "operation.in_flight_tree",
-    'SELECT count(*) FROM "dispatch_operation" o JOIN "dispatch_execution" e '
-    'ON e."id" = o."execution_id" AND e."principal_id" = o."principal_id" '
-    'WHERE o."state" = %s AND o."id" <> %s AND (e."id" = %s OR e."root_id" = %s)')
-
-
-def _in_flight(principal_id: str, operation_id: str) -> int:
-    [(count,)] = rows(_IN_FLIGHT, [principal_id, OperationState.CLAIMED.value, operation_id])
-    return int(count)
 
 
 def run_ceiling() -> Ceiling:
@@ -421,7 +384,7 @@ def principal_concurrency_take(*, principal_id: str, operation_id: str) -> None:
     limit = int(settings.CONCURRENT_OPERATIONS_PER_PRINCIPAL)
     if limit <= 0:
         return
-    in_flight = _in_flight(principal_id, operation_id)
+    in_flight = store.in_flight(principal_id=principal_id, operation_id=operation_id)
     if in_flight >= limit:
         raise Denial(DenialCode.BUDGET_EXHAUSTED, budget="concurrency", scope="principal",
                      limit=limit, in_flight=in_flight)

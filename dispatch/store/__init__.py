@@ -19,4 +19,7 @@ column names are formatted in.
 - `pauses`: a tenant's count of pauses in force, share-locked;
 - `executions`: whether an execution is a workflow run (its adapter's prefix), and a run-tree
   node share-locked;
+- `grants`: a grant's ancestry, share-locked inside a claim or a decision;
+- `budgets`: the budget counters' conditional upsert;
+- `ceilings`: an action's run and open scope, and the actions in flight;
 """

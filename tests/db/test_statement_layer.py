@@ -33,7 +33,7 @@ from dispatch.models import (
     Vote,
 )
 from dispatch.runtime import get_runtime
-from dispatch.services import authority, budgets, claims
+from dispatch.services import claims
 from dispatch.services.access import access_approval_for_decision
 from dispatch.services.attempts import attempt_next
 from dispatch.services.audit import audit_values
@@ -46,7 +46,9 @@ from dispatch.services.proposals import proposal_create
 from dispatch.services.reconciliation import operation_resolve
 from dispatch.services.worker import operation_execute
 from dispatch.store import audit as audit_store
+from dispatch.store import budgets as budgets_store
 from dispatch.store import claims as claims_store
+from dispatch.store import grants as grants_store
 from dispatch.store import operations as operations_store
 from dispatch.store import resources as resources_store
 from dispatch.store.sql import STATEMENTS, insert, pipelined
@@ -156,8 +158,8 @@ def lookup_action(world: World) -> Operation:
 def built_afresh() -> None:
     """The derived statements this file needs are built (and declared) again by its actions:
     another test may have built one for other registered kinds or counters."""
-    for builder in (resources_store._move_statement, budgets.upsert_sql,
-                    authority._chain_sql):
+    for builder in (resources_store._move_statement, budgets_store.upsert_sql,
+                    grants_store._chain_sql):
         builder.cache_clear()
 
 
