@@ -25,8 +25,8 @@ from django.db import connection, transaction
 from django.db.models import Field, Model
 
 M = TypeVar("M", bound=Model)
-#: A statement's parameters: by name (`%(name)s`), or by position (`%s`) for the families
-#: derived from a count (a resource move per registered state, a budget take per counter).
+#: A statement's parameters: by name (`%(name)s`), or by position (`%s`) for the budget's
+#: upsert, whose values are all the call's own (a mapping would be built on every claim).
 Params = Mapping[str, Any] | Sequence[Any]
 
 
