@@ -1,0 +1,50 @@
+"""How far recording an outcome wanders (tests/support/callpath.py): the modules the calls of
+`operation_move` and of the worker's `operation_execute` visit through our own code, and the
+arrows by which they come back to a module already visited. The limits are today's figures and
+only go down; the goal is a path that reads top to bottom (docs/architecture.md, "One
+proposal's path")."""
+
+from __future__ import annotations
+
+import pytest
+
+from dispatch.services.dispatcher import proposal_dispatch
+from dispatch.services.operations import operation_move
+from dispatch.services.proposals import proposal_create
+from dispatch.services.worker import operation_execute
+from protocols.lifecycle import OperationEvent
+from tests.conftest import World
+from tests.support.callpath import Walk, follow
+
+pytestmark = pytest.mark.django_db
+
+#: (modules visited, returns) at most.
+MOVE_LIMIT = (16, 3)
+EXECUTE_LIMIT = (28, 13)
+
+
+def within(walk: Walk, limit: tuple[int, int]) -> bool:
+    return len(walk.visits) <= limit[0] and len(walk.returns) <= limit[1]
+
+
+def test_an_outcome_move_wanders_no_further(world: World) -> None:
+    proposal, _ = world.approved_email()
+    operation = proposal_dispatch(principal=world.owner, proposal_id=proposal.id,
+                                  now=world.now, enqueue=False)
+    moved, walk = follow(lambda: operation_move(
+        operation, OperationEvent.FAIL_NO_EFFECT, attempt=0, now=world.now, actor="test"),
+        root="dispatch.services.operations:operation_move")
+    assert moved
+    assert "dispatch.services.resources" in walk.visits  # the draft moved with it
+    assert within(walk, MOVE_LIMIT), str(walk)
+
+
+def test_a_workers_run_wanders_no_further(world: World) -> None:
+    proposal = proposal_create(principal=world.owner, operation="crm.lookup",
+                               arguments={"customer_id": "cus-001"}, now=world.now)
+    operation = proposal_dispatch(principal=world.owner, proposal_id=proposal.id,
+                                  now=world.now, enqueue=False)
+    done, walk = follow(lambda: operation_execute(operation_id=operation.id),
+                        root="dispatch.services.worker:operation_execute")
+    assert done.state == "completed"
+    assert within(walk, EXECUTE_LIMIT), str(walk)
