@@ -27,7 +27,7 @@ from console.presenters import Headline, parse_snapshot
 from console.roles import page, role_required
 from dispatch.selectors import audit, seals
 from dispatch.selectors.contracts import contract_for_fingerprint
-from dispatch.services.seal_verify import verify_tenant
+from dispatch.services.seals import verify_tenant
 from protocols.roles import Role
 
 if TYPE_CHECKING:

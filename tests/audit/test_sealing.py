@@ -13,8 +13,8 @@ from django.test import override_settings
 from django.utils import timezone
 
 from dispatch.models import AuditBlock, AuditEvent, AuditSeal
-from dispatch.services.seal_verify import verify_tenant
 from dispatch.services.sealer import seal_all
+from dispatch.services.seals import verify_tenant
 from tests.audit.conftest import KEYS, add_events, verify_fails_naming
 from tests.conftest import World, make_world
 from tests.support.processes import child_env

@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from dispatch.models import Tenant
-from dispatch.services.seal_export import export_lines
+from dispatch.services.seals import export_lines
 
 
 class Command(BaseCommand):

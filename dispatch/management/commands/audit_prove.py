@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from dispatch.services.seal_proof import event_proof
+from dispatch.services.seals import event_proof
 from protocols.auditseal import verify_proof
 
 

@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from dispatch.audit_offline import verify_files
 from dispatch.models import Tenant
-from dispatch.services.seal_verify import verify_all, verify_checkpoints
+from dispatch.services.seals import verify_all, verify_checkpoints
 from protocols.auditseal import parse_checkpoints
 
 
