@@ -1,7 +1,7 @@
 """An execution's reads that the ORM cannot write: whether the proposal's execution is a workflow
 run, which only then is woken on a decision (docs/workflows.md#waiting-steps,
 docs/design.md#statement-layer), and a run-tree node share-locked inside a claim's or an
-attempt's transaction on PostgreSQL (docs/workflows.md#run-trees).
+attempt's transaction on PostgreSQL (docs/design.md#run-trees).
 """
 
 from __future__ import annotations
