@@ -1,5 +1,6 @@
-"""Notifications to approvers and agents (docs/design.md#notifications): the one writer of the
-outbox and of its delivery attempts (agents' endpoints: `dispatch.services.webhooks`).
+"""Notifications to approvers and agents (docs/design.md#notifications): the outbox, the one
+writer of its rows and of their delivery attempts (agents' endpoints: `dispatch.services.webhooks`;
+how one notification is sent, the signed webhook POST and the SMTP email: `dispatch.transports`).
 
 Enqueue: the move that a notification tells of (an approval opened, decided or expired; an
 operation's outcome) writes the outbox rows in its own transaction (`notify_*`), so a rolled-back
@@ -8,10 +9,11 @@ transaction commits, and the beat sweep (`notifications_due`) picks up any row w
 ran (a process killed between the commit and the send).
 
 Delivery (`notification_deliver`): one conditional UPDATE claims a due row for one worker, for
-`NOTIFY_CLAIM_SECONDS`; the send follows, then its attempt is recorded, with bounded retries
-(`NOTIFY_MAX_ATTEMPTS`) and exponential backoff (`NOTIFY_BACKOFF_SECONDS`). A worker that dies
-between claim and record leaves the row claimed until its claim lapses; the receiver may then
-hear it twice under the same `webhook-id` (the email's Message-ID), its idempotency key.
+`NOTIFY_CLAIM_SECONDS`; the send follows (`dispatch.transports.send`, which answers or raises
+and writes nothing), then its attempt is recorded, with bounded retries (`NOTIFY_MAX_ATTEMPTS`)
+and exponential backoff (`NOTIFY_BACKOFF_SECONDS`). A worker that dies between claim and record
+leaves the row claimed until its claim lapses; the receiver may then hear it twice under the same
+`webhook-id` (the email's Message-ID), its idempotency key.
 
 What a notification carries: ids, the state, the action's one-sentence summary and, for an
 approver, the link to the approval page. Never the permit, a token or a secret.
@@ -21,24 +23,17 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import re
-import smtplib
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
-from email.message import EmailMessage
-from email.utils import formatdate
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, cast
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
-from standardwebhooks.webhooks import Webhook
 
-from dispatch import outbound
 from dispatch.failpoints import failpoint
 from dispatch.models import (
     ApprovalRequest,
@@ -53,6 +48,7 @@ from dispatch.queue import notify_later, notify_on_commit
 from dispatch.runtime import get_runtime
 from dispatch.services.webhooks import AGENT_EVENTS
 from dispatch.store import notifications as store
+from dispatch.transports import CHECKPOINT_EVENT, SendFailed, send, smtp_address
 from protocols.jsontypes import JSONObject
 from protocols.outcomes import OutboxRow
 
@@ -62,8 +58,6 @@ log = logging.getLogger(__name__)
 OUTCOME_STATES = frozenset(event.removeprefix("operation.") for event in AGENT_EVENTS
                            if event.startswith("operation."))
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
-#: The event of a sealer's checkpoint posted to `AUDIT_CHECKPOINT_WEBHOOKS`.
-CHECKPOINT_EVENT = "audit.checkpoint"
 
 
 # --- enqueue: in the transaction of the move -------------------------------------------------
@@ -76,7 +70,7 @@ def notify_approval_requested(approval: ApprovalRequest, proposal: Proposal,
     to each deployment webhook, and to the requesting agent's endpoints that asked."""
     # Read only where there is somewhere to send them.
     emails = store.approver_emails(tenant_id=proposal.tenant_id, role=approval.role,
-                                   requester_id=proposal.principal_id) if _smtp_address() else []
+                                   requester_id=proposal.principal_id) if smtp_address() else []
     hooks = [str(hook["url"]) for hook in settings.NOTIFY_WEBHOOKS]
     endpoints = store.endpoints(principal_id=proposal.principal_id, event="approval.requested")
     if not emails and not hooks and not endpoints:
@@ -177,13 +171,6 @@ def approval_url(approval_id: str) -> str:
 # --- delivery ----------------------------------------------------------------------------------
 
 
-class _Failed(Exception):
-    def __init__(self, error: str, status: int | None = None, *, final: bool = False) -> None:
-        super().__init__(error)
-        self.status = status
-        self.final = final  # nothing later could deliver it: no retry
-
-
 def notification_deliver(*, notification_id: str, now: datetime | None = None,
                          enqueue: bool = True) -> str | None:
     """Claim one due notification, send it, record the attempt; the state it is left in, or
@@ -199,8 +186,8 @@ def notification_deliver(*, notification_id: str, now: datetime | None = None,
     notification, number = claimed
     failpoint("notify.before_send")
     try:
-        status = _send(notification)
-    except _Failed as failed:
+        status = send(notification)
+    except SendFailed as failed:
         return _settle(notification, number, clock(), status=failed.status, error=str(failed),
                        final=failed.final, enqueue=enqueue)
     except Exception as exc:  # a bug must not leave the row claimed: record it, retry later
@@ -322,102 +309,3 @@ def notifications_due(*, now: datetime, enqueue: bool = True, limit: int = 200) 
         else:
             notification_deliver(notification_id=notification_id, now=now, enqueue=False)
     return len(due)
-
-
-def _send(notification: Notification) -> int | None:
-    if notification.channel == Notification.Channel.EMAIL:
-        _send_email(notification)
-        return None
-    return _send_webhook(notification)
-
-
-def _webhook_secret(notification: Notification) -> str:
-    if notification.endpoint is not None:
-        if notification.endpoint.deleted_at is not None:
-            raise _Failed("the endpoint was deleted", final=True)
-        return notification.endpoint.secret
-    hooks, name = (settings.AUDIT_CHECKPOINT_WEBHOOKS, "AUDIT_CHECKPOINT_WEBHOOKS") \
-        if notification.event == CHECKPOINT_EVENT else (settings.NOTIFY_WEBHOOKS, "NOTIFY_WEBHOOKS")
-    for hook in hooks:
-        if hook.get("url") == notification.recipient and hook.get("secret"):
-            return str(hook["secret"])
-    raise _Failed(f"no {name} entry holds this URL any more", final=True)
-
-
-def webhook_body(notification: Notification, at: datetime) -> str:
-    """The JSON body: `{"type","timestamp","data"}`, the Standard Webhooks event shape."""
-    return json.dumps({**notification.payload, "timestamp": at.isoformat()},
-                      separators=(",", ":"), sort_keys=True, ensure_ascii=False)
-
-
-def _send_webhook(notification: Notification) -> int:
-    secret = _webhook_secret(notification)
-    if urlsplit(notification.recipient).scheme not in ("http", "https"):
-        raise _Failed("the webhook URL is not http or https", final=True)
-    try:
-        # Resolved and checked once: the POST goes to the address checked here
-        # (dispatch.outbound), and is answered where it was sent (no redirect is followed).
-        target = outbound.resolve(notification.recipient,
-                                  allow_private=settings.WEBHOOK_ALLOW_PRIVATE)
-    except outbound.OutboundError as exc:
-        raise _Failed(exc.reason) from None
-    at = datetime.now(UTC)  # the receiver checks the timestamp against its own clock
-    body = webhook_body(notification, at)
-    try:
-        signature = Webhook(secret).sign(notification.id, at, body)
-    except Exception:  # an unusable secret in NOTIFY_WEBHOOKS; never say what it was
-        raise _Failed("the webhook secret is not a Standard Webhooks key", final=True) from None
-    try:
-        answer = outbound.post(target, body=body.encode(), timeout=settings.NOTIFY_TIMEOUT_SECONDS,
-                               headers={
-            "content-type": "application/json", "user-agent": "exact-action-console",
-            "webhook-id": notification.id, "webhook-timestamp": str(math.floor(at.timestamp())),
-            "webhook-signature": signature})
-    except outbound.OutboundError as exc:  # refused, unreachable, timed out
-        raise _Failed(exc.reason) from None
-    if not 200 <= answer.status < 300:
-        raise _Failed(f"the receiver answered {answer.status}", answer.status)
-    return answer.status
-
-
-def _smtp_address() -> tuple[str, int] | None:
-    """Where approvers' email goes: `NOTIFY_SMTP`, else the demo's SMTP destination."""
-    if settings.NOTIFY_SMTP:
-        host, _, port = settings.NOTIFY_SMTP.rpartition(":")
-        return host, int(port)
-    destinations = getattr(settings, "DESTINATIONS", None)
-    if isinstance(destinations, dict) and "smtp_port" in destinations:
-        return str(destinations.get("smtp_host", "127.0.0.1")), int(destinations["smtp_port"])
-    return None
-
-
-def email_message(notification: Notification) -> EmailMessage:
-    data = notification.payload["data"]
-    message = EmailMessage()
-    message["Message-ID"] = f"<{notification.id}@console>"
-    message["Date"] = formatdate(usegmt=True)
-    message["From"] = settings.NOTIFY_EMAIL_FROM
-    message["To"] = notification.recipient
-    message["Subject"] = f"Approval requested: {data['summary']}"[:250]
-    message.set_content(
-        f"An action waits for your approval:\n\n  {data['summary']}\n\n"
-        f"Open it to see exactly what it does, then approve or deny:\n\n"
-        f"  {data['approval_url']}\n\n"
-        f"Operation: {data['operation']}\nApproval: {data['approval_id']}\n"
-        f"Proposal: {data['proposal_id']}\nExpires: {data['expires_at']}\n")
-    return message
-
-
-def _send_email(notification: Notification) -> None:
-    address = _smtp_address()
-    if address is None:
-        raise _Failed("no SMTP server is configured (NOTIFY_SMTP)", final=True)
-    message = email_message(notification)
-    try:
-        with smtplib.SMTP(address[0], address[1], local_hostname="console.localhost",
-                          timeout=settings.NOTIFY_TIMEOUT_SECONDS) as smtp:
-            smtp.send_message(message)
-    except smtplib.SMTPResponseException as exc:
-        raise _Failed(f"the SMTP server refused: {exc.smtp_code}", exc.smtp_code) from None
-    except (OSError, smtplib.SMTPException) as exc:
-        raise _Failed(f"no answer: {type(exc).__name__}") from None
