@@ -50,10 +50,10 @@ stop() {
   exec 2>/dev/null  # not the job notices of each stopped group
   # The leaders first (a Celery worker stops its pool itself), then what is left of each group.
   kill -TERM -- "${groups[@]}" 2>/dev/null || true
-  local waited=0
-  while alive && ((waited < STOP_GRACE * 5)); do
+  # A deadline in seconds, not a count of naps: on a loaded machine each nap takes longer.
+  local deadline=$((SECONDS + STOP_GRACE))
+  while alive && ((SECONDS < deadline)); do
     sleep 0.2
-    waited=$((waited + 1))
   done
   for group in "${groups[@]}"; do kill -KILL -- "-$group" 2>/dev/null || true; done
   wait 2>/dev/null || true

@@ -7,7 +7,9 @@ proposal's path")."""
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 
+from dispatch.models import Operation
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.operations import operation_move
 from dispatch.services.proposals import proposal_create
@@ -18,19 +20,38 @@ from tests.support.callpath import Walk, follow
 
 pytestmark = pytest.mark.django_db
 
-#: (modules visited, returns) at most.
+#: (modules visited, returns) at most. On PostgreSQL the worker's run also share-locks its run
+#: tree's rows (`dispatch.store.executions`): one module and one return more.
 MOVE_LIMIT = (16, 3)
-EXECUTE_LIMIT = (28, 13)
+EXECUTE_LIMIT = {"sqlite": (27, 13), "postgresql": (28, 14)}
 
 
 def within(walk: Walk, limit: tuple[int, int]) -> bool:
     return len(walk.visits) <= limit[0] and len(walk.returns) <= limit[1]
 
 
-def test_an_outcome_move_wanders_no_further(world: World) -> None:
+def claimed_email(world: World) -> Operation:
     proposal, _ = world.approved_email()
-    operation = proposal_dispatch(principal=world.owner, proposal_id=proposal.id,
-                                  now=world.now, enqueue=False)
+    return proposal_dispatch(principal=world.owner, proposal_id=proposal.id, now=world.now,
+                             enqueue=False)
+
+
+def claimed_lookup(world: World) -> Operation:
+    proposal = proposal_create(principal=world.owner, operation="crm.lookup",
+                               arguments={"customer_id": "cus-001"}, now=world.now)
+    return proposal_dispatch(principal=world.owner, proposal_id=proposal.id, now=world.now,
+                             enqueue=False)
+
+
+# Each test measures the second of two actions: the first fills the process's caches (the
+# runtime, the compiled schemas, the statements), which other tests may or may not have
+# filled already, so the walk is the steady one whatever ran before.
+
+
+def test_an_outcome_move_wanders_no_further(world: World) -> None:
+    operation_move(claimed_email(world), OperationEvent.FAIL_NO_EFFECT, attempt=0,
+                   now=world.now, actor="test")
+    operation = claimed_email(world)
     moved, walk = follow(lambda: operation_move(
         operation, OperationEvent.FAIL_NO_EFFECT, attempt=0, now=world.now, actor="test"),
         root="dispatch.services.operations:operation_move")
@@ -40,11 +61,9 @@ def test_an_outcome_move_wanders_no_further(world: World) -> None:
 
 
 def test_a_workers_run_wanders_no_further(world: World) -> None:
-    proposal = proposal_create(principal=world.owner, operation="crm.lookup",
-                               arguments={"customer_id": "cus-001"}, now=world.now)
-    operation = proposal_dispatch(principal=world.owner, proposal_id=proposal.id,
-                                  now=world.now, enqueue=False)
+    operation_execute(operation_id=claimed_lookup(world).id)
+    operation = claimed_lookup(world)
     done, walk = follow(lambda: operation_execute(operation_id=operation.id),
                         root="dispatch.services.worker:operation_execute")
     assert done.state == "completed"
-    assert within(walk, EXECUTE_LIMIT), str(walk)
+    assert within(walk, EXECUTE_LIMIT[connection.vendor]), str(walk)
