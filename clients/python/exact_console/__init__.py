@@ -13,6 +13,7 @@ Answers are the API's JSON objects as dicts. A refusal raises `Denied` (`.code`,
 """
 
 from exact_console._calls import SETTLED_STATES
+from exact_console._retry import Retry
 from exact_console._version import __version__
 from exact_console.client import AsyncClient, Client
 from exact_console.errors import Denied, Error, Timeout, TransportError
@@ -24,6 +25,7 @@ __all__ = [
     "Client",
     "Denied",
     "Error",
+    "Retry",
     "Timeout",
     "Tool",
     "TransportError",

@@ -20,11 +20,6 @@ SETTLED_STATES = frozenset({"completed", "failed_no_effect", "unknown", "reconci
 
 API_PREFIX = "/api/v1/"
 
-#: Transport failures of an idempotent call are retried this many times, after
-#: RETRY_BACKOFF, then twice as long, and so on.
-RETRIES = 2
-RETRY_BACKOFF = 0.2
-
 #: A wait polls after POLL_FIRST seconds, then twice as long each time up to POLL_MAX.
 POLL_FIRST = 0.2
 POLL_MAX = 2.0
@@ -32,8 +27,9 @@ POLL_MAX = 2.0
 
 @dataclass(frozen=True)
 class Call:
-    """One request. `retry` says whether sending it again after a transport failure is safe:
-    a read, or a proposal whose `call_id` makes the console answer the first one again."""
+    """One request. `retry` says whether sending it again is safe whatever became of the first
+    try: a read, or a proposal whose `call_id` makes the console answer the first one again
+    (`exact_console._retry` decides when)."""
 
     method: str
     path: str
@@ -205,10 +201,6 @@ def decided(proposal: dict[str, Any]) -> bool:
 
 def settled(operation: dict[str, Any]) -> bool:
     return operation.get("state") in SETTLED_STATES
-
-
-def retry_delay(attempt: int) -> float:
-    return float(RETRY_BACKOFF * 2 ** attempt)
 
 
 def next_poll(delay: float) -> float:

@@ -12,51 +12,72 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self
 
 import httpx
 
 from exact_console import _calls
-from exact_console._calls import RETRIES, Call, Schedule, decided, settled
-from exact_console.errors import Timeout, TransportError
+from exact_console._calls import Call, Schedule, decided, settled
+from exact_console._retry import Attempts, OutOfTime, Retry
+from exact_console.errors import Error, Timeout
 
 __all__ = ["AsyncClient", "Client"]
 
 JSON = dict[str, Any]
+#: How a wait's `Timeout` is made from the last answer read and the last failure, if any.
+Expired = Callable[[JSON, Error | None], Timeout]
 
 
-def _decision_timeout(proposal_id: str, timeout: float, last: JSON) -> Timeout:
-    return Timeout(f"proposal {proposal_id}: no decision within {timeout} s",
-                   code="approval_pending", last=last)
+#: The code of a wait's `Timeout` when no answer at all came within it.
+UNREACHABLE = "console_unreachable"
 
 
-def _outcome_timeout(operation_id: str, timeout: float, last: JSON) -> Timeout:
-    state = str(last.get("state"))
-    return Timeout(f"operation {operation_id}: still {state} after {timeout} s",
-                   code=state, last=last)
+def _seen(error: Error | None) -> str:
+    return "" if error is None else f"; then {error}"
 
 
-def _unreachable(call: Call, error: httpx.TransportError, attempts: int) -> TransportError:
-    tries = "once" if attempts == 1 else f"{attempts} times"
-    return TransportError(f"{call.method} {call.path}: {type(error).__name__}: {error} "
-                          f"(tried {tries})")
+def _decision_timeout(proposal_id: str, timeout: float, last: JSON,
+                      error: Error | None) -> Timeout:
+    code = "approval_pending" if last else UNREACHABLE
+    return Timeout(f"proposal {proposal_id}: no decision within {timeout} s{_seen(error)}",
+                   code=code, last=last, error=error)
+
+
+def _outcome_timeout(operation_id: str, timeout: float, last: JSON,
+                     error: Error | None) -> Timeout:
+    state = str(last["state"]) if "state" in last else UNREACHABLE
+    return Timeout(f"operation {operation_id}: still {state} after {timeout} s{_seen(error)}",
+                   code=state, last=last, error=error)
+
+
+def _policy(retries: int | None, retry: Retry | None) -> Retry:
+    if retry is not None:
+        return retry
+    return Retry() if retries is None else Retry(attempts=retries)
 
 
 class Client:
     """The synchronous client. `base_url` is the console's root (`http://127.0.0.1:8000`), the
     API is under `/api/v1/`. One connection pool serves every call; close it with `close()` or
     by using the client as a context manager. `timeout` bounds each request (seconds);
-    `retries` bounds the retries of a call that is safe to repeat; `transport` replaces the
-    network (tests pass an `httpx.MockTransport`)."""
+    `retries` bounds the retries of a single call that may go again; `retry` is the whole
+    policy (`exact_console.Retry`, which `retries` then does not change); `transport` replaces
+    the network (tests pass an `httpx.MockTransport`)."""
 
     def __init__(self, base_url: str, token: str, *, timeout: float = 10.0,
-                 retries: int = RETRIES, transport: httpx.BaseTransport | None = None) -> None:
+                 retries: int | None = None, retry: Retry | None = None,
+                 transport: httpx.BaseTransport | None = None) -> None:
         self.root = _calls.api_root(base_url)
-        self.retries = retries
+        self.retry = _policy(retries, retry)
         self._http = httpx.Client(base_url=self.root, headers=_calls.headers(token),
                                   timeout=timeout, transport=transport)
+
+    @property
+    def retries(self) -> int:
+        """How many times a single call may be sent again (`retry.attempts`)."""
+        return self.retry.attempts
 
     def __enter__(self) -> Self:
         return self
@@ -146,55 +167,67 @@ class Client:
     def wait_for_decision(self, proposal_id: str, *, timeout: float) -> JSON:
         """The proposal once no human is still to decide it (granted, denied, expired or
         revoked, or no approval needed); `Timeout` (code `approval_pending`) after `timeout`
-        seconds. A denial is an answer here, not an exception: dispatching it is refused."""
-        return self._wait(lambda: self.proposal(proposal_id), decided, timeout,
-                          lambda last: _decision_timeout(proposal_id, timeout, last))
+        seconds. A denial is an answer here, not an exception: dispatching it is refused.
+        Reads that fail while the console is away (a restart, a proxy's 502, 503 or 504, a
+        429, a dropped connection) are made again until the timeout (see `Retry`)."""
+        return self._wait(_calls.proposal(proposal_id), decided, timeout,
+                          lambda last, error: _decision_timeout(proposal_id, timeout, last,
+                                                                error))
 
     def wait_for_outcome(self, operation_id: str, *, timeout: float) -> JSON:
         """The operation once it has settled (`completed`, `failed_no_effect`, `unknown` or
-        reconciled); `Timeout` (code: its state) after `timeout` seconds."""
-        return self._wait(lambda: self.operation(operation_id), settled, timeout,
-                          lambda last: _outcome_timeout(operation_id, timeout, last))
+        reconciled); `Timeout` (code: its state) after `timeout` seconds, reads retried as
+        `wait_for_decision`'s are."""
+        return self._wait(_calls.operation(operation_id), settled, timeout,
+                          lambda last, error: _outcome_timeout(operation_id, timeout, last,
+                                                               error))
 
-    @staticmethod
-    def _wait(read: Callable[[], JSON], done: Callable[[JSON], bool], timeout: float,
-              expired: Callable[[JSON], Timeout]) -> JSON:
+    def _wait(self, read: Call, done: Callable[[JSON], bool], timeout: float,
+              expired: Expired) -> JSON:
         schedule = Schedule(timeout)
+        last: JSON = {}
         while True:
-            current = read()
-            if done(current):
-                return current
+            try:
+                last = self._send(read, deadline=schedule.deadline)
+            except OutOfTime as out:
+                raise expired(last, out.error) from out.error
+            if done(last):
+                return last
             pause = schedule.pause()
             if pause is None:
-                raise expired(current)
+                raise expired(last, None)
             time.sleep(pause)
 
     # --- transport --------------------------------------------------------------------------
 
-    def _send(self, call: Call) -> JSON:
-        attempt = 0
+    def _send(self, call: Call, *, deadline: float | None = None) -> JSON:
+        attempts = Attempts(call, self.retry, deadline=deadline)
         while True:
+            outcome: httpx.Response | httpx.TransportError
             try:
-                response = self._http.request(call.method, call.path, json=call.body)
+                outcome = self._http.request(call.method, call.path, json=call.body)
             except httpx.TransportError as error:
-                if not call.retry or attempt >= self.retries:
-                    raise _unreachable(call, error, attempt + 1) from error
-                time.sleep(_calls.retry_delay(attempt))
-                attempt += 1
-                continue
-            return _calls.answer(response)
+                outcome = error
+            pause = attempts.pause(outcome)
+            if pause is None:
+                return attempts.result(outcome)
+            time.sleep(pause)
 
 
 class AsyncClient:
     """`Client`'s methods as coroutines, on one `httpx.AsyncClient`; `async with` closes it."""
 
     def __init__(self, base_url: str, token: str, *, timeout: float = 10.0,
-                 retries: int = RETRIES,
+                 retries: int | None = None, retry: Retry | None = None,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.root = _calls.api_root(base_url)
-        self.retries = retries
+        self.retry = _policy(retries, retry)
         self._http = httpx.AsyncClient(base_url=self.root, headers=_calls.headers(token),
                                        timeout=timeout, transport=transport)
+
+    @property
+    def retries(self) -> int:
+        return self.retry.attempts
 
     async def __aenter__(self) -> Self:
         return self
@@ -277,37 +310,42 @@ class AsyncClient:
     # --- waits ------------------------------------------------------------------------------
 
     async def wait_for_decision(self, proposal_id: str, *, timeout: float) -> JSON:
-        return await self._wait(lambda: self.proposal(proposal_id), decided, timeout,
-                                lambda last: _decision_timeout(proposal_id, timeout, last))
+        return await self._wait(_calls.proposal(proposal_id), decided, timeout,
+                                lambda last, error: _decision_timeout(proposal_id, timeout,
+                                                                      last, error))
 
     async def wait_for_outcome(self, operation_id: str, *, timeout: float) -> JSON:
-        return await self._wait(lambda: self.operation(operation_id), settled, timeout,
-                                lambda last: _outcome_timeout(operation_id, timeout, last))
+        return await self._wait(_calls.operation(operation_id), settled, timeout,
+                                lambda last, error: _outcome_timeout(operation_id, timeout,
+                                                                     last, error))
 
-    @staticmethod
-    async def _wait(read: Callable[[], Awaitable[JSON]], done: Callable[[JSON], bool],
-                    timeout: float, expired: Callable[[JSON], Timeout]) -> JSON:
+    async def _wait(self, read: Call, done: Callable[[JSON], bool], timeout: float,
+                    expired: Expired) -> JSON:
         schedule = Schedule(timeout)
+        last: JSON = {}
         while True:
-            current = await read()
-            if done(current):
-                return current
+            try:
+                last = await self._send(read, deadline=schedule.deadline)
+            except OutOfTime as out:
+                raise expired(last, out.error) from out.error
+            if done(last):
+                return last
             pause = schedule.pause()
             if pause is None:
-                raise expired(current)
+                raise expired(last, None)
             await asyncio.sleep(pause)
 
     # --- transport --------------------------------------------------------------------------
 
-    async def _send(self, call: Call) -> JSON:
-        attempt = 0
+    async def _send(self, call: Call, *, deadline: float | None = None) -> JSON:
+        attempts = Attempts(call, self.retry, deadline=deadline)
         while True:
+            outcome: httpx.Response | httpx.TransportError
             try:
-                response = await self._http.request(call.method, call.path, json=call.body)
+                outcome = await self._http.request(call.method, call.path, json=call.body)
             except httpx.TransportError as error:
-                if not call.retry or attempt >= self.retries:
-                    raise _unreachable(call, error, attempt + 1) from error
-                await asyncio.sleep(_calls.retry_delay(attempt))
-                attempt += 1
-                continue
-            return _calls.answer(response)
+                outcome = error
+            pause = attempts.pause(outcome)
+            if pause is None:
+                return attempts.result(outcome)
+            await asyncio.sleep(pause)

@@ -28,13 +28,18 @@ class Denied(Error):
 
 class Timeout(Error, TimeoutError):
     """A wait (`wait_for_decision`, `wait_for_outcome`) ran past its timeout. `last` is the
-    last answer the console gave (the proposal or the operation), `code` what it still was:
-    `approval_pending` for a decision not made yet, the operation's state for an outcome."""
+    last answer the console gave (the proposal or the operation; `{}` if none came), `code`
+    what it still was: `approval_pending` for a decision not made yet, the operation's state
+    for an outcome, `console_unreachable` when no answer came at all. `error` is how the last
+    read failed when the console was away at the deadline (a `TransportError`, or the `Denied`
+    of a 503), else None; the message says it too."""
 
-    def __init__(self, message: str, *, code: str, last: dict[str, Any]) -> None:
+    def __init__(self, message: str, *, code: str, last: dict[str, Any],
+                 error: Error | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.last = last
+        self.error = error
 
 
 class TransportError(Error):
