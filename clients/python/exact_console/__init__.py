@@ -17,7 +17,7 @@ from exact_console._retry import Retry
 from exact_console._version import __version__
 from exact_console.client import AsyncClient, Client
 from exact_console.errors import Denied, Error, Timeout, TransportError
-from exact_console.tools import Tool, tools
+from exact_console.tools import Tool, atools, tools
 
 __all__ = [
     "SETTLED_STATES",
@@ -30,5 +30,6 @@ __all__ = [
     "Tool",
     "TransportError",
     "__version__",
+    "atools",
     "tools",
 ]

@@ -28,6 +28,10 @@ is followed), waited for within `timeout`, and answered as `exact_console.langch
 the operation's result, or the refusal's code and message as the error text (`approval_denied`
 for a denial, `status="error"`).
 
+The tools take a `Client` or an `AsyncClient` (`await atools(console)`, for a graph run with
+`ainvoke`), as `exact_console.langchain`'s do; a console that could not be reached is the error
+text `console_unreachable: ...`.
+
 This module and `exact_console.langchain` are the only ones of the package that import
 LangChain; this one alone imports LangGraph.
 """
@@ -38,17 +42,20 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from langchain_core.messages import ToolMessage
-from langgraph.types import interrupt
-
 from exact_console import calling
 from exact_console._calls import decided
-from exact_console.client import Client
+from exact_console._extras import needs
+from exact_console.client import AsyncClient, Client
 from exact_console.langchain import ConsoleTool
 from exact_console.tools import Tool
+from exact_console.tools import atools as aspecs
 from exact_console.tools import tools as specs
 
-__all__ = ["METADATA_KEY", "InterruptingTool", "pause", "tool", "tools"]
+with needs(__name__, "langchain", "langgraph", "langchain_core"):
+    from langchain_core.messages import ToolMessage
+    from langgraph.types import interrupt
+
+__all__ = ["METADATA_KEY", "InterruptingTool", "atools", "pause", "tool", "tools"]
 
 #: The key of an interrupt's value that marks it as the console's.
 METADATA_KEY = "exact_console"
@@ -59,7 +66,7 @@ METADATA_KEY = "exact_console"
 _INTERRUPTING = threading.Lock()
 
 
-def pause(client: Client, operation: str, proposal: dict[str, Any],
+def pause(client: Client | AsyncClient, operation: str, proposal: dict[str, Any],
           call_id: str) -> dict[str, Any]:
     """The value of the interrupt of a pending proposal: what a human needs to decide it."""
     return {METADATA_KEY: {"operation": operation, "proposal_id": proposal["id"],
@@ -73,23 +80,35 @@ class InterruptingTool(ConsoleTool):
     checkpointer, as LangGraph's `interrupt()` requires."""
 
     def _run(self, call_id: str, /, **arguments: Any) -> ToolMessage:
-        begun = calling.begin(self.client, self.operation, arguments, call_id)
+        client = self.sync_client()
+        begun = calling.begin(client, self.operation, arguments, call_id)
+        while not isinstance(begun, calling.Answer) and not decided(begun):
+            self._interrupt(begun, call_id)
+            begun = calling.drive(client, calling.read_steps(str(begun["id"])))
         if isinstance(begun, calling.Answer):
             return self.message(begun, call_id)
-        proposal = begun
-        while not decided(proposal):
-            # Raises GraphInterrupt, unless this run of the node is a resume: then it returns
-            # the resume value, which decides nothing. The console is read again, and a
-            # proposal still pending interrupts again (the next interrupt of this node has no
-            # resume value yet).
-            with _INTERRUPTING:
-                interrupt(pause(self.client, self.operation, proposal, call_id))
-            proposal = self.client.proposal(str(proposal["id"]))
-        return self.message(calling.answer(self.client, proposal, timeout=self.timeout),
+        return self.message(calling.answer(client, begun, timeout=self.timeout), call_id)
+
+    async def _arun(self, call_id: str, /, **arguments: Any) -> ToolMessage:
+        begun = await calling.abegin(self.client, self.operation, arguments, call_id)
+        while not isinstance(begun, calling.Answer) and not decided(begun):
+            self._interrupt(begun, call_id)
+            begun = await calling.adrive(self.client, calling.read_steps(str(begun["id"])))
+        if isinstance(begun, calling.Answer):
+            return self.message(begun, call_id)
+        return self.message(await calling.aanswer(self.client, begun, timeout=self.timeout),
                             call_id)
 
+    def _interrupt(self, proposal: dict[str, Any], call_id: str) -> None:
+        # Raises GraphInterrupt, unless this run of the node is a resume: then it returns the
+        # resume value, which decides nothing. The console is read again, and a proposal still
+        # pending interrupts again (the next interrupt of this node has no resume value yet).
+        with _INTERRUPTING:
+            interrupt(pause(self.client, self.operation, proposal, call_id))
 
-def tool(spec: Tool, client: Client, *, timeout: float = 60.0) -> InterruptingTool:
+
+def tool(spec: Tool, client: Client | AsyncClient, *,
+         timeout: float = 60.0) -> InterruptingTool:
     return InterruptingTool(name=calling.tool_name(spec), description=spec.description,
                             args_schema=spec.input_schema, client=client, operation=spec.name,
                             timeout=timeout)
@@ -101,3 +120,9 @@ def tools(client: Client, *, timeout: float = 60.0,
     `operations` when given), named as the contract with `.` replaced by `_` (`crm_lookup`).
     `timeout` (seconds) bounds the wait for the outcome once the console has decided."""
     return [tool(spec, client, timeout=timeout) for spec in specs(client, operations)]
+
+
+async def atools(client: Client | AsyncClient, *, timeout: float = 60.0,
+                 operations: Iterable[str] | None = None) -> list[InterruptingTool]:
+    """`tools` for a graph run with `ainvoke`, of an `AsyncClient` or a `Client`."""
+    return [tool(spec, client, timeout=timeout) for spec in await aspecs(client, operations)]

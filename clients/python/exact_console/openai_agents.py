@@ -26,27 +26,34 @@ console's approval is pending, interrupts the run (`result.interruptions`, the S
 `RunState` as the console decided it. An SDK-side `approve()` only lets the tool run, and the
 tool still waits for the console's decision: nothing runs that the console has not granted.
 
+The tools take a `Client` or an `AsyncClient` (`await atools(console)`); a `Client`'s calls run
+on a thread of their own, never on asyncio's default executor. A console that could not be
+reached is the output `console_unreachable: ...`.
+
 This module is the only one of the package that imports the OpenAI Agents SDK.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents import FunctionTool, RunContextWrapper, RunState, ToolApprovalItem
-from agents.tool_context import ToolContext
-
 from exact_console import calling
 from exact_console._calls import decided
-from exact_console.client import Client
+from exact_console._extras import needs
+from exact_console.client import AsyncClient, Client
 from exact_console.tools import Tool
+from exact_console.tools import atools as aspecs
 from exact_console.tools import tools as specs
 
-__all__ = ["ConsoleTool", "decisions_from_console", "tool", "tools"]
+with needs(__name__, "openai-agents", "agents"):
+    from agents import FunctionTool, RunContextWrapper, RunState, ToolApprovalItem
+    from agents.tool_context import ToolContext
+
+__all__ = ["ConsoleTool", "adecisions_from_console", "atools", "decisions_from_console",
+           "tool", "tools"]
 
 
 @dataclass
@@ -70,7 +77,7 @@ def arguments_of(raw: str) -> dict[str, Any] | calling.Answer:
     return parsed
 
 
-def tool(spec: Tool, client: Client, *, timeout: float = 60.0,
+def tool(spec: Tool, client: Client | AsyncClient, *, timeout: float = 60.0,
          interrupt: bool = False) -> ConsoleTool:
     """One contract as an SDK tool, named as the contract with `.` replaced by `_`, its
     parameters the contract's JSON schema as the console publishes it (not made "strict": the
@@ -87,17 +94,17 @@ def tool(spec: Tool, client: Client, *, timeout: float = 60.0,
             return arguments.text
         if context.tool_call_id in refused:
             return refused.pop(context.tool_call_id).text
-        # The client is synchronous and the wait is long: it runs off the event loop, so that
-        # the SDK's other calls (e.g. parallel tool calls) go on meanwhile.
-        answer = await asyncio.to_thread(calling.call, client, spec.name, arguments,
-                                         context.tool_call_id, timeout=timeout)
+        # A sync client's long wait runs on a thread of its own, so that the SDK's other calls
+        # (e.g. parallel tool calls) go on meanwhile.
+        answer = await calling.acall(client, spec.name, arguments, context.tool_call_id,
+                                     timeout=timeout)
         return answer.text
 
     async def pending(context: RunContextWrapper[Any], arguments: dict[str, Any],
                       call_id: str) -> bool:
         # Proposed now, so that the operator has it while the run is interrupted; the tool's
         # call later finds this proposal by its call id.
-        begun = await asyncio.to_thread(calling.begin, client, spec.name, arguments, call_id)
+        begun = await calling.abegin(client, spec.name, arguments, call_id)
         if isinstance(begun, calling.Answer):
             refused[call_id] = begun
             return False
@@ -121,6 +128,14 @@ def tools(client: Client, *, timeout: float = 60.0, operations: Iterable[str] | 
             for spec in specs(client, operations)]
 
 
+async def atools(client: Client | AsyncClient, *, timeout: float = 60.0,
+                 operations: Iterable[str] | None = None,
+                 interrupt: bool = False) -> list[ConsoleTool]:
+    """`tools` of an `AsyncClient` (whose contracts are awaited) or a `Client`."""
+    return [tool(spec, client, timeout=timeout, interrupt=interrupt)
+            for spec in await aspecs(client, operations)]
+
+
 def decisions_from_console(client: Client, state: RunState[Any, Any]) -> list[ToolApprovalItem]:
     """Carries the console's decisions into the interrupted run's `state`: each interrupted
     call of a console tool is proposed again with its own tool-call id and arguments (the
@@ -129,6 +144,16 @@ def decisions_from_console(client: Client, state: RunState[Any, Any]) -> list[To
     is told. Answers the calls still pending at the console (left interrupted). Calls of other
     tools are left alone. Nothing here decides anything: only the console's decision counts, and
     an approved call's tool still waits for it."""
+    return calling.drive(client, _decisions(state))
+
+
+async def adecisions_from_console(client: Client | AsyncClient,
+                                  state: RunState[Any, Any]) -> list[ToolApprovalItem]:
+    """`decisions_from_console` for async code."""
+    return await calling.adrive(client, _decisions(state))
+
+
+def _decisions(state: RunState[Any, Any]) -> calling.Steps[list[ToolApprovalItem]]:
     waiting: list[ToolApprovalItem] = []
     for item in state.get_interruptions():
         operation = _operation_of(item)
@@ -138,7 +163,7 @@ def decisions_from_console(client: Client, state: RunState[Any, Any]) -> list[To
         arguments = arguments_of(str(item.arguments or "{}"))
         if not isinstance(call_id, str) or isinstance(arguments, calling.Answer):
             continue
-        begun = calling.begin(client, operation, arguments, call_id)
+        begun = yield from calling.begin_steps(operation, arguments, call_id)
         if isinstance(begun, calling.Answer):
             state.reject(item, rejection_message=begun.text)
         elif not decided(begun):
@@ -147,7 +172,8 @@ def decisions_from_console(client: Client, state: RunState[Any, Any]) -> list[To
             state.approve(item)
         else:
             # Denied, expired or revoked: the console's refusal of its dispatch says which.
-            state.reject(item, rejection_message=calling.answer(client, begun, timeout=0).text)
+            refusal = yield from calling.answer_steps(begun, timeout=0)
+            state.reject(item, rejection_message=refusal.text)
     return waiting
 
 

@@ -29,12 +29,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-try:
+from exact_console._extras import needs
+
+with needs(__name__, "permits", "jwt", "rfc8785"):
     import jwt
     import rfc8785
-except ImportError as missing:  # pragma: no cover - depends on the install
-    raise ImportError("exact_console.permits needs the 'permits' extra: "
-                      "pip install 'exact-console[permits]'") from missing
 
 __all__ = ["ALGORITHM", "CLAIMS", "ISSUER", "TOKEN_TYPE", "PermitClaims", "PermitRefused",
            "snapshot_digest", "verify"]

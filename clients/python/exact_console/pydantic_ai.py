@@ -23,6 +23,10 @@ With `deferred=True` a call whose approval is pending does not wait: it is defer
 with `DeferredToolRequests`. `results_from_console(client, requests)` reads the console's
 decisions and outcomes into the `DeferredToolResults` that resume the run.
 
+The toolset takes a `Client` or an `AsyncClient` (`await atoolset(console)`); its tools are
+coroutines, and a `Client`'s calls run on a thread of their own, never on a shared pool. A
+console that could not be reached is the failed return `console_unreachable: ...`.
+
 This module is the only one of the package that imports Pydantic AI.
 """
 
@@ -31,24 +35,27 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from pydantic_ai import (
-    CallDeferred,
-    DeferredToolRequests,
-    DeferredToolResults,
-    RunContext,
-    ToolFailed,
-    ToolReturn,
-)
-from pydantic_ai.tools import Tool as PydanticTool
-from pydantic_ai.toolsets import FunctionToolset
-
 from exact_console import calling
 from exact_console._calls import decided
-from exact_console.client import Client
+from exact_console._extras import needs
+from exact_console.client import AsyncClient, Client
 from exact_console.tools import Tool
+from exact_console.tools import atools as aspecs
 from exact_console.tools import tools as specs
 
-__all__ = ["results_from_console", "tool", "toolset"]
+with needs(__name__, "pydantic-ai", "pydantic_ai"):
+    from pydantic_ai import (
+        CallDeferred,
+        DeferredToolRequests,
+        DeferredToolResults,
+        RunContext,
+        ToolFailed,
+        ToolReturn,
+    )
+    from pydantic_ai.tools import Tool as PydanticTool
+    from pydantic_ai.toolsets import FunctionToolset
+
+__all__ = ["aresults_from_console", "atoolset", "results_from_console", "tool", "toolset"]
 
 #: The key of a deferred call's metadata that marks it as the console's.
 METADATA_KEY = "exact_console"
@@ -71,27 +78,28 @@ def told(answer: calling.Answer) -> ToolReturn:
     return returned
 
 
-def tool(spec: Tool, client: Client, *, timeout: float = 60.0,
+def tool(spec: Tool, client: Client | AsyncClient, *, timeout: float = 60.0,
          deferred: bool = False) -> PydanticTool[Any]:
     """One contract as a Pydantic AI tool, named as the contract with `.` replaced by `_`, its
     parameters the contract's JSON schema (the console validates the arguments: a
     `schema_invalid` refusal tells the model where it went wrong)."""
 
-    def call(ctx: RunContext[Any], **arguments: Any) -> ToolReturn:
+    async def call(ctx: RunContext[Any], **arguments: Any) -> ToolReturn:
         call_id = ctx.tool_call_id
         if call_id is None:
             raise ValueError(f"{spec.name}: called without a tool-call id, which is the "
                              "proposal's call_id")
         if not deferred:
-            return told(calling.call(client, spec.name, arguments, call_id, timeout=timeout))
-        begun = calling.begin(client, spec.name, arguments, call_id)
+            return told(await calling.acall(client, spec.name, arguments, call_id,
+                                            timeout=timeout))
+        begun = await calling.abegin(client, spec.name, arguments, call_id)
         if isinstance(begun, calling.Answer):
             return told(begun)
         if not decided(begun):
             raise CallDeferred({METADATA_KEY: {
                 "operation": spec.name, "proposal_id": begun["id"],
                 "approval_url": calling.approval_url(client, begun)}})
-        return told(calling.answer(client, begun, timeout=timeout))
+        return told(await calling.aanswer(client, begun, timeout=timeout))
 
     return PydanticTool.from_schema(call, name=calling.tool_name(spec),
                                     description=spec.description,
@@ -108,6 +116,14 @@ def toolset(client: Client, *, timeout: float = 60.0, operations: Iterable[str] 
                             for spec in specs(client, operations)])
 
 
+async def atoolset(client: Client | AsyncClient, *, timeout: float = 60.0,
+                   operations: Iterable[str] | None = None,
+                   deferred: bool = False) -> FunctionToolset[Any]:
+    """`toolset` of an `AsyncClient` (whose contracts are awaited) or a `Client`."""
+    return FunctionToolset([tool(spec, client, timeout=timeout, deferred=deferred)
+                            for spec in await aspecs(client, operations)])
+
+
 def results_from_console(client: Client, requests: DeferredToolRequests, *,
                          timeout: float = 60.0) -> DeferredToolResults:
     """The results of the deferred calls of this toolset whose approval a human has decided,
@@ -116,18 +132,29 @@ def results_from_console(client: Client, requests: DeferredToolRequests, *,
     `proposal_mismatch`), then waited for as an undeferred call is, within `timeout`. A call
     still pending is left out (`requests.remaining(results)` lists it); calls of other tools
     are left out too. Nothing here approves anything: only the console's decision counts."""
+    return calling.drive(client, _results(requests, timeout=timeout))
+
+
+async def aresults_from_console(client: Client | AsyncClient, requests: DeferredToolRequests,
+                                *, timeout: float = 60.0) -> DeferredToolResults:
+    """`results_from_console` for async code."""
+    return await calling.adrive(client, _results(requests, timeout=timeout))
+
+
+def _results(requests: DeferredToolRequests, *,
+             timeout: float) -> calling.Steps[DeferredToolResults]:
     results = DeferredToolResults()
     for part in requests.calls:
         ours = requests.metadata.get(part.tool_call_id, {}).get(METADATA_KEY)
         if not isinstance(ours, dict):
             continue
-        begun = calling.begin(client, str(ours["operation"]), part.args_as_dict(),
-                               part.tool_call_id)
+        begun = yield from calling.begin_steps(str(ours["operation"]), part.args_as_dict(),
+                                               part.tool_call_id)
         if isinstance(begun, calling.Answer):
             answer = begun
         elif not decided(begun):
             continue
         else:
-            answer = calling.answer(client, begun, timeout=timeout)
+            answer = yield from calling.answer_steps(begun, timeout=timeout)
         results.calls[part.tool_call_id] = result(answer)
     return results

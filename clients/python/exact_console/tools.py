@@ -11,9 +11,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from exact_console.client import Client
+from exact_console._blocking import in_thread
+from exact_console.client import AsyncClient, Client
 
-__all__ = ["Tool", "tools"]
+__all__ = ["Tool", "atools", "tools"]
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,25 @@ def tools(source: Client | Mapping[str, Any],
     """The tools of `client.contracts()`, in the console's order; only those named in
     `operations` when it is given (a name the console does not list is a `ValueError`).
     `source` may also be a contracts answer already fetched, e.g. `await
-    async_client.contracts()`."""
-    answer = source.contracts() if isinstance(source, Client) else source
+    async_client.contracts()`; or `await atools(async_client)`."""
+    if isinstance(source, AsyncClient):
+        raise TypeError("an AsyncClient's contracts are awaited: `await atools(client)` (or "
+                        "`await exact_console.<adapter>.atools(client)` for an adapter's tools)")
+    return _of(source.contracts() if isinstance(source, Client) else source, operations)
+
+
+async def atools(source: Client | AsyncClient | Mapping[str, Any],
+                 operations: Iterable[str] | None = None) -> list[Tool]:
+    """`tools` for async code: an `AsyncClient`'s contracts awaited (a `Client`'s read on a
+    thread of its own)."""
+    if isinstance(source, AsyncClient):
+        return _of(await source.contracts(), operations)
+    if isinstance(source, Client):
+        return _of(await in_thread(source.contracts), operations)
+    return _of(source, operations)
+
+
+def _of(answer: Mapping[str, Any], operations: Iterable[str] | None) -> list[Tool]:
     found = [tool(contract) for contract in answer["results"]]
     if operations is None:
         return found
