@@ -12,6 +12,7 @@ Answers are the API's JSON objects as dicts. A refusal raises `Denied` (`.code`,
 `.message`, `.details`); a wait past its timeout raises `Timeout`. No Django, only httpx.
 """
 
+from exact_console import shapes
 from exact_console._calls import SETTLED_STATES
 from exact_console._retry import Retry
 from exact_console._version import __version__
@@ -31,5 +32,6 @@ __all__ = [
     "TransportError",
     "__version__",
     "atools",
+    "shapes",
     "tools",
 ]

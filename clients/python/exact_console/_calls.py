@@ -5,14 +5,28 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 from urllib.parse import quote, urlencode
 
 import httpx
 
 from exact_console._version import __version__
 from exact_console.errors import Denied, TransportError
+from exact_console.shapes import (
+    AuditPage,
+    ContractsPage,
+    Decision,
+    Dispatched,
+    GrantsPage,
+    Operation,
+    Proposal,
+    Resource,
+)
+
+#: The shape of a call's answer (`exact_console.shapes`): a type only, never checked.
+A = TypeVar("A")
 
 #: Operation states after which nothing more happens without a human.
 SETTLED_STATES = frozenset({"completed", "failed_no_effect", "unknown", "reconciled_completed",
@@ -26,7 +40,7 @@ POLL_MAX = 2.0
 
 
 @dataclass(frozen=True)
-class Call:
+class Call(Generic[A]):
     """One request. `retry` says whether sending it again is safe whatever became of the first
     try: a read, or a proposal whose `call_id` makes the console answer the first one again
     (`exact_console._retry` decides when)."""
@@ -63,32 +77,33 @@ def _reason(reason: str | None) -> dict[str, Any]:
     return {} if reason is None else {"reason": reason}
 
 
-def _get(path: str) -> Call:
+def _get(path: str) -> Call[Any]:
     return Call("GET", path, retry=True)
 
 
 # --- one builder per row of the API's table of calls ---------------------------------------------
 
-def contracts() -> Call:
+def contracts() -> Call[ContractsPage]:
     return _get("contracts/")
 
 
-def create_resource(kind: str, payload: dict[str, Any]) -> Call:
+def create_resource(kind: str, payload: dict[str, Any]) -> Call[Resource]:
     return Call("POST", "resources/", {"kind": kind, "payload": payload})
 
 
-def resource(resource_id: str) -> Call:
+def resource(resource_id: str) -> Call[Resource]:
     return _get(f"resources/{_id(resource_id)}/")
 
 
-def revise(resource_id: str, base_revision: int, payload: dict[str, Any]) -> Call:
+def revise(resource_id: str, base_revision: int,
+           payload: dict[str, Any]) -> Call[Resource]:
     return Call("POST", f"resources/{_id(resource_id)}/revisions/",
                 {"base_revision": base_revision, "payload": payload})
 
 
 def propose(operation: str, arguments: dict[str, Any], *, call_id: str | None,
             execution_id: str | None, dispatch_on_approval: bool | None,
-            approval_expires_in: int | None) -> Call:
+            approval_expires_in: int | None) -> Call[Proposal]:
     body: dict[str, Any] = {"operation": operation, "arguments": arguments}
     if execution_id is not None:
         body["execution_id"] = execution_id
@@ -101,52 +116,54 @@ def propose(operation: str, arguments: dict[str, Any], *, call_id: str | None,
     return Call("POST", "proposals/", body, retry=call_id is not None)
 
 
-def proposal(proposal_id: str) -> Call:
+def proposal(proposal_id: str) -> Call[Proposal]:
     return _get(f"proposals/{_id(proposal_id)}/")
 
 
-def dispatch(proposal_id: str, permit: str | None) -> Call:
+def dispatch(proposal_id: str, permit: str | None) -> Call[Dispatched]:
     body = {} if permit is None else {"permit": permit}
     return Call("POST", f"proposals/{_id(proposal_id)}/dispatch/", body)
 
 
-def cancel_proposal(proposal_id: str, reason: str | None) -> Call:
+def cancel_proposal(proposal_id: str, reason: str | None) -> Call[Proposal]:
     return Call("POST", f"proposals/{_id(proposal_id)}/cancel/", _reason(reason))
 
 
-def decide(approval_id: str, decision: str, digest: str, reason: str | None) -> Call:
+def decide(approval_id: str, decision: str, digest: str,
+           reason: str | None) -> Call[Decision]:
     body = {"decision": decision, "digest": digest, **_reason(reason)}
     return Call("POST", f"approvals/{_id(approval_id)}/decision/", body)
 
 
-def operation(operation_id: str) -> Call:
+def operation(operation_id: str) -> Call[Operation]:
     return _get(f"operations/{_id(operation_id)}/")
 
 
-def resolve(operation_id: str, outcome: str, evidence: str) -> Call:
+def resolve(operation_id: str, outcome: str, evidence: str) -> Call[Operation]:
     return Call("POST", f"operations/{_id(operation_id)}/resolve/",
                 {"outcome": outcome, "evidence": evidence})
 
 
-def cancel_operation(operation_id: str, reason: str | None) -> Call:
+def cancel_operation(operation_id: str, reason: str | None) -> Call[Operation]:
     return Call("POST", f"operations/{_id(operation_id)}/cancel/", _reason(reason))
 
 
-def reauthorize(operation_id: str, reason: str | None) -> Call:
+def reauthorize(operation_id: str, reason: str | None) -> Call[dict[str, Any]]:
     return Call("POST", f"operations/{_id(operation_id)}/reauthorize/", _reason(reason))
 
 
-def decide_renewal(renewal_id: str, decision: str, digest: str, reason: str | None) -> Call:
+def decide_renewal(renewal_id: str, decision: str, digest: str,
+                   reason: str | None) -> Call[dict[str, Any]]:
     body = {"decision": decision, "digest": digest, **_reason(reason)}
     return Call("POST", f"renewals/{_id(renewal_id)}/decision/", body)
 
 
-def grants(cursor: str | None, page_size: int | None) -> Call:
+def grants(cursor: str | None, page_size: int | None) -> Call[GrantsPage]:
     return _get("grants/" + _query(cursor=cursor, page_size=page_size))
 
 
 def delegate(grant_id: str, subject: str, operations: list[str], scope: dict[str, Any],
-             expires_at: str | None) -> Call:
+             expires_at: str | None) -> Call[dict[str, Any]]:
     body: dict[str, Any] = {"subject": subject, "operations": operations, "scope": scope}
     if expires_at is not None:
         body["expires_at"] = expires_at
@@ -154,12 +171,12 @@ def delegate(grant_id: str, subject: str, operations: list[str], scope: dict[str
 
 
 def audit(operation: str | None, proposal: str | None, kind: str | None, cursor: str | None,
-          page_size: int | None) -> Call:
+          page_size: int | None) -> Call[AuditPage]:
     return _get("audit/" + _query(operation=operation, proposal=proposal, kind=kind,
                                   cursor=cursor, page_size=page_size))
 
 
-def next_page(root: str, page: dict[str, Any]) -> Call | None:
+def next_page(root: str, page: Mapping[str, Any]) -> Call[dict[str, Any]] | None:
     """The call for the page after `page`, or None at the end. The link must be under the
     client's own API root: the bearer token is never sent anywhere else."""
     link = page.get("next")
@@ -193,13 +210,13 @@ def answer(response: httpx.Response) -> dict[str, Any]:
                          f"{response.status_code}, and the answer is not the API's error body")
 
 
-def decided(proposal: dict[str, Any]) -> bool:
+def decided(proposal: Mapping[str, Any]) -> bool:
     """Whether a proposal no longer waits for a human: no approval needed, or it was decided."""
     approval = proposal.get("approval")
     return not (isinstance(approval, dict) and approval.get("state") == "pending")
 
 
-def settled(operation: dict[str, Any]) -> bool:
+def settled(operation: Mapping[str, Any]) -> bool:
     return operation.get("state") in SETTLED_STATES
 
 

@@ -105,7 +105,7 @@ def _rate_limited(response: httpx.Response) -> bool | None:
     return isinstance(details, dict) and details.get("reason") == "rate limit"
 
 
-def failure(call: Call, outcome: httpx.Response | httpx.TransportError, *,
+def failure(call: Call[Any], outcome: httpx.Response | httpx.TransportError, *,
             now: datetime) -> Failure | None:
     """The `Failure` of a try that may be made again, or None when `outcome` is final."""
     if isinstance(outcome, httpx.TransportError):
@@ -135,7 +135,7 @@ class Attempts:
     """The tries of one call. After each, `pause(outcome)` is how long to sleep before the next
     one, or None when `outcome` is the last; `result(outcome)` then answers it or raises."""
 
-    def __init__(self, call: Call, policy: Retry, *, deadline: float | None = None) -> None:
+    def __init__(self, call: Call[Any], policy: Retry, *, deadline: float | None = None) -> None:
         self.call = call
         self.policy = policy
         self.deadline = deadline

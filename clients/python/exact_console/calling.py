@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -161,7 +161,7 @@ def begin_steps(operation: str, arguments: dict[str, Any],
     return proposal
 
 
-def settle_steps(proposal: dict[str, Any], *, timeout: float) -> Steps[dict[str, Any]]:
+def settle_steps(proposal: Mapping[str, Any], *, timeout: float) -> Steps[dict[str, Any]]:
     deadline = time.monotonic() + timeout
     if not decided(proposal):
         proposal = yield Ask("wait_for_decision", (proposal["id"],),
@@ -185,7 +185,7 @@ def settle_steps(proposal: dict[str, Any], *, timeout: float) -> Steps[dict[str,
     return operation
 
 
-def answer_steps(proposal: dict[str, Any], *, timeout: float) -> Steps[Answer]:
+def answer_steps(proposal: Mapping[str, Any], *, timeout: float) -> Steps[Answer]:
     try:
         return answered((yield from settle_steps(proposal, timeout=timeout)))
     except Denied as refusal:
@@ -230,19 +230,19 @@ async def abegin(client: AnyClient, operation: str, arguments: dict[str, Any],
     return await adrive(client, begin_steps(operation, arguments, call_id))
 
 
-def settle(client: Client, proposal: dict[str, Any], *, timeout: float) -> dict[str, Any]:
+def settle(client: Client, proposal: Mapping[str, Any], *, timeout: float) -> dict[str, Any]:
     """The settled operation of a proposal: decided, dispatched and waited for, all within
     `timeout`. Raises `Denied` for a refusal, `Timeout` past the timeout and `TransportError`
     for a console that could not be reached."""
     return drive(client, settle_steps(proposal, timeout=timeout))
 
 
-def answer(client: Client, proposal: dict[str, Any], *, timeout: float) -> Answer:
+def answer(client: Client, proposal: Mapping[str, Any], *, timeout: float) -> Answer:
     """`settle`, told as an `Answer`."""
     return drive(client, answer_steps(proposal, timeout=timeout))
 
 
-async def aanswer(client: AnyClient, proposal: dict[str, Any], *, timeout: float) -> Answer:
+async def aanswer(client: AnyClient, proposal: Mapping[str, Any], *, timeout: float) -> Answer:
     return await adrive(client, answer_steps(proposal, timeout=timeout))
 
 
@@ -277,7 +277,7 @@ def unreachable(failure: TransportError) -> Answer:
     return Answer(f"{UNREACHABLE}: {failure}", UNREACHABLE, {})
 
 
-def approval_url(client: AnyClient, proposal: dict[str, Any]) -> str | None:
+def approval_url(client: AnyClient, proposal: Mapping[str, Any]) -> str | None:
     """The console's page where a human decides the proposal's approval, if it has one."""
     approval = proposal.get("approval")
     if not isinstance(approval, dict) or not approval.get("id"):

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar, cast
 
 import httpx
 
-from exact_console import _calls
+from exact_console import _calls, shapes
 from exact_console._calls import Call, Schedule, decided, settled
 from exact_console._retry import Attempts, OutOfTime, Retry
 from exact_console.errors import Error, Timeout
@@ -26,6 +26,8 @@ from exact_console.errors import Error, Timeout
 __all__ = ["AsyncClient", "Client"]
 
 JSON = dict[str, Any]
+#: The shape of a call's answer (`exact_console.shapes`).
+A = TypeVar("A")
 #: How a wait's `Timeout` is made from the last answer read and the last failure, if any.
 Expired = Callable[[JSON, Error | None], Timeout]
 
@@ -91,48 +93,48 @@ class Client:
 
     # --- calls ------------------------------------------------------------------------------
 
-    def contracts(self) -> JSON:
+    def contracts(self) -> shapes.ContractsPage:
         """`{"results": [contract, ...]}`: the contracts this principal can see."""
         return self._send(_calls.contracts())
 
     def propose(self, operation: str, arguments: JSON, *, call_id: str | None = None,
                 execution_id: str | None = None, dispatch_on_approval: bool | None = None,
-                approval_expires_in: int | None = None) -> JSON:
+                approval_expires_in: int | None = None) -> shapes.Proposal:
         """The new proposal (or, for a `call_id` already used, the first one)."""
         return self._send(_calls.propose(
             operation, arguments, call_id=call_id, execution_id=execution_id,
             dispatch_on_approval=dispatch_on_approval, approval_expires_in=approval_expires_in))
 
-    def proposal(self, proposal_id: str) -> JSON:
+    def proposal(self, proposal_id: str) -> shapes.Proposal:
         return self._send(_calls.proposal(proposal_id))
 
-    def dispatch(self, proposal_id: str, *, permit: str | None = None) -> JSON:
+    def dispatch(self, proposal_id: str, *, permit: str | None = None) -> shapes.Dispatched:
         """`{"operation_id", "state"}`: the claim is decided; the handler runs on a worker."""
         return self._send(_calls.dispatch(proposal_id, permit))
 
-    def operation(self, operation_id: str) -> JSON:
+    def operation(self, operation_id: str) -> shapes.Operation:
         return self._send(_calls.operation(operation_id))
 
-    def cancel_proposal(self, proposal_id: str, *, reason: str | None = None) -> JSON:
+    def cancel_proposal(self, proposal_id: str, *, reason: str | None = None) -> shapes.Proposal:
         return self._send(_calls.cancel_proposal(proposal_id, reason))
 
-    def cancel_operation(self, operation_id: str, *, reason: str | None = None) -> JSON:
+    def cancel_operation(self, operation_id: str, *, reason: str | None = None) -> shapes.Operation:
         return self._send(_calls.cancel_operation(operation_id, reason))
 
     def reauthorize(self, operation_id: str, *, reason: str | None = None) -> JSON:
         return self._send(_calls.reauthorize(operation_id, reason))
 
-    def create_resource(self, kind: str, payload: JSON) -> JSON:
+    def create_resource(self, kind: str, payload: JSON) -> shapes.Resource:
         return self._send(_calls.create_resource(kind, payload))
 
-    def resource(self, resource_id: str) -> JSON:
+    def resource(self, resource_id: str) -> shapes.Resource:
         return self._send(_calls.resource(resource_id))
 
-    def revise(self, resource_id: str, *, base_revision: int, payload: JSON) -> JSON:
+    def revise(self, resource_id: str, *, base_revision: int, payload: JSON) -> shapes.Resource:
         return self._send(_calls.revise(resource_id, base_revision, payload))
 
     def decide(self, approval_id: str, *, decision: str, digest: str,
-               reason: str | None = None) -> JSON:
+               reason: str | None = None) -> shapes.Decision:
         """A human's decision (`grant` or `deny`) on the exact `digest` they were shown."""
         return self._send(_calls.decide(approval_id, decision, digest, reason))
 
@@ -140,11 +142,12 @@ class Client:
                        reason: str | None = None) -> JSON:
         return self._send(_calls.decide_renewal(renewal_id, decision, digest, reason))
 
-    def resolve(self, operation_id: str, *, outcome: str, evidence: str) -> JSON:
+    def resolve(self, operation_id: str, *, outcome: str, evidence: str) -> shapes.Operation:
         """An admin settles an `unknown` operation (`completed` or `no_effect`)."""
         return self._send(_calls.resolve(operation_id, outcome, evidence))
 
-    def grants(self, *, cursor: str | None = None, page_size: int | None = None) -> JSON:
+    def grants(self, *, cursor: str | None = None,
+               page_size: int | None = None) -> shapes.GrantsPage:
         return self._send(_calls.grants(cursor, page_size))
 
     def delegate(self, grant_id: str, *, subject: str, operations: list[str], scope: JSON,
@@ -153,18 +156,18 @@ class Client:
 
     def audit(self, *, operation: str | None = None, proposal: str | None = None,
               kind: str | None = None, cursor: str | None = None,
-              page_size: int | None = None) -> JSON:
+              page_size: int | None = None) -> shapes.AuditPage:
         """A page of the tenant's audit, newest first (admins only)."""
         return self._send(_calls.audit(operation, proposal, kind, cursor, page_size))
 
-    def next_page(self, page: JSON) -> JSON | None:
+    def next_page(self, page: Mapping[str, Any]) -> JSON | None:
         """The page after `page` (of `grants` or `audit`), or None after the last."""
         call = _calls.next_page(self.root, page)
         return None if call is None else self._send(call)
 
     # --- waits ------------------------------------------------------------------------------
 
-    def wait_for_decision(self, proposal_id: str, *, timeout: float) -> JSON:
+    def wait_for_decision(self, proposal_id: str, *, timeout: float) -> shapes.Proposal:
         """The proposal once no human is still to decide it (granted, denied, expired or
         revoked, or no approval needed); `Timeout` (code `approval_pending`) after `timeout`
         seconds. A denial is an answer here, not an exception: dispatching it is refused.
@@ -174,7 +177,7 @@ class Client:
                           lambda last, error: _decision_timeout(proposal_id, timeout, last,
                                                                 error))
 
-    def wait_for_outcome(self, operation_id: str, *, timeout: float) -> JSON:
+    def wait_for_outcome(self, operation_id: str, *, timeout: float) -> shapes.Operation:
         """The operation once it has settled (`completed`, `failed_no_effect`, `unknown` or
         reconciled); `Timeout` (code: its state) after `timeout` seconds, reads retried as
         `wait_for_decision`'s are."""
@@ -182,17 +185,18 @@ class Client:
                           lambda last, error: _outcome_timeout(operation_id, timeout, last,
                                                                error))
 
-    def _wait(self, read: Call, done: Callable[[JSON], bool], timeout: float,
-              expired: Expired) -> JSON:
+    def _wait(self, read: Call[A], done: Callable[[A], bool], timeout: float,
+              expired: Expired) -> A:
         schedule = Schedule(timeout)
         last: JSON = {}
         while True:
             try:
-                last = self._send(read, deadline=schedule.deadline)
+                current = self._send(read, deadline=schedule.deadline)
             except OutOfTime as out:
                 raise expired(last, out.error) from out.error
-            if done(last):
-                return last
+            if done(current):
+                return current
+            last = dict(cast(JSON, current))
             pause = schedule.pause()
             if pause is None:
                 raise expired(last, None)
@@ -200,7 +204,7 @@ class Client:
 
     # --- transport --------------------------------------------------------------------------
 
-    def _send(self, call: Call, *, deadline: float | None = None) -> JSON:
+    def _send(self, call: Call[A], *, deadline: float | None = None) -> A:
         attempts = Attempts(call, self.retry, deadline=deadline)
         while True:
             outcome: httpx.Response | httpx.TransportError
@@ -210,7 +214,7 @@ class Client:
                 outcome = error
             pause = attempts.pause(outcome)
             if pause is None:
-                return attempts.result(outcome)
+                return cast(A, attempts.result(outcome))  # the call's documented shape
             time.sleep(pause)
 
 
@@ -241,56 +245,60 @@ class AsyncClient:
 
     # --- calls ------------------------------------------------------------------------------
 
-    async def contracts(self) -> JSON:
+    async def contracts(self) -> shapes.ContractsPage:
         return await self._send(_calls.contracts())
 
     async def propose(self, operation: str, arguments: JSON, *, call_id: str | None = None,
                       execution_id: str | None = None,
                       dispatch_on_approval: bool | None = None,
-                      approval_expires_in: int | None = None) -> JSON:
+                      approval_expires_in: int | None = None) -> shapes.Proposal:
         return await self._send(_calls.propose(
             operation, arguments, call_id=call_id, execution_id=execution_id,
             dispatch_on_approval=dispatch_on_approval, approval_expires_in=approval_expires_in))
 
-    async def proposal(self, proposal_id: str) -> JSON:
+    async def proposal(self, proposal_id: str) -> shapes.Proposal:
         return await self._send(_calls.proposal(proposal_id))
 
-    async def dispatch(self, proposal_id: str, *, permit: str | None = None) -> JSON:
+    async def dispatch(self, proposal_id: str, *, permit: str | None = None) -> shapes.Dispatched:
         return await self._send(_calls.dispatch(proposal_id, permit))
 
-    async def operation(self, operation_id: str) -> JSON:
+    async def operation(self, operation_id: str) -> shapes.Operation:
         return await self._send(_calls.operation(operation_id))
 
-    async def cancel_proposal(self, proposal_id: str, *, reason: str | None = None) -> JSON:
+    async def cancel_proposal(self, proposal_id: str,
+                              *, reason: str | None = None) -> shapes.Proposal:
         return await self._send(_calls.cancel_proposal(proposal_id, reason))
 
-    async def cancel_operation(self, operation_id: str, *, reason: str | None = None) -> JSON:
+    async def cancel_operation(self, operation_id: str,
+                               *, reason: str | None = None) -> shapes.Operation:
         return await self._send(_calls.cancel_operation(operation_id, reason))
 
     async def reauthorize(self, operation_id: str, *, reason: str | None = None) -> JSON:
         return await self._send(_calls.reauthorize(operation_id, reason))
 
-    async def create_resource(self, kind: str, payload: JSON) -> JSON:
+    async def create_resource(self, kind: str, payload: JSON) -> shapes.Resource:
         return await self._send(_calls.create_resource(kind, payload))
 
-    async def resource(self, resource_id: str) -> JSON:
+    async def resource(self, resource_id: str) -> shapes.Resource:
         return await self._send(_calls.resource(resource_id))
 
-    async def revise(self, resource_id: str, *, base_revision: int, payload: JSON) -> JSON:
+    async def revise(self, resource_id: str,
+                     *, base_revision: int, payload: JSON) -> shapes.Resource:
         return await self._send(_calls.revise(resource_id, base_revision, payload))
 
     async def decide(self, approval_id: str, *, decision: str, digest: str,
-                     reason: str | None = None) -> JSON:
+                     reason: str | None = None) -> shapes.Decision:
         return await self._send(_calls.decide(approval_id, decision, digest, reason))
 
     async def decide_renewal(self, renewal_id: str, *, decision: str, digest: str,
                              reason: str | None = None) -> JSON:
         return await self._send(_calls.decide_renewal(renewal_id, decision, digest, reason))
 
-    async def resolve(self, operation_id: str, *, outcome: str, evidence: str) -> JSON:
+    async def resolve(self, operation_id: str, *, outcome: str, evidence: str) -> shapes.Operation:
         return await self._send(_calls.resolve(operation_id, outcome, evidence))
 
-    async def grants(self, *, cursor: str | None = None, page_size: int | None = None) -> JSON:
+    async def grants(self, *, cursor: str | None = None,
+                     page_size: int | None = None) -> shapes.GrantsPage:
         return await self._send(_calls.grants(cursor, page_size))
 
     async def delegate(self, grant_id: str, *, subject: str, operations: list[str],
@@ -300,36 +308,39 @@ class AsyncClient:
 
     async def audit(self, *, operation: str | None = None, proposal: str | None = None,
                     kind: str | None = None, cursor: str | None = None,
-                    page_size: int | None = None) -> JSON:
+                    page_size: int | None = None) -> shapes.AuditPage:
         return await self._send(_calls.audit(operation, proposal, kind, cursor, page_size))
 
-    async def next_page(self, page: JSON) -> JSON | None:
+    async def next_page(self, page: Mapping[str, Any]) -> JSON | None:
         call = _calls.next_page(self.root, page)
-        return None if call is None else await self._send(call)
+        if call is None:
+            return None
+        return await self._send(call)
 
     # --- waits ------------------------------------------------------------------------------
 
-    async def wait_for_decision(self, proposal_id: str, *, timeout: float) -> JSON:
+    async def wait_for_decision(self, proposal_id: str, *, timeout: float) -> shapes.Proposal:
         return await self._wait(_calls.proposal(proposal_id), decided, timeout,
                                 lambda last, error: _decision_timeout(proposal_id, timeout,
                                                                       last, error))
 
-    async def wait_for_outcome(self, operation_id: str, *, timeout: float) -> JSON:
+    async def wait_for_outcome(self, operation_id: str, *, timeout: float) -> shapes.Operation:
         return await self._wait(_calls.operation(operation_id), settled, timeout,
                                 lambda last, error: _outcome_timeout(operation_id, timeout,
                                                                      last, error))
 
-    async def _wait(self, read: Call, done: Callable[[JSON], bool], timeout: float,
-                    expired: Expired) -> JSON:
+    async def _wait(self, read: Call[A], done: Callable[[A], bool], timeout: float,
+                    expired: Expired) -> A:
         schedule = Schedule(timeout)
         last: JSON = {}
         while True:
             try:
-                last = await self._send(read, deadline=schedule.deadline)
+                current = await self._send(read, deadline=schedule.deadline)
             except OutOfTime as out:
                 raise expired(last, out.error) from out.error
-            if done(last):
-                return last
+            if done(current):
+                return current
+            last = dict(cast(JSON, current))
             pause = schedule.pause()
             if pause is None:
                 raise expired(last, None)
@@ -337,7 +348,7 @@ class AsyncClient:
 
     # --- transport --------------------------------------------------------------------------
 
-    async def _send(self, call: Call, *, deadline: float | None = None) -> JSON:
+    async def _send(self, call: Call[A], *, deadline: float | None = None) -> A:
         attempts = Attempts(call, self.retry, deadline=deadline)
         while True:
             outcome: httpx.Response | httpx.TransportError
@@ -347,5 +358,5 @@ class AsyncClient:
                 outcome = error
             pause = attempts.pause(outcome)
             if pause is None:
-                return attempts.result(outcome)
+                return cast(A, attempts.result(outcome))  # the call's documented shape
             await asyncio.sleep(pause)

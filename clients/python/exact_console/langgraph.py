@@ -39,7 +39,7 @@ LangChain; this one alone imports LangGraph.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from exact_console import calling
@@ -66,7 +66,7 @@ METADATA_KEY = "exact_console"
 _INTERRUPTING = threading.Lock()
 
 
-def pause(client: Client | AsyncClient, operation: str, proposal: dict[str, Any],
+def pause(client: Client | AsyncClient, operation: str, proposal: Mapping[str, Any],
           call_id: str) -> dict[str, Any]:
     """The value of the interrupt of a pending proposal: what a human needs to decide it."""
     return {METADATA_KEY: {"operation": operation, "proposal_id": proposal["id"],
@@ -99,7 +99,7 @@ class InterruptingTool(ConsoleTool):
         return self.message(await calling.aanswer(self.client, begun, timeout=self.timeout),
                             call_id)
 
-    def _interrupt(self, proposal: dict[str, Any], call_id: str) -> None:
+    def _interrupt(self, proposal: Mapping[str, Any], call_id: str) -> None:
         # Raises GraphInterrupt, unless this run of the node is a resume: then it returns the
         # resume value, which decides nothing. The console is read again, and a proposal still
         # pending interrupts again (the next interrupt of this node has no resume value yet).

@@ -125,7 +125,8 @@ def test_waits_answer_when_settled_and_time_out_otherwise() -> None:
 
     async def use(console: AsyncClient) -> list[Any]:
         decided = await console.wait_for_decision("prp_1", timeout=5)
-        return [decided, await console.wait_for_outcome(decided["operation_id"], timeout=5)]
+        return [decided, await console.wait_for_outcome(str(decided["operation_id"]),
+                                                        timeout=5)]
 
     assert run(script, use) == [granted, done]
 

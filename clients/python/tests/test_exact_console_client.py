@@ -82,7 +82,7 @@ def test_calls_go_under_the_api_root_with_the_bearer_token(
 ) -> None:
     fail(script, ok({"results": []}), ok({"id": "prp_1"}, 201))
     assert client.contracts() == {"results": []}
-    assert client.propose("crm.lookup", {"customer_id": "cus-001"}) == {"id": "prp_1"}
+    assert dict(client.propose("crm.lookup", {"customer_id": "cus-001"})) == {"id": "prp_1"}
     assert script.sent == [("GET", "/api/v1/contracts/"), ("POST", "/api/v1/proposals/")]
     first = script.requests[0]
     assert first.headers["Authorization"] == "Bearer eac_secret"
@@ -208,7 +208,7 @@ def test_a_read_is_retried_after_transport_failures_a_bounded_number_of_times(
     client: Client, script: Script,
 ) -> None:
     fail(script, connect_error(), httpx.ReadTimeout("slow"), ok({"id": "op_1"}))
-    assert client.operation("op_1") == {"id": "op_1"}
+    assert dict(client.operation("op_1")) == {"id": "op_1"}
     assert script.sent == [("GET", "/api/v1/operations/op_1/")] * 3
 
     fail(script, connect_error(), connect_error(), connect_error(), ok({"id": "op_1"}))
@@ -233,7 +233,7 @@ def test_a_proposal_with_a_call_id_is_retried_and_the_same_call_id_is_sent(
     client: Client, script: Script,
 ) -> None:
     fail(script, httpx.ReadTimeout("response lost"), ok({"id": "prp_1"}))
-    assert client.propose("crm.lookup", {"customer_id": "c"}, call_id="call-7") == {
+    assert dict(client.propose("crm.lookup", {"customer_id": "c"}, call_id="call-7")) == {
         "id": "prp_1"}
     assert script.sent == [("POST", "/api/v1/proposals/")] * 2
     assert script.body(0) == script.body(1)
@@ -255,6 +255,19 @@ def test_a_call_that_is_not_idempotent_is_never_sent_twice(
     with pytest.raises(TransportError, match="tried once"):
         call(client)
     assert len(script.requests) == 1
+
+
+@pytest.mark.parametrize("call", [
+    lambda c: c.dispatch("prp_1"),
+    lambda c: c.decide("apr_1", decision="grant", digest="sha256:ab"),
+])
+def test_a_call_that_never_left_is_sent_again_whatever_it_is(
+    client: Client, script: Script, call: Callable[[Client], Any],
+) -> None:
+    # A connection that could not be made sent nothing: no effect can have happened.
+    fail(script, connect_error(), httpx.ConnectTimeout("no route"), ok({"n": 1}))
+    assert call(client) == {"n": 1}
+    assert len(script.requests) == 3
 
 
 class _Console(BaseHTTPRequestHandler):
@@ -378,9 +391,9 @@ def test_wait_polls_with_a_growing_interval_capped_at_two_seconds(
 
 
 def test_wait_for_outcome_answers_the_settled_operation(client: Client, script: Script) -> None:
-    done = {"id": "op_1", "state": "completed", "result": {"ok": True}}
+    done: dict[str, Any] = {"id": "op_1", "state": "completed", "result": {"ok": True}}
     fail(script, ok({"id": "op_1", "state": "claimed"}), ok(done))
-    assert client.wait_for_outcome("op_1", timeout=5) == done
+    assert dict(client.wait_for_outcome("op_1", timeout=5)) == done
     for state in sorted(exact_console.SETTLED_STATES):
         fail(script, ok({"id": "op_1", "state": state}))
         assert client.wait_for_outcome("op_1", timeout=0)["state"] == state

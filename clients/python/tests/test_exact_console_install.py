@@ -22,7 +22,7 @@ ADAPTERS = {"langchain": "langchain_core", "langgraph": "langgraph",
             "openai_agents": "agents", "pydantic_ai": "pydantic_ai", "permits": "jwt rfc8785"}
 #: The package's modules that are not adapters: they need nothing but httpx.
 CORE = {"__init__", "calling", "_blocking", "_calls", "_extras", "_retry", "_version", "client",
-        "errors", "tools"}
+        "errors", "shapes", "tools"}
 CHECK = f"""
 import importlib, importlib.util, pathlib, sys
 import exact_console

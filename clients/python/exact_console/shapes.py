@@ -1,0 +1,134 @@
+"""The shapes of the API's answers (docs/rest-api.md, "Calls" and "A proposal"), as the
+`TypedDict`s the client's methods are annotated with. They type the answers for a checker and
+an editor; at run time an answer is still the plain `dict` of the JSON the console sent, keys
+these do not name included, and nothing here validates it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict
+
+__all__ = ["ApprovalRef", "ApprovalState", "Attempt", "AuditEvent", "AuditPage", "Contract",
+           "ContractsPage", "Decision", "DecisionApproval", "Dispatched", "GrantsPage",
+           "Operation", "Proposal", "Resource"]
+
+#: An approval's states (docs/rest-api.md#states).
+ApprovalState = Literal["pending", "granted", "denied", "expired", "revoked"]
+
+
+class Contract(TypedDict):
+    """One contract of `GET contracts/`: `approval` is None when it runs without one."""
+
+    name: str
+    version: int
+    fingerprint: str
+    input_schema: dict[str, Any]
+    effects: list[str]
+    approval: dict[str, Any] | None
+    idempotency: str
+
+
+class ContractsPage(TypedDict):
+    results: list[Contract]
+
+
+class Resource(TypedDict):
+    """A resource at one revision (`POST resources/`, `GET resources/{id}/`)."""
+
+    id: str
+    kind: str
+    revision: int
+    digest: str
+    state: str
+    payload: dict[str, Any]
+
+
+class ApprovalRef(TypedDict):
+    """A proposal's approval."""
+
+    id: str
+    state: ApprovalState
+    role: str
+    expires_at: str
+    permit_id: str | None
+
+
+class Proposal(TypedDict):
+    """A proposal: `canonical` is the snapshot's text, exactly what `digest` hashes;
+    `approval` is None when the contract needs none; `operation_id` and `operation_state` are
+    None until it is dispatched."""
+
+    id: str
+    operation: str
+    digest: str
+    canonical: str
+    contract_fingerprint: str
+    execution_id: str | None
+    approval: ApprovalRef | None
+    operation_id: str | None
+    operation_state: str | None
+
+
+class Dispatched(TypedDict):
+    """`POST proposals/{id}/dispatch/`: the claim is decided, the handler runs on a worker."""
+
+    operation_id: str
+    state: str
+
+
+class DecisionApproval(TypedDict):
+    id: str
+    state: ApprovalState
+
+
+class Decision(TypedDict):
+    """`POST approvals/{id}/decision/`."""
+
+    approval: DecisionApproval
+    permit_id: str | None
+
+
+class Attempt(TypedDict):
+    number: int
+    started_at: str | None
+    ended_at: str | None
+    outcome: str | None
+    error: str | None
+
+
+class Operation(TypedDict):
+    """An operation: its `state` (`exact_console.SETTLED_STATES` once it has settled), its
+    attempts, and the handler's `result`."""
+
+    id: str
+    proposal_id: str
+    state: str
+    attempts: list[Attempt]
+    result: Any
+
+
+class AuditEvent(TypedDict):
+    id: str
+    at: str
+    kind: str
+    actor: str | None
+    operation_id: str | None
+    proposal_id: str | None
+    digest: str | None
+    details: dict[str, Any]
+
+
+class AuditPage(TypedDict, total=False):
+    """`GET audit/`, newest first; `next` links the following page (`next_page`)."""
+
+    results: list[AuditEvent]
+    next: str | None
+    previous: str | None
+
+
+class GrantsPage(TypedDict, total=False):
+    """`GET grants/`: the caller's grants; `next` links the following page (`next_page`)."""
+
+    results: list[dict[str, Any]]
+    next: str | None
+    previous: str | None
