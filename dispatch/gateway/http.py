@@ -1,6 +1,10 @@
 """The MCP gateway over streamable HTTP at `/mcp/` (docs/mcp.md#http): the SDK's Starlette app for
 the gateway server, behind a gate that refuses a request without a live agent token.
 
+`GET /healthz` answers 200 `{"status": "ok"}` while the process serves, before the gate and
+anything of MCP, touching nothing (no token, no database), as the web app's `/healthz` does
+(config/health.py): the liveness probe of an orchestrator or of compose's healthcheck.
+
 The gate answers 401 with `WWW-Authenticate: Bearer` and a JSON-RPC error body (which the
 official client surfaces as such) before anything of MCP is parsed; each request that passes is
 authenticated again by the server from the same header, so no request is served as anyone but
@@ -25,6 +29,8 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 PATH = "/mcp/"
+HEALTH = "/healthz"
+HEALTHY = json.dumps({"status": "ok"}).encode()
 UNAUTHORIZED = json.dumps({"jsonrpc": "2.0", "id": None, "error": {
     "code": -32001, "message": "Unauthorized: send 'Authorization: Bearer <agent token>'"}},
 ).encode()
@@ -37,6 +43,9 @@ class BearerGate:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == HEALTH:
+            await _healthz(scope, send)
+            return
         if scope["type"] == "http":
             if scope["path"] == PATH.rstrip("/"):  # `/mcp` is `/mcp/`, without a redirect
                 scope = {**scope, "path": PATH, "raw_path": PATH.encode()}
@@ -61,6 +70,17 @@ async def _respond(send: Send, status: int, body: bytes,
         (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
         *headers]})
     await send({"type": "http.response.body", "body": body})
+
+
+async def _healthz(scope: Scope, send: Send) -> None:
+    method = scope.get("method", "GET")
+    if method not in ("GET", "HEAD"):
+        await _respond(send, 405, b"", [(b"allow", b"GET, HEAD")])
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(HEALTHY)).encode()),
+        (b"cache-control", b"no-store")]})
+    await send({"type": "http.response.body", "body": b"" if method == "HEAD" else HEALTHY})
 
 
 def gateway_app(*, host: str = "127.0.0.1", wait_seconds: float | None = None) -> ASGIApp:
