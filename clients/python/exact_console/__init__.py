@@ -8,8 +8,10 @@
         dispatched = console.dispatch(proposal["id"])
         operation = console.wait_for_outcome(dispatched["operation_id"], timeout=60)
 
-Answers are the API's JSON objects as dicts. A refusal raises `Denied` (`.code`, `.status`,
-`.message`, `.details`); a wait past its timeout raises `Timeout`. No Django, only httpx.
+Answers are the API's JSON objects as dicts, typed by `exact_console.shapes`. A refusal raises
+`Denied` (`.code`, `.status`, `.message`, `.details`); a wait past its timeout raises `Timeout`;
+a console away for a moment (a deploy, a proxy's 503) is retried as `Retry` says. No Django,
+only httpx.
 """
 
 from exact_console import shapes

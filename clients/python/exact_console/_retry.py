@@ -61,6 +61,12 @@ class Retry:
     jitter: float = 0.5
     longest_asked: float = 30.0
 
+    def __post_init__(self) -> None:
+        if self.attempts < 0 or min(self.first, self.most, self.longest_asked) < 0:
+            raise ValueError("attempts and seconds are >= 0")
+        if not 0.0 <= self.jitter <= 1.0:
+            raise ValueError(f"jitter is a share in [0, 1], not {self.jitter}")
+
     def backoff(self, failures: int, *, draw: float) -> float:
         """The pause after `failures` + 1 failed tries; `draw` is uniform in [0, 1)."""
         ceiling = min(self.most, self.first * 2.0 ** min(failures, 60))

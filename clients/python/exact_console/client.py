@@ -1,10 +1,12 @@
 """`Client` and `AsyncClient`: one principal's view of the console's REST API.
 
 Every method is one call of the API (or a wait made of them) and answers the call's JSON object
-as a `dict`. A refusal raises `Denied`; a wait past its timeout raises `Timeout`; a console that
-cannot be reached raises `TransportError`. Only calls that are safe to repeat are retried, and
-only after a transport failure: reads, and a proposal that carries a `call_id` (the console
-answers the first proposal again). A refusal is never retried: whether to try again is the
+as a `dict`, annotated with its shape (`exact_console.shapes`). A refusal raises `Denied`; a
+wait past its timeout raises `Timeout`; a console that cannot be reached raises
+`TransportError`. What is sent again, and when, is `exact_console._retry`'s: calls that are safe
+to repeat (reads, and a proposal that carries a `call_id`) after a lost connection or a 429,
+502, 503 or 504, any call after a connection that never opened or the API's rate limit, a
+wait's reads until its deadline. A refusal is never retried: whether to try again is the
 caller's decision, made on its code.
 """
 

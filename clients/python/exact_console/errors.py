@@ -43,7 +43,7 @@ class Timeout(Error, TimeoutError):
 
 
 class TransportError(Error):
-    """The console could not be reached (after the retries an idempotent call allows), or it
+    """The console could not be reached (after the retries `Retry` allows the call), or it
     answered something that is not the API's JSON. Whether a request that was not idempotent
     had an effect is unknown: look it up (a proposal by its `call_id`, an operation by its id)
     rather than sending it again."""

@@ -163,17 +163,20 @@ def test_a_dropped_connection_during_a_wait_is_read_again(server: Server, flavor
 def test_a_wait_through_an_outage_longer_than_its_timeout_ends_at_the_timeout(
         server: Server, flavor: str) -> None:
     server.script(ok(PENDING), proxy(503))
+    # A first pause of 3 s, were it not cut at the deadline, would end the wait after 3.2 s.
+    slow = Retry(first=3.0, most=3.0, jitter=0.0)
     started = time.monotonic()
     with pytest.raises(Timeout) as caught:
-        use(flavor, server, "wait_for_decision", "prp_1", timeout=1.0)
+        use(flavor, server, "wait_for_decision", "prp_1", timeout=1.0,
+            client_options={"retry": slow})
     took = time.monotonic() - started
-    assert 1.0 <= took < 1.6  # never sleeps past the deadline
+    assert 1.0 <= took < 2.0  # never sleeps past the deadline
     waited = caught.value
     assert waited.code == "approval_pending"
     assert waited.last == PENDING  # the last answer seen
     assert "503" in str(waited)  # and what came after it
     assert isinstance(waited.error, TransportError)
-    assert len(server.seen) >= 3
+    assert len(server.seen) == 3  # read, 503 at 0.2 s, 503 again at the deadline
 
 
 def test_a_retry_after_past_the_deadline_ends_the_wait_at_once(
@@ -269,6 +272,12 @@ def test_backoff_grows_is_capped_and_jittered_within_bounds() -> None:
     jittered = Retry(jitter=0.5)
     assert jittered.backoff(3, draw=0.0) == pytest.approx(0.8)
     assert jittered.backoff(3, draw=0.999) == pytest.approx(1.6, rel=0.01)
+
+
+@pytest.mark.parametrize("wrong", [{"jitter": 1.5}, {"attempts": -1}, {"first": -0.1}])
+def test_a_policy_out_of_bounds_is_refused(wrong: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match=r">= 0|jitter"):
+        Retry(**wrong)
 
 
 def test_an_http_date_retry_after_is_honoured(server: Server,
