@@ -45,6 +45,9 @@ NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout)
 #: Failures after which a request may or may not have reached the console.
 LOST = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
 
+#: Within a wait, the shortest request timeout: the look at the deadline may take this long.
+LAST_LOOK = 1.0
+
 _SECONDS = re.compile(r"\s*([0-9]{1,9})\s*")
 
 
@@ -148,6 +151,20 @@ class Attempts:
         self.tries = 0
         self.why_not: str | None = None  # why a failure that could go again did not
         self.gave_up = False
+
+    def timeout(self, default: httpx.Timeout) -> httpx.Timeout:
+        """The next try's request timeout: the client's, but within a wait no longer than the
+        time left, and no less than `LAST_LOOK` (the look taken at the deadline gets that
+        long to answer)."""
+        if self.deadline is None:
+            return default
+        left = max(self.deadline - time.monotonic(), LAST_LOOK)
+
+        def cut(part: float | None) -> float:
+            return left if part is None else min(part, left)
+
+        return httpx.Timeout(connect=cut(default.connect), read=cut(default.read),
+                             write=cut(default.write), pool=cut(default.pool))
 
     def pause(self, outcome: httpx.Response | httpx.TransportError) -> float | None:
         self.tries += 1

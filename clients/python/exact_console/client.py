@@ -211,7 +211,8 @@ class Client:
         while True:
             outcome: httpx.Response | httpx.TransportError
             try:
-                outcome = self._http.request(call.method, call.path, json=call.body)
+                outcome = self._http.request(call.method, call.path, json=call.body,
+                                             timeout=attempts.timeout(self._http.timeout))
             except httpx.TransportError as error:
                 outcome = error
             pause = attempts.pause(outcome)
@@ -355,7 +356,9 @@ class AsyncClient:
         while True:
             outcome: httpx.Response | httpx.TransportError
             try:
-                outcome = await self._http.request(call.method, call.path, json=call.body)
+                outcome = await self._http.request(
+                    call.method, call.path, json=call.body,
+                    timeout=attempts.timeout(self._http.timeout))
             except httpx.TransportError as error:
                 outcome = error
             pause = attempts.pause(outcome)

@@ -33,12 +33,14 @@ STEADY = Retry(jitter=0.0)
 @dataclass
 class Reply:
     """One scripted answer: a status, headers and a JSON body; or `drop`, which reads the
-    request and closes the connection without a word (a web process killed mid-request)."""
+    request and closes the connection without a word (a web process killed mid-request);
+    `stall` seconds of silence before it (a process stuck in a long request)."""
 
     status: int = 200
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     drop: bool = False
+    stall: float = 0.0
 
 
 class Server:
@@ -58,6 +60,8 @@ class Server:
                 self.rfile.read(length)
                 owner.seen.append((self.command, self.path, time.monotonic()))
                 reply = owner.replies.pop(0) if len(owner.replies) > 1 else owner.replies[0]
+                if reply.stall:
+                    time.sleep(reply.stall)
                 if reply.drop:
                     self.close_connection = True
                     return
@@ -190,6 +194,18 @@ def test_a_retry_after_past_the_deadline_ends_the_wait_at_once(
     assert caught.value.last == {}
     assert "Retry-After" in str(caught.value)
     assert len(server.seen) == 1
+
+
+def test_a_read_that_hangs_is_cut_at_the_waits_deadline(server: Server, flavor: str) -> None:
+    # The client's own request timeout is 10 s; a wait of 0.5 s gives its last read at most
+    # one second more.
+    server.script(ok(PENDING), Reply(stall=5.0, body=GRANTED))
+    started = time.monotonic()
+    with pytest.raises(Timeout) as caught:
+        use(flavor, server, "wait_for_decision", "prp_1", timeout=0.5)
+    assert time.monotonic() - started < 2.5
+    assert caught.value.last == PENDING
+    assert "ReadTimeout" in str(caught.value)
 
 
 def test_a_wait_for_outcome_survives_a_restart(server: Server, flavor: str) -> None:
