@@ -1,5 +1,6 @@
 """When a call is sent again, shared by `Client` and `AsyncClient` as `_calls` shares the calls:
-values and decisions only; the clients sleep and send.
+the policy and its decisions (`failure` is pure; `Attempts` reads the clock and draws the
+jitter); the clients send and sleep.
 
 What may go again (clients/python/README.md, "Retries"):
 
@@ -202,7 +203,8 @@ class Attempts:
         where = f"{self.call.method} {self.call.path}"
         try:
             if isinstance(outcome, httpx.TransportError):
-                seen = self.why_not or f"{type(outcome).__name__}: {outcome}"
+                seen = (self.why_not if self.gave_up and self.why_not
+                        else f"{type(outcome).__name__}: {outcome}")
                 raise TransportError(f"{where}: {seen} (tried {tried})") from outcome
             if self.gave_up:
                 _gave_up(outcome, f"{where}: {self.why_not} (tried {tried})")

@@ -218,6 +218,15 @@ def test_a_read_is_retried_after_transport_failures_a_bounded_number_of_times(
     assert len(script.requests) == 6  # 3 more: the fourth answer is never asked for
 
 
+def test_the_error_names_the_last_failure_not_an_earlier_one(
+    client: Client, script: Script,
+) -> None:
+    fail(script, connect_error(), httpx.ProxyError("the proxy refused"))
+    with pytest.raises(TransportError, match=r"ProxyError: the proxy refused \(tried 2 times\)"):
+        client.operation("op_1")
+    assert len(script.requests) == 2  # a proxy's refusal is not one to wait out
+
+
 def test_retries_back_off(script: Script, monkeypatch: pytest.MonkeyPatch) -> None:
     slept: list[float] = []
     monkeypatch.setattr(time, "sleep", slept.append)
