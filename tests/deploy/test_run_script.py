@@ -57,6 +57,10 @@ def environment(var_dir: Path) -> dict[str, str]:
     }
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def processes_of(var_dir: Path) -> set[int]:
     """Every live process whose environment names this run's APP_VAR_DIR: the script, and all
     it started (they inherit it), whatever became of their parents."""
@@ -103,9 +107,13 @@ def pending(var_dir: Path) -> int:
 def started(env: dict[str, str], var_dir: Path, name: str) -> Iterator[Run]:
     output = var_dir.parent / f"{name}.out"
     with output.open("wb") as out:
+        # SIGINT as a terminal delivers it: a shell that starts a job in the background
+        # without job control (`pytest ... &` in a script) ignores SIGINT in it, bash cannot
+        # trap a signal ignored when it starts, and the Ctrl-C below would be lost.
         process = subprocess.Popen(["bash", "scripts/run.sh"], cwd=ROOT, env=env,
                                    stdout=out, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
+                                   stdin=subprocess.DEVNULL, start_new_session=True,
+                                   preexec_fn=_default_sigint)
     run = Run(process, output, var_dir)
     try:
         wait_for(lambda: serves(env), START_SECONDS, "console serving", run)
