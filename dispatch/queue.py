@@ -2,7 +2,8 @@
 
 Services never import the tasks that call them: a task is found in Celery's registry by its
 name (registered when `dispatch.tasks` is loaded), so no import circle hides behind a lazy
-import. `CELERY_TASK_ALWAYS_EAGER` still runs it in-process.
+import. `CELERY_TASK_ALWAYS_EAGER` still runs it in-process. A wrong name fails
+tests/unit/test_task_names.py, which checks every name looked up and every beat entry.
 """
 
 from __future__ import annotations
