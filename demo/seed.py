@@ -4,8 +4,10 @@ people and agents, and something on every page of the console.
 Made once, through the services as any caller would make it: the first run creates the agent
 `support-bot` with its grants, the operator `olive` and the admin `adam`, and leaves
 
-- two refunds waiting for approval (an email and a small payment);
-- a large payment waiting (two approvers under the demo's rule, flagged on the queue);
+- two refunds waiting for approval (an email and a small payment), which the worker sends
+  and pays as soon as an operator approves them (`dispatch_on_approval`);
+- a large payment waiting (two approvers under the demo's rule, flagged on the queue), made
+  by the worker once both have approved;
 - a stale proposal: an email proposed for a draft that the agent edited afterwards, so the
   approval page says it can no longer run;
 - an unknown outcome for the admin: an email approved by `olive` and dispatched to the SMTP sink,
@@ -137,21 +139,25 @@ def _keep_token(token_file: Path, token: str) -> None:
     partial.replace(token_file)
 
 
-def _email(agent: Principal, now: datetime, *, to: str, subject: str, body: str) -> Any:
+def _email(agent: Principal, now: datetime, *, to: str, subject: str, body: str,
+           dispatch_on_approval: bool = False) -> Any:
     draft, _ = resource_create(principal=agent, kind="email_draft", now=now, payload={
         "from": MAILBOX, "to": [to], "subject": subject, "body": body})
     return draft, proposal_create(principal=agent, operation="email.send", now=now,
-                                  arguments={"draft": {"id": draft.id, "revision": 1}})
+                                  arguments={"draft": {"id": draft.id, "revision": 1}},
+                                  dispatch_on_approval=dispatch_on_approval)
 
 
 def _transfer(agent: Principal, now: datetime, **arguments: str) -> None:
+    """A payment the worker makes once approved (by two operators when it is large)."""
     proposal_create(principal=agent, operation="payments.transfer", now=now,
-                    arguments={"currency": "EUR", **arguments})
+                    arguments={"currency": "EUR", **arguments}, dispatch_on_approval=True)
 
 
 def _proposals(agent: Principal, now: datetime) -> Operation:
     _email(agent, now, to="customer@example.com", subject="Your refund of order #1042",
-           body="Hello,\n\nWe have refunded EUR 49.90 to your card.\n\nAcme support")
+           body="Hello,\n\nWe have refunded EUR 49.90 to your card.\n\nAcme support",
+           dispatch_on_approval=True)
     _transfer(agent, now, from_account="acct-001", to_account="acct-778", amount="49.9",
               memo="refund order 1042")
     _transfer(agent, now, from_account="acct-002", to_account="acct-supplier-17",

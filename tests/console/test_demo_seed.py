@@ -126,9 +126,11 @@ def demo_rules(settings: Any) -> Iterator[None]:
 
 
 @pytest.mark.usefixtures("demo_rules")
-def test_the_demo_shows_a_four_eyes_payment_and_mails_its_approvers(
+def test_the_demo_shows_a_four_eyes_payment_mails_its_approvers_and_pays_after_two_votes(
     destinations: Destinations, tmp_path: Path, as_user: Callable[[str, str], Browser],
+    django_capture_on_commit_callbacks: Any, settings: Any,
 ) -> None:
+    settings.CELERY_TASK_ALWAYS_EAGER = True  # the worker's run, in process
     printed = seed_demo(tmp_path / "token")
     assert f"{SECOND_OPERATOR[0]} / {SECOND_OPERATOR[1]}" in printed
     large = ApprovalRequest.objects.get(proposal__operation="payments.transfer",
@@ -151,9 +153,17 @@ def test_the_demo_shows_a_four_eyes_payment_and_mails_its_approvers(
     assert large.state == "pending"  # one of two: no permit, nothing runs
     assert 'id="vote-progress">1 of 2 approvals<' in text(
         first.get(f"/console/approvals/{large.id}/"))
-    decide(as_user(*SECOND_OPERATOR), large)
+    assert not list_all(destinations.directory)["bank"]
+    # The seed proposed it with dispatch_on_approval: the second vote's commit hands it to the
+    # worker, which pays it; nobody has to dispatch it by hand.
+    with django_capture_on_commit_callbacks(execute=True):
+        decide(as_user(*SECOND_OPERATOR), large)
     large.refresh_from_db()
     assert large.state == "granted"
+    [operation] = Operation.objects.filter(proposal=large.proposal)
+    assert operation.state == "completed"
+    [paid] = list_all(destinations.directory)["bank"]
+    assert (paid["to_account"], paid["amount"]) == ("acct-supplier-17", LARGE_AMOUNT)
 
 
 def decide(browser: Browser, approval: ApprovalRequest) -> None:
