@@ -122,7 +122,7 @@ def raw_transactions(vendor: str) -> tuple[tuple[str, ...], ...]:
     # SQLite: a claim without a permit locks no row (its BEGIN IMMEDIATE holds the database).
     return ((operations.INSERT, audit.INSERT, budgets.upsert_sql(2), operations._START,
              operations._INSERT_ATTEMPT, audit.INSERT),
-            (operations._MOVE, operations._END, audit.INSERT))
+            (operations._MOVE_HEARD, operations._END, audit.INSERT))
 
 
 _WRITES = re.compile(r'INSERT INTO "|UPDATE "|DELETE FROM "')
@@ -260,7 +260,8 @@ class RawActions:
         move = {"id": op, "source": "claimed", "target": "completed", "attempt": 1,
                 "was_uncertain": False, "uncertain": False, "now": now, "answers": True,
                 "result": self.json(noop_handler()), "evidence": None, "any_update": True,
-                "updated_at": None, "outcome": "completed", "error": ""}
+                "updated_at": None, "outcome": "completed", "error": "",
+                "hearer": item.principal_id}  # the move asks whether the agent has webhooks
         settled = self._audit(item, "operation.completed", "dispatcher", op, now,
                               {"attempt": 1, "outcome": "completed"}, digest=item.digest)
         if self.sqlite:

@@ -8,10 +8,11 @@ attempt was uncertain, a definite failure (`fail_no_effect`: a later attempt's, 
 a refused retry) moves the operation to `unknown`, never to `failed_no_effect`, until an
 authoritative lookup proves the key absent (`absence_proven`). The caller then asks the runtime
 and the store what that target needs (`Facts`: what the contract's outcome hook issues, the
-resources' event, the agent's endpoints, the audit's masked texts), and `outcome_plan` puts it
-together: whether the answer replaces the kept result (an attempt's answer does; a cancellation
-or a reconciliation keeps it), which resources move (every one but those it only reads), the
-audit event, the outbox rows, and whether the move frees a slot of the operation's run.
+resources' event, the agent who may hear of it, the audit's masked texts), and `outcome_plan`
+puts it together: whether the answer replaces the kept result (an attempt's answer does; a
+cancellation or a reconciliation keeps it), which resources move (every one but those it only
+reads), the audit event, the notice the agent's endpoints hear (one outbox row each,
+`Notice.rows`), and whether the move frees a slot of the operation's run.
 """
 
 from __future__ import annotations
@@ -75,25 +76,46 @@ Issued = tuple[JSONObject | None, Callable[[], None]]
 @dataclass(frozen=True)
 class Facts:
     """What the runtime and the store answer about a step's target: what the outcome hook
-    issues, the event that moves the resources (None: none moves), the agent's endpoints that
-    hear of it and the action's sentence for them, the error and evidence as the audit may
-    hold them (the action's values masked)."""
+    issues, the event that moves the resources (None: none moves), the agent who may hear of
+    it (None: no agent hears of this target), the error and evidence as the audit may hold
+    them (the action's values masked)."""
 
     issued: Issued | None = None
     resource_event: ResourceEvent | None = None
-    endpoints: Sequence[object] = ()
-    summary: str = ""
+    hearer: str | None = None
     audit_error: str = ""
     audit_evidence: str | None = None
 
 
 @dataclass(frozen=True)
 class OutboxRow:
-    """One outcome notification: `event` to `endpoint` (as `Facts.endpoints` gave it)."""
+    """One outcome notification: `event` to `endpoint` (as the caller of `Notice.rows` gave
+    it)."""
 
     event: str
     endpoint: object
     data: JSONObject
+
+
+@dataclass(frozen=True)
+class Notice:
+    """What agent `hearer`'s endpoints that take `event` hear of the move. Whether the agent
+    holds any is answered by the move's own statement, so the endpoints are read, and the
+    rows made, only where it does."""
+
+    event: str
+    hearer: str
+    operation_id: str
+    proposal_id: str
+    operation: str
+    state: str
+
+    def rows(self, endpoints: Sequence[object], summary: str) -> tuple[OutboxRow, ...]:
+        """One row per endpoint, each carrying the action's sentence `summary`."""
+        data: JSONObject = {"operation_id": self.operation_id, "proposal_id": self.proposal_id,
+                            "operation": self.operation, "summary": summary,
+                            "state": self.state}
+        return tuple(OutboxRow(self.event, endpoint, data) for endpoint in endpoints)
 
 
 @dataclass(frozen=True)
@@ -112,7 +134,7 @@ class OutcomePlan:
     audit_kind: str
     audit_details: JSONObject
     issue: Callable[[], None] | None  # the hook's record, written where the move holds
-    outbox: tuple[OutboxRow, ...]
+    notice: Notice | None  # None: no agent hears of the target
 
     @property
     def settles(self) -> bool:
@@ -155,14 +177,12 @@ def outcome_plan(
         **({"absence_proven": True} if absence_proven else {}),
         **loaded.binding, **(details or {}),
         **(audit_moves(moved, event) if event is not None else {})}
-    data: JSONObject = {"operation_id": loaded.id, "proposal_id": loaded.proposal_id,
-                        "operation": loaded.operation, "summary": facts.summary,
-                        "state": step.target.value}
+    notice = None if facts.hearer is None else Notice(
+        f"operation.{step.target.value}", facts.hearer, loaded.id, loaded.proposal_id,
+        loaded.operation, step.target.value)
     return OutcomePlan(
         source=loaded.state, target=step.target, attempt=attempt, uncertain=step.uncertain,
         answers=step.event in _ANSWERS, result=result, evidence=evidence,
         end_attempt=end_attempt, error=error, moved=moved, resource_event=event,
         audit_kind=OPERATION_EVENT_KINDS[step.event], audit_details=audit_details,
-        issue=facts.issued[1] if facts.issued is not None else None,
-        outbox=tuple(OutboxRow(f"operation.{step.target.value}", endpoint, data)
-                     for endpoint in facts.endpoints))
+        issue=facts.issued[1] if facts.issued is not None else None, notice=notice)

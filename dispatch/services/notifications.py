@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, cast
@@ -50,7 +49,7 @@ from dispatch.services.webhooks import AGENT_EVENTS
 from dispatch.store import notifications as store
 from dispatch.transports import CHECKPOINT_EVENT, SendFailed, send, smtp_address
 from protocols.jsontypes import JSONObject
-from protocols.outcomes import OutboxRow
+from protocols.outcomes import Notice
 
 log = logging.getLogger(__name__)
 
@@ -101,27 +100,24 @@ def notify_approval_decided(approval: ApprovalRequest, proposal: Proposal,
     _write([_row(proposal, event, data, now, endpoint=e) for e in endpoints])
 
 
-def outcome_endpoints(proposal: Proposal, event: str) -> list[WebhookEndpoint]:
-    """For `operation_move`'s plan, before its transaction: the proposing agent's endpoints
-    that take `event` (`operation.<state>`); none, and no query, for a state no agent hears
+def outcome_hearer(proposal: Proposal, state: str) -> str | None:
+    """For `operation_move`'s plan: the proposing agent, whom its move's statement asks
+    whether it holds a webhook endpoint; None, and nothing asked, for a state no agent hears
     of."""
-    if event.removeprefix("operation.") not in OUTCOME_STATES:
-        return []
-    return store.endpoints(principal_id=proposal.principal_id, event=event)
+    return proposal.principal_id if state in OUTCOME_STATES else None
 
 
-def outcome_summary(proposal: Proposal) -> str:
-    """The action's sentence an outcome notification carries."""
-    return _summary(proposal)
-
-
-def outcome_write(operation: Operation, outbox: Sequence[OutboxRow], now: datetime) -> None:
-    """Inside `operation_move`'s transaction: the outbox rows its plan holds
-    (`protocols.outcomes`), one per endpoint; their delivery is enqueued on commit."""
+def outcome_write(operation: Operation, notice: Notice, now: datetime) -> None:
+    """Inside `operation_move`'s transaction, once its move answered that the agent holds an
+    endpoint: one outbox row (`Notice.rows`) per endpoint of the agent's that takes the event;
+    their delivery is enqueued on commit."""
+    endpoints = store.endpoints(principal_id=notice.hearer, event=notice.event)
+    if not endpoints:
+        return
     proposal = operation.proposal
     _write([_row(proposal, row.event, row.data, now,
-                 endpoint=cast(WebhookEndpoint, row.endpoint))  # as `outcome_endpoints` gave it
-            for row in outbox])
+                 endpoint=cast(WebhookEndpoint, row.endpoint))  # as `store.endpoints` gave it
+            for row in notice.rows(endpoints, _summary(proposal))])
 
 
 def notify_checkpoint(tenant_id: str, checkpoint: JSONObject, now: datetime) -> None:

@@ -10,9 +10,11 @@ attempt never settles an operation that a newer attempt (a retry, a reconciliati
 on.
 
 A move is planned, then applied: `protocols.outcomes` computes where it goes from what was
-loaded (`outcome_step`), `operation_move` asks the runtime and the store what that needs
-(`_facts`: the hook's record, the resources' event, the agent's endpoints, the masked texts),
-`outcome_plan` computes everything the move writes, and `_apply` writes it in one transaction.
+loaded (`outcome_step`), `operation_move` asks the runtime what that needs (`_facts`: the
+hook's record, the resources' event, the agent who may hear of it, the masked texts),
+`outcome_plan` computes everything the move writes, and `_apply` writes it in one transaction:
+the move's own statement answers whether the agent holds a webhook endpoint, so the outcome
+of an agent without one reads none.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from dispatch.hooks import outcome_context
 from dispatch.models import Operation
 from dispatch.runtime import get_runtime
 from dispatch.services.audit import audit_binding, audit_record, audit_text, audit_values
-from dispatch.services.notifications import outcome_endpoints, outcome_summary, outcome_write
+from dispatch.services.notifications import outcome_hearer, outcome_write
 from dispatch.services.pauses import attempt_paused
 from dispatch.services.resources import resource_move
 from dispatch.services.run_tree import execution_stopped
@@ -123,34 +125,36 @@ def _apply(operation: Operation, plan: OutcomePlan, *, now: datetime, actor: str
                          at=now, operation_id=operation.id,
                          proposal_id=operation.proposal_id, digest=operation.proposal.digest,
                          details=plan.audit_details)
-    if not store.move(id=operation.id, source=plan.source, target=plan.target,
-                      attempt=plan.attempt, was_uncertain=bool(operation.uncertain),
-                      uncertain=plan.uncertain, now=now, answers=plan.answers,
-                      result=plan.result, evidence=plan.evidence, updated_at=updated_at,
-                      end=plan.end_attempt, error=plan.error, event=event):
+    notice = plan.notice
+    moved = store.move(id=operation.id, source=plan.source, target=plan.target,
+                       attempt=plan.attempt, was_uncertain=bool(operation.uncertain),
+                       uncertain=plan.uncertain, now=now, answers=plan.answers,
+                       result=plan.result, evidence=plan.evidence, updated_at=updated_at,
+                       end=plan.end_attempt, error=plan.error, event=event,
+                       hearer=None if notice is None else notice.hearer)
+    if not moved.held:
         raise _Lost
     if plan.resource_event is not None:
         for ref in plan.moved:
             resource_move(ref=ref, event=plan.resource_event, now=now)
     if plan.issue is not None:
         plan.issue()
-    outcome_write(operation, plan.outbox, now)
+    if notice is not None and moved.heard:
+        outcome_write(operation, notice, now)
 
 
 def _facts(operation: Operation, loaded: Loaded, step: Step, *, result: JSONObject | None,
            error: str, evidence: str | None, now: datetime) -> Facts:
-    """What the plan of `step` needs from the runtime and the store, asked only where it
-    matters: the outcome hook's record, the resources' event when any moves, the agent's
-    endpoints that hear of the target (and the action's sentence when there are some), the
-    texts masked for the audit."""
+    """What the plan of `step` needs from the runtime, asked only where it matters: the
+    outcome hook's record, the resources' event when any moves, the agent who may hear of the
+    target, the texts masked for the audit."""
     proposal = operation.proposal
     runtime = get_runtime()
-    endpoints = outcome_endpoints(proposal, f"operation.{step.target.value}")
     return Facts(
         issued=_issued(operation, step.target, result, now),
         resource_event=runtime.resource_event(operation.contract_fingerprint, step.target,
                                               step.event) if loaded.moved else None,
-        endpoints=endpoints, summary=outcome_summary(proposal) if endpoints else "",
+        hearer=outcome_hearer(proposal, step.target.value),
         audit_error=audit_text(proposal, error),
         audit_evidence=None if evidence is None else audit_text(proposal, evidence))
 

@@ -1,6 +1,7 @@
 """Who hears of an action (docs/design.md#notifications, #statement-layer): the approvers' addresses
-an approval request is mailed to, and the proposing agent's webhook endpoints every outcome of
-the hot path asks for, one fixed query each.
+an approval request is mailed to, and the proposing agent's webhook endpoints a decision and an
+outcome tell (an outcome asks only where its move's statement found the agent holds one,
+`dispatch.store.operations`), one fixed query each.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connection
 
@@ -47,6 +47,15 @@ _END = statement(
     'UPDATE "dispatch_attempt" SET "ended_at" = %(now)s, "outcome" = %(outcome)s, '
     '"error" = %(error)s '
     'WHERE "operation_id" = %(id)s AND "number" = %(attempt)s AND "ended_at" IS NULL')
+#: Whether agent `hearer` holds a live webhook endpoint (docs/design.md#notifications), answered
+#: by the outcome's own statement: an agent without one costs the outcome no read of its
+#: endpoints, and one registered or deleted while the handler ran is seen as it is when the
+#: move is written. A NULL `hearer` (a state no agent hears of) matches none.
+_HEARD = ('EXISTS (SELECT 1 FROM "dispatch_webhookendpoint" w '
+          'WHERE w."principal_id" = %(hearer)s AND w."deleted_at" IS NULL)')
+# SQLite: the move answers its row (the guard's count) with whether the agent hears of it.
+_MOVE_HEARD = statement("operation.move_heard", vendor="sqlite",
+                        sql=f"{_MOVE} RETURNING {_HEARD}")
 # PostgreSQL: the same writes in one round trip. Every writer of an attempt row updates its
 # operation row first, so that row's lock orders them; the attempt moves only where the
 # operation did, and the audit row is written only where both did.
@@ -55,11 +64,11 @@ _PG_MOVE_AND_END = statement(
     sql=f"WITH op AS ({_MOVE} RETURNING 1), "
     f"att AS ({_END} AND EXISTS (SELECT 1 FROM op) RETURNING 1), "
     f"au AS ({audit.insert_if('att')}) "
-    "SELECT (SELECT count(*) FROM op), (SELECT count(*) FROM att)")
+    f"SELECT (SELECT count(*) FROM op), (SELECT count(*) FROM att), {_HEARD}")
 _PG_MOVE = statement(
     "operation.move_with_audit", vendor="postgresql",
     sql=f"WITH op AS ({_MOVE} RETURNING 1), au AS ({audit.insert_if('op')}) "
-    "SELECT (SELECT count(*) FROM op), 1")
+    f"SELECT (SELECT count(*) FROM op), 1, {_HEARD}")
 # A new attempt starts only where the one before it has ended (none is open).
 _START = statement(
     "attempt.start_guard",
@@ -124,15 +133,23 @@ def insert(operation: dict[str, Any]) -> None:
     run(INSERT, operation)
 
 
+class Moved(NamedTuple):
+    """What `move` answers."""
+
+    held: bool  # every guard held; else the caller rolls its transaction back
+    heard: bool  # the agent it was asked about (`hearer`) holds a live webhook endpoint
+
+
 def move(*, id: str, source: OperationState, target: OperationState, attempt: int,
          was_uncertain: bool, uncertain: bool, now: datetime, answers: bool,
          result: JSONObject | None, evidence: str | None, updated_at: datetime | None,
-         end: str | None, error: str, event: audit.AuditRow) -> bool:
+         end: str | None, error: str, event: audit.AuditRow, hearer: str | None) -> Moved:
     """Move operation `id` from `source` to `target` as the settlement of attempt `attempt`,
     while its uncertainty is `was_uncertain` (and its `updated_at` is `updated_at`, when
     given); `end`: end that attempt's open row with this outcome and `error`; the audit `event`
-    with them. `answers`: `result` replaces the operation's result. False when a guard did not
-    hold: the caller rolls its transaction back."""
+    with them. `answers`: `result` replaces the operation's result. Answers whether every guard
+    held (when one did not, the caller rolls its transaction back) and, in the same statement,
+    whether principal `hearer` (None: nobody) holds a live webhook endpoint."""
     params = {
         "id": id, "source": source.value, "target": target.value, "attempt": attempt,
         "was_uncertain": was_uncertain, "uncertain": uncertain,
@@ -140,15 +157,16 @@ def move(*, id: str, source: OperationState, target: OperationState, attempt: in
         "result": value(Operation, "result", result), "evidence": evidence,
         "any_update": updated_at is None,
         "updated_at": value(Operation, "updated_at", updated_at),
-        "outcome": end, "error": error}
+        "outcome": end, "error": error, "hearer": hearer}
     if is_postgres():
         sql = _PG_MOVE_AND_END if end is not None else _PG_MOVE
-        ((moved, ended),) = rows(sql, {**params, **event.params})
-        return bool(moved == 1 and ended == 1)
-    if run(_MOVE, params) != 1 or (end is not None and run(_END, params) != 1):
-        return False
+        ((moved, ended, heard),) = rows(sql, {**params, **event.params})
+        return Moved(moved == 1 and ended == 1, bool(heard))
+    found = rows(_MOVE_HEARD, params)
+    if len(found) != 1 or (end is not None and run(_END, params) != 1):
+        return Moved(False, False)
     run(audit.INSERT, event.params)
-    return True
+    return Moved(True, bool(found[0][0]))
 
 
 def start(*, id: str, number: int, previous: int, now: datetime, event: audit.AuditRow) -> bool:

@@ -40,7 +40,7 @@ def test_an_answer_completes_and_is_kept() -> None:
     assert not plan.uncertain and plan.settles
     assert plan.audit_kind == "operation.completed"
     assert plan.audit_details == {"attempt": 1, "outcome": "completed", **BINDING}
-    assert (plan.moved, plan.resource_event, plan.issue, plan.outbox) == ((), None, None, ())
+    assert (plan.moved, plan.resource_event, plan.issue, plan.notice) == ((), None, None, None)
 
 
 def test_a_failure_after_an_uncertain_attempt_is_unknown_and_says_why() -> None:
@@ -112,13 +112,23 @@ def test_only_the_resources_it_moves_move_and_the_audit_lists_them() -> None:
 def test_the_agents_endpoints_get_one_row_each() -> None:
     op = loaded()
     step = outcome_step(op, OperationEvent.FAIL_NO_EFFECT)
-    plan = outcome_plan(op, step, Facts(endpoints=["ep_1", "ep_2"], summary="Send the refund"),
-                        attempt=1, end_attempt="failed_no_effect")
-    assert [(row.event, row.endpoint) for row in plan.outbox] == [
+    plan = outcome_plan(op, step, Facts(hearer="prn_agent"), attempt=1,
+                        end_attempt="failed_no_effect")
+    assert plan.notice is not None
+    assert (plan.notice.event, plan.notice.hearer) == ("operation.failed_no_effect", "prn_agent")
+    rows = plan.notice.rows(["ep_1", "ep_2"], "Send the refund")
+    assert [(row.event, row.endpoint) for row in rows] == [
         ("operation.failed_no_effect", "ep_1"), ("operation.failed_no_effect", "ep_2")]
-    assert plan.outbox[0].data == {"operation_id": "op_1", "proposal_id": "prp_1",
-                                   "operation": "email.send", "summary": "Send the refund",
-                                   "state": "failed_no_effect"}
+    assert rows[0].data == {"operation_id": "op_1", "proposal_id": "prp_1",
+                            "operation": "email.send", "summary": "Send the refund",
+                            "state": "failed_no_effect"}
+    assert plan.notice.rows([], "Send the refund") == ()
+
+
+def test_no_agent_hears_of_a_target_without_a_hearer() -> None:
+    op = loaded()
+    step = outcome_step(op, OperationEvent.FAIL_NO_EFFECT)
+    assert outcome_plan(op, step, Facts(), attempt=1).notice is None
 
 
 def test_a_move_the_table_does_not_allow_is_refused() -> None:
