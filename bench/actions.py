@@ -261,7 +261,8 @@ class RawActions:
                 "was_uncertain": False, "uncertain": False, "now": now, "answers": True,
                 "result": self.json(noop_handler()), "evidence": None, "any_update": True,
                 "updated_at": None, "outcome": "completed", "error": "",
-                "hearer": item.principal_id}  # the move asks whether the agent has webhooks
+                # the move asks whether the agent has webhooks, the execution is a run's
+                "hearer": item.principal_id, "execution_id": item.execution_id}
         settled = self._audit(item, "operation.completed", "dispatcher", op, now,
                               {"attempt": 1, "outcome": "completed"}, digest=item.digest)
         if self.sqlite:

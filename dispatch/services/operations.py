@@ -103,7 +103,7 @@ def operation_move(
                         absence_proven=absence_proven)
     try:
         with transaction.atomic():
-            _apply(operation, plan, now=now, actor=actor, updated_at=updated_at)
+            moved = _apply(operation, plan, now=now, actor=actor, updated_at=updated_at)
     except _Lost:
         return False
     operation.state, operation.updated_at, operation.uncertain = plan.target, now, plan.uncertain
@@ -111,16 +111,17 @@ def operation_move(
         operation.result = plan.result
     if evidence is not None:
         operation.evidence = evidence
-    if plan.settles:
-        # A slot of its run is free for the lane that waits longest for one.
+    if plan.settles and moved.in_run:
+        # A slot of its run is free for the lane that waits longest for one (an action
+        # outside any run frees none: no lane waits on it).
         wake_on_slot(operation.execution_id)
     return True
 
 
 def _apply(operation: Operation, plan: OutcomePlan, *, now: datetime, actor: str,
-           updated_at: datetime | None) -> None:
+           updated_at: datetime | None) -> store.Moved:
     """Inside the move's transaction: write `plan`, or raise `_Lost` when a guard did not hold
-    (the operation moved on, or its attempt row was no longer open)."""
+    (the operation moved on, or its attempt row was no longer open); what the move answered."""
     event = audit_values(tenant_id=operation.tenant_id, kind=plan.audit_kind, actor=actor,
                          at=now, operation_id=operation.id,
                          proposal_id=operation.proposal_id, digest=operation.proposal.digest,
@@ -131,7 +132,8 @@ def _apply(operation: Operation, plan: OutcomePlan, *, now: datetime, actor: str
                        uncertain=plan.uncertain, now=now, answers=plan.answers,
                        result=plan.result, evidence=plan.evidence, updated_at=updated_at,
                        end=plan.end_attempt, error=plan.error, event=event,
-                       hearer=None if notice is None else notice.hearer)
+                       hearer=None if notice is None else notice.hearer,
+                       execution_id=operation.execution_id)
     if not moved.held:
         raise _Lost
     if plan.resource_event is not None:
@@ -141,6 +143,7 @@ def _apply(operation: Operation, plan: OutcomePlan, *, now: datetime, actor: str
         plan.issue()
     if notice is not None and moved.heard:
         outcome_write(operation, notice, now)
+    return moved
 
 
 def _facts(operation: Operation, loaded: Loaded, step: Step, *, result: JSONObject | None,

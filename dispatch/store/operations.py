@@ -53,9 +53,13 @@ _END = statement(
 #: move is written. A NULL `hearer` (a state no agent hears of) matches none.
 _HEARD = ('EXISTS (SELECT 1 FROM "dispatch_webhookendpoint" w '
           'WHERE w."principal_id" = %(hearer)s AND w."deleted_at" IS NULL)')
-# SQLite: the move answers its row (the guard's count) with whether the agent hears of it.
+#: Whether the operation's execution `execution_id` is one of the store's runs: only a run's
+#: lanes wait for a slot its settled action frees (a wait belongs to a run's row), so a settled
+#: action outside any run wakes nothing and reads nothing after its commit.
+_IN_RUN = 'EXISTS (SELECT 1 FROM "dispatch_execution" e WHERE e."id" = %(execution_id)s)'
+# SQLite: the move answers its row (the guard's count) with what its caller needs to know.
 _MOVE_HEARD = statement("operation.move_heard", vendor="sqlite",
-                        sql=f"{_MOVE} RETURNING {_HEARD}")
+                        sql=f"{_MOVE} RETURNING {_HEARD}, {_IN_RUN}")
 # PostgreSQL: the same writes in one round trip. Every writer of an attempt row updates its
 # operation row first, so that row's lock orders them; the attempt moves only where the
 # operation did, and the audit row is written only where both did.
@@ -64,11 +68,11 @@ _PG_MOVE_AND_END = statement(
     sql=f"WITH op AS ({_MOVE} RETURNING 1), "
     f"att AS ({_END} AND EXISTS (SELECT 1 FROM op) RETURNING 1), "
     f"au AS ({audit.insert_if('att')}) "
-    f"SELECT (SELECT count(*) FROM op), (SELECT count(*) FROM att), {_HEARD}")
+    f"SELECT (SELECT count(*) FROM op), (SELECT count(*) FROM att), {_HEARD}, {_IN_RUN}")
 _PG_MOVE = statement(
     "operation.move_with_audit", vendor="postgresql",
     sql=f"WITH op AS ({_MOVE} RETURNING 1), au AS ({audit.insert_if('op')}) "
-    f"SELECT (SELECT count(*) FROM op), 1, {_HEARD}")
+    f"SELECT (SELECT count(*) FROM op), 1, {_HEARD}, {_IN_RUN}")
 # A new attempt starts only where the one before it has ended (none is open).
 _START = statement(
     "attempt.start_guard",
@@ -138,18 +142,21 @@ class Moved(NamedTuple):
 
     held: bool  # every guard held; else the caller rolls its transaction back
     heard: bool  # the agent it was asked about (`hearer`) holds a live webhook endpoint
+    in_run: bool  # the operation's execution is a run's (a lane of it may wait for a slot)
 
 
 def move(*, id: str, source: OperationState, target: OperationState, attempt: int,
          was_uncertain: bool, uncertain: bool, now: datetime, answers: bool,
          result: JSONObject | None, evidence: str | None, updated_at: datetime | None,
-         end: str | None, error: str, event: audit.AuditRow, hearer: str | None) -> Moved:
+         end: str | None, error: str, event: audit.AuditRow, hearer: str | None,
+         execution_id: str | None) -> Moved:
     """Move operation `id` from `source` to `target` as the settlement of attempt `attempt`,
     while its uncertainty is `was_uncertain` (and its `updated_at` is `updated_at`, when
     given); `end`: end that attempt's open row with this outcome and `error`; the audit `event`
     with them. `answers`: `result` replaces the operation's result. Answers whether every guard
     held (when one did not, the caller rolls its transaction back) and, in the same statement,
-    whether principal `hearer` (None: nobody) holds a live webhook endpoint."""
+    whether principal `hearer` (None: nobody) holds a live webhook endpoint and whether
+    `execution_id` (the operation's) is a run's."""
     params = {
         "id": id, "source": source.value, "target": target.value, "attempt": attempt,
         "was_uncertain": was_uncertain, "uncertain": uncertain,
@@ -157,16 +164,17 @@ def move(*, id: str, source: OperationState, target: OperationState, attempt: in
         "result": value(Operation, "result", result), "evidence": evidence,
         "any_update": updated_at is None,
         "updated_at": value(Operation, "updated_at", updated_at),
-        "outcome": end, "error": error, "hearer": hearer}
+        "outcome": end, "error": error, "hearer": hearer, "execution_id": execution_id}
     if is_postgres():
         sql = _PG_MOVE_AND_END if end is not None else _PG_MOVE
-        ((moved, ended, heard),) = rows(sql, {**params, **event.params})
-        return Moved(moved == 1 and ended == 1, bool(heard))
+        ((moved, ended, heard, in_run),) = rows(sql, {**params, **event.params})
+        return Moved(moved == 1 and ended == 1, bool(heard), bool(in_run))
     found = rows(_MOVE_HEARD, params)
     if len(found) != 1 or (end is not None and run(_END, params) != 1):
-        return Moved(False, False)
+        return Moved(False, False, False)
     run(audit.INSERT, event.params)
-    return Moved(True, bool(found[0][0]))
+    ((heard, in_run),) = found
+    return Moved(True, bool(heard), bool(in_run))
 
 
 def start(*, id: str, number: int, previous: int, now: datetime, event: audit.AuditRow) -> bool:

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.django_db
 #: draft, the operation, its audit row, the budget's counters), the run's execution, attempt 1
 #: with its audit row (on PostgreSQL one CTE); the cancellation probe before the effect; the
 #: outcome, its attempt's end and audit row (on PostgreSQL one CTE), and the draft's move.
-STATEMENTS = {"sqlite": 20, "postgresql": 16}
+STATEMENTS = {"sqlite": 19, "postgresql": 15}
 
 
 @pytest.fixture
