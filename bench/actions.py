@@ -122,7 +122,7 @@ def raw_transactions(vendor: str) -> tuple[tuple[str, ...], ...]:
     # SQLite: a claim without a permit locks no row (its BEGIN IMMEDIATE holds the database).
     return ((operations.INSERT, audit.INSERT, budgets.upsert_sql(2), operations._START,
              operations._INSERT_ATTEMPT, audit.INSERT),
-            (operations._MOVE_HEARD, operations._END, audit.INSERT))
+            (operations._MOVE_ANSWERED, operations._END, audit.INSERT))
 
 
 _WRITES = re.compile(r'INSERT INTO "|UPDATE "|DELETE FROM "')

@@ -58,8 +58,8 @@ _HEARD = ('EXISTS (SELECT 1 FROM "dispatch_webhookendpoint" w '
 #: action outside any run wakes nothing and reads nothing after its commit.
 _IN_RUN = 'EXISTS (SELECT 1 FROM "dispatch_execution" e WHERE e."id" = %(execution_id)s)'
 # SQLite: the move answers its row (the guard's count) with what its caller needs to know.
-_MOVE_HEARD = statement("operation.move_heard", vendor="sqlite",
-                        sql=f"{_MOVE} RETURNING {_HEARD}, {_IN_RUN}")
+_MOVE_ANSWERED = statement("operation.move_answered", vendor="sqlite",
+                           sql=f"{_MOVE} RETURNING {_HEARD}, {_IN_RUN}")
 # PostgreSQL: the same writes in one round trip. Every writer of an attempt row updates its
 # operation row first, so that row's lock orders them; the attempt moves only where the
 # operation did, and the audit row is written only where both did.
@@ -169,7 +169,7 @@ def move(*, id: str, source: OperationState, target: OperationState, attempt: in
         sql = _PG_MOVE_AND_END if end is not None else _PG_MOVE
         ((moved, ended, heard, in_run),) = rows(sql, {**params, **event.params})
         return Moved(moved == 1 and ended == 1, bool(heard), bool(in_run))
-    found = rows(_MOVE_HEARD, params)
+    found = rows(_MOVE_ANSWERED, params)
     if len(found) != 1 or (end is not None and run(_END, params) != 1):
         return Moved(False, False, False)
     run(audit.INSERT, event.params)
