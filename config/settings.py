@@ -105,6 +105,12 @@ CSRF_TRUSTED_ORIGINS: list[str] = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 # demo of docs/design.md#demo runs only where asked for (`demo.extension`, as scripts/run.sh,
 # docker-compose.yml and the test settings ask), and its app (its commands) comes with it.
 DISPATCH_EXTENSIONS: list[str] = env.list("DISPATCH_EXTENSIONS", default=[])
+# HTTP actions (docs/actions.md): a folder of `*.yaml`/`*.json` files, each one contract that
+# calls a team's own service with the permit token; none by default. Every process refuses to
+# start on an invalid file (`manage.py check_actions` says where). Their URLs must reach public
+# addresses, as agents' webhooks must, unless the host is listed in ACTIONS_ALLOWED_HOSTS.
+ACTIONS_DIR: str = env.str("ACTIONS_DIR", default="")
+ACTIONS_ALLOWED_HOSTS: list[str] = env.list("ACTIONS_ALLOWED_HOSTS", default=[])
 # The module that fires failpoints (dispatch/failpoints.py): none here, whatever the
 # environment says; only the test settings name one.
 FAILPOINTS: str = ""

@@ -31,6 +31,7 @@ class DispatchConfig(AppConfig):
         checks.register(check_sqlite_version)
         checks.register(check_delegation_lease)
         checks.register(check_approval_rules)
+        checks.register(check_actions)
         checks.register(check_signing_keys, checks.Tags.security, deploy=True)
         # Register the tasks in every process (web included), so that `dispatch.queue` finds
         # them by name: services hand work to a worker without importing the tasks module.
@@ -72,12 +73,13 @@ def check_delegation_lease(**_: object) -> list[checks.CheckMessage]:
     between its sub-agent's turns only, so a turn longer than the lease would have
     reconciliation revoke a live step (docs/design.md#evidence). A model call has no declared bound;
     its adapter's own timeout must stay under the lease too (docs/workflows.md)."""
+    from dispatch.http_actions import ActionsError
     from dispatch.runtime import ApprovalRulesError, get_runtime
 
     try:
         runtime = get_runtime()
-    except ApprovalRulesError:
-        return []  # check_approval_rules says what
+    except (ApprovalRulesError, ActionsError):
+        return []  # check_approval_rules and check_actions say what
     lease = float(settings.DELEGATION_LEASE_SECONDS)
     longest = max(((c.scheduling_contract.timeout * c.scheduling_contract.max_attempts,
                     c.qualified_name) for c in runtime.registry), default=None)
@@ -95,13 +97,34 @@ def check_approval_rules(**_: object) -> list[checks.CheckMessage]:
     """Each rule of `APPROVAL_RULES` applies as written to a registered contract
     (docs/design.md#approval-policies): one error per problem, naming the rule by its position
     and operation. The runtime refuses the same rules, so no process runs on them."""
+    from dispatch.http_actions import ActionsError
     from dispatch.runtime import ApprovalRulesError, get_runtime
 
     try:
         get_runtime()
+    except ActionsError:
+        return []  # check_actions says what
     except ApprovalRulesError as error:
         return [checks.Error(
             problem, hint="Correct the rule in APPROVAL_RULES (docs/design.md#approval-policies): "
                           "a rule that would never apply is never deployed.",
             id="dispatch.E010") for problem in error.problems]
+    return []
+
+
+def check_actions(**_: object) -> list[checks.CheckMessage]:
+    """The files of `ACTIONS_DIR` (docs/actions.md): one error per diagnostic, each naming its
+    file, line and key. The runtime refuses the same files, so no process runs on them."""
+    from dispatch.http_actions import ActionsError
+    from dispatch.runtime import ApprovalRulesError, get_runtime
+
+    try:
+        get_runtime()
+    except ApprovalRulesError:
+        return []  # check_approval_rules says what
+    except ActionsError as error:
+        return [checks.Error(diagnostic.render(),
+                             hint="Correct the action file (docs/actions.md); `manage.py "
+                                  "check_actions` lists every problem.",
+                             id="dispatch.E011") for diagnostic in error.diagnostics]
     return []

@@ -2,9 +2,9 @@
 
 A URL a user gave (an agent's webhook, a deployment's notification webhook, any later outbound
 URL) is resolved once, here: `resolve` checks every address the name answers and keeps them.
-`post` then connects to one of exactly those addresses and never asks the resolver again, so a
-name that answers a public address to the check and a private one to the connect (DNS
-rebinding) cannot move the request into the deployment's own network.
+`post` (`request` for any method) then connects to one of exactly those addresses and never
+asks the resolver again, so a name that answers a public address to the check and a private one
+to the connect (DNS rebinding) cannot move the request into the deployment's own network.
 
 Only the TCP connection is pinned. The request still names the host: the `Host` header, the TLS
 server name (SNI) and the certificate's verification are all for the URL's hostname, because
@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 import httpcore
 import idna
 
-__all__ = ["Answer", "OutboundError", "Target", "post", "resolve"]
+__all__ = ["Answer", "OutboundError", "Target", "post", "request", "resolve"]
 
 #: Most of an answer's body that is read; the rest is left unread.
 MAX_ANSWER_BYTES = 65536
@@ -59,6 +59,7 @@ class Target:
 class Answer:
     status: int
     body: bytes
+    retry_after: str | None = None  # the answer's `Retry-After` header, if any
 
 
 def resolve(url: str, *, allow_private: bool) -> Target:
@@ -110,6 +111,15 @@ def post(target: Target, *, body: bytes, headers: Mapping[str, str], timeout: fl
     """POST `body` to `target`, connected to one of its checked addresses (in the order the
     resolver gave them); the answer's status and at most `MAX_ANSWER_BYTES` of its body.
     `ssl_context` defaults to httpcore's: certificates verified against the hostname."""
+    return request(target, "POST", body=body, headers=headers, timeout=timeout,
+                   ssl_context=ssl_context)
+
+
+def request(target: Target, method: str, *, body: bytes | None, headers: Mapping[str, str],
+            timeout: float, ssl_context: ssl.SSLContext | None = None) -> Answer:
+    """`post` for any method (`body` None: none sent). `OutboundError.sent` says whether a
+    request byte may have left: False when no connection was made (refused, unreachable, a
+    certificate that does not verify), True for a timeout or a connection lost after."""
     url = httpcore.URL(scheme=target.scheme.encode(), host=target.host.encode(),
                        port=target.port, target=target.target.encode())
     limits = {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}
@@ -117,14 +127,16 @@ def post(target: Target, *, body: bytes, headers: Mapping[str, str], timeout: fl
     try:
         with httpcore.ConnectionPool(ssl_context=ssl_context, max_connections=1,
                                      network_backend=_PinnedBackend(target)) as pool, \
-                pool.stream("POST", url, headers=sent, content=body,
+                pool.stream(method, url, headers=sent, content=body,
                             extensions={"timeout": limits}) as response:
             data = b""
             for chunk in response.iter_stream():
                 data += chunk
                 if len(data) >= MAX_ANSWER_BYTES:
                     break
-            return Answer(response.status, data[:MAX_ANSWER_BYTES])
+            retry_after = next((value.decode("latin-1") for name, value in response.headers
+                                if name.lower() == b"retry-after"), None)
+            return Answer(response.status, data[:MAX_ANSWER_BYTES], retry_after)
     except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
         # Refused, unreachable, or a certificate that does not verify: nothing was sent.
         raise OutboundError(f"no connection: {str(exc)[:300]}") from None

@@ -29,6 +29,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from dispatch.handlers import Handler
 from dispatch.hooks import AdmissionCheck, OutcomeHook
+from dispatch.http_actions import actions_register
 from dispatch.presentation import MessagePresentation, Summarizer
 from protocols.approval_rules import (
     ApprovalRule,
@@ -318,7 +319,9 @@ def _fingerprint(frozen: Any) -> str:
 
 @functools.cache
 def get_runtime() -> Runtime:
-    """The runtime, built once per process. Its approval rules are checked against the
+    """The runtime, built once per process: the extensions' contracts, then the HTTP actions of
+    `ACTIONS_DIR` (an invalid file refuses it, `dispatch.http_actions.ActionsError`). Its
+    approval rules are checked against the
     contracts its extensions registered: a rule that would never apply as written refuses it
     (`ApprovalRulesError`), so that no process runs on it (`config.wsgi`, `config.asgi` and the
     Celery worker build it as they start; `manage.py check` reports it, `dispatch.E010`)."""
@@ -328,6 +331,9 @@ def get_runtime() -> Runtime:
     # Extensions register their contracts, handlers and resource kinds in every process.
     for dotted in settings.DISPATCH_EXTENSIONS:
         extension_load(dotted).register(runtime)
+    # HTTP actions (docs/actions.md): each file of ACTIONS_DIR, or no runtime at all
+    # (`ActionsError`, naming each file, line and key).
+    actions_register(runtime)
     inputs: dict[str, list[Mapping[str, Any]]] = {}
     for contract in runtime.registry:
         inputs.setdefault(contract.qualified_name, []).append(contract.input_type)
