@@ -21,12 +21,14 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
-from django.core.management.base import CommandError
+from django.core.management.base import CommandError, SystemCheckError
+from django.test import Client
 
 from dispatch import signing
 from dispatch.http_actions import ActionsError
 from dispatch.models import Operation
 from dispatch.runtime import get_runtime
+from dispatch.services.audit import audit_replay
 from exact_console.permits import verify
 from tests.permits.test_standard_libraries import DEPLOYMENT, published_jwks, pyjwt_verify
 
@@ -219,6 +221,19 @@ def test_an_approved_action_sends_the_arguments_the_key_and_a_verifiable_token(
     assert pyjwt_verify(token, jwks, audience="helpdesk")["sub"] == operation.id
     with pytest.raises(Exception, match="another destination"):
         verify(token, jwks, audience="bank")
+    # Audited like every contract: the replay of its audit through the tables holds.
+    assert not audit_replay().violations
+
+
+def test_the_action_is_listed_like_every_contract(actions: Path, now: datetime) -> None:
+    from dispatch.services.principals import agent_create
+
+    _, token = agent_create(name="reader", tenant="acme", tools=["tickets.create"])
+    answer = Client().get("/api/v1/contracts/", headers={"Authorization": f"Bearer {token}"})
+    assert answer.status_code == 200
+    (listed,) = [c for c in answer.json()["results"] if c["name"] == "tickets.create"]
+    assert listed["fingerprint"] == get_runtime().contract("tickets.create").fingerprint
+    assert listed["idempotency"] == "none"
 
 
 def test_a_refusal_is_failed_no_effect(actions: Path, helpdesk: Helpdesk, now: datetime) -> None:
@@ -293,6 +308,10 @@ def test_an_invalid_file_is_refused_with_its_line_at_start_up_and_by_check_actio
         call_command("check_actions", stdout=out)
     assert failed.value.returncode == 1
     assert out.getvalue().startswith(expected)
+    # Every other command refuses to run on it: the system checks report it.
+    with pytest.raises(SystemCheckError, match=r"dispatch\.E011") as checked:
+        call_command("check")
+    assert expected in str(checked.value)
 
 
 def test_check_actions_passes_a_valid_folder(actions: Path) -> None:
