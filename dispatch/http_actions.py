@@ -34,6 +34,7 @@ from dispatch.handlers import (
     code_fingerprint,
     within_deadline,
 )
+from dispatch.presentation import Summarizer
 from protocols.backoff import parse_retry_after
 from protocols.canonical import digest
 from protocols.contracts import ContractConflictError, OperationContract
@@ -154,13 +155,30 @@ def actions_register(runtime: Any) -> list[OperationContract]:
     for spec in specs:
         handler = handler_for(spec)
         try:
-            registered.append(runtime.register(action_contract(
-                spec, handler.implementation_fingerprint), handler))
+            registered.append(runtime.register(
+                action_contract(spec, handler.implementation_fingerprint), handler,
+                summary=_summary(spec), how_to_check=_how_to_check(spec)))
         except (ContractConflictError, ValueError) as exc:
             raise ActionsError([ActionDiagnostic(spec.file, spec.name_pos.line,
                                                  spec.name_pos.column, "name", str(exc))]
                                ) from None
     return registered
+
+
+def _summary(spec: ActionSpec) -> Summarizer:
+    """The console's sentence on top of its approvals: the file's description and where it
+    goes (`dispatch.presentation`)."""
+    text = f"{spec.description.rstrip('.')} (sent to {spec.destination.name})."
+    return lambda arguments: text
+
+
+def _how_to_check(spec: ActionSpec) -> str:
+    """How an admin resolving an unknown outcome looks at the service (`{key}`: the
+    operation id, which the service received as its Idempotency-Key)."""
+    asked = f"Ask {spec.destination.name} for the request with Idempotency-Key {{key}}"
+    if spec.lookup is None:
+        return asked + " (the action declares no lookup)."
+    return asked + f": GET {spec.lookup.url.replace('{operation_id}', '{key}')}."
 
 
 def handler_for(spec: ActionSpec) -> HttpActionHandler:

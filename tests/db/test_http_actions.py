@@ -28,6 +28,7 @@ from dispatch import signing
 from dispatch.http_actions import ActionsError
 from dispatch.models import Operation
 from dispatch.runtime import get_runtime
+from dispatch.selectors.contracts import action_summary
 from dispatch.services.audit import audit_replay
 from exact_console.permits import verify
 from tests.permits.test_standard_libraries import DEPLOYMENT, published_jwks, pyjwt_verify
@@ -234,6 +235,11 @@ def test_the_action_is_listed_like_every_contract(actions: Path, now: datetime) 
     (listed,) = [c for c in answer.json()["results"] if c["name"] == "tickets.create"]
     assert listed["fingerprint"] == get_runtime().contract("tickets.create").fingerprint
     assert listed["idempotency"] == "none"
+    # The console's sentence and an admin's way to check come from the file.
+    contract = get_runtime().contract("tickets.create")
+    assert action_summary("tickets.create", contract, {}).text == (
+        "Open a helpdesk ticket (sent to helpdesk).")
+    assert get_runtime().how_to_check(contract, "op_1").endswith("/tickets/op_1.")
 
 
 def test_a_refusal_is_failed_no_effect(actions: Path, helpdesk: Helpdesk, now: datetime) -> None:
