@@ -4,12 +4,14 @@ Views are thin: a nested `InputSerializer` checks the body's shape and JSON type
 decides everything else and raises `Denial`s that `dispatch.api.exceptions` renders unchanged.
 `now` is taken in the view, once per request, and passed down. One module per job:
 `intake` (contracts, resources, proposals and their dispatch), `decisions` (approvals,
-operations, renewals and cancellation), `records` (grants and the audit)."""
+operations, renewals and cancellation), `approvals` (the approvals list), `records` (grants and
+the audit), `admin` (agents, their tokens, and pauses)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from django.http import HttpRequest
@@ -61,6 +63,13 @@ def checked_id(value: str, kind: str) -> str:
     if not ID_SHAPE.fullmatch(value):
         raise Denial(C.NOT_FOUND, kind=kind, id=value)
     return value
+
+
+def require_future(value: datetime | None, now: datetime, pointer: str) -> None:
+    """`schema_invalid` at `pointer` for an expiry that is not after `now`."""
+    if value is not None and value <= now:
+        raise Denial(C.SCHEMA_INVALID, errors=[
+            {"pointer": pointer, "message": "must be in the future"}])
 
 
 def validated(

@@ -1,5 +1,6 @@
-"""Keyset (cursor) pagination, newest first (docs/rest-api.md#calls): no page counts a whole table,
-and an opaque cursor that was not handed out is `malformed_request`, never a 500.
+"""Keyset (cursor) pagination, newest first unless a list says otherwise
+(docs/rest-api.md#calls): no page counts a whole table, and an opaque cursor that was not handed
+out is `malformed_request`, never a 500.
 """
 
 from __future__ import annotations
@@ -69,8 +70,8 @@ class CheckpointPagination(KeysetPagination):
         return position.isascii() and position.isdigit() and len(position) <= 19
 
 
-class GrantPagination(KeysetPagination):
-    ordering = ("-created_at", "-id")
+class TimePagination(KeysetPagination):
+    """Paged on a timestamp with the id as tiebreaker: a position is an aware ISO datetime."""
 
     def valid_position(self, position: str) -> bool:
         if len(position) > 40 or "\x00" in position:
@@ -80,3 +81,13 @@ class GrantPagination(KeysetPagination):
         except ValueError:
             return False
         return parsed is not None and parsed.tzinfo is not None
+
+
+class GrantPagination(TimePagination):
+    ordering = ("-created_at", "-id")
+
+
+class ApprovalPagination(TimePagination):
+    """Approvals oldest first, the one waiting longest on top (docs/rest-api.md#admin)."""
+
+    ordering = ("created_at", "id")

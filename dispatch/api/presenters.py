@@ -14,11 +14,15 @@ from dispatch.models import (
     AuditEvent,
     Grant,
     Operation,
+    Pause,
     Permit,
     Proposal,
     Resource,
     Revision,
 )
+from dispatch.selectors.votes import Cast
+from dispatch.services.notifications import proposal_summary
+from dispatch.services.pauses import pause_scope
 from dispatch.services.resources import resource_current
 from dispatch.services.voters import counting_voters
 from protocols.approvals import effective_approval_state
@@ -75,6 +79,27 @@ def votes_view(approval: ApprovalRequest) -> list[JSONObject]:
     return [{"by": name, "at": at} for name, at in approval.votes.filter(
         counting_voters(approval.role), outcome="grant").order_by(
         "voted_at", "id").values_list("approver__name", "voted_at")]
+
+
+def approval_item_view(approval: ApprovalRequest, *, votes: list[Cast],
+                       now: datetime) -> JSONObject:
+    """An approval of `GET approvals/` (docs/rest-api.md#admin): what an approver outside the
+    console needs to decide it, the sentence the console shows on top of it included. `votes`:
+    its grants that count (`dispatch.selectors.votes`)."""
+    proposal = approval.proposal
+    return {"id": approval.id,
+            "state": effective_approval_state(approval.state, approval.expires_at, now).value,
+            "proposal_id": proposal.id, "operation": proposal.operation,
+            "summary": proposal_summary(proposal), "digest": proposal.digest,
+            "requested_by": proposal.principal.name, "expires_at": approval.expires_at,
+            "quorum": approval.quorum,
+            "votes": [{"by": cast.approver_name, "at": cast.at} for cast in votes]}
+
+
+def pause_view(pause: Pause) -> JSONObject:
+    return {"id": pause.id, "scope": pause_scope(pause), "operation": pause.operation or None,
+            "agent": None if pause.agent is None else pause.agent.name, "reason": pause.reason,
+            "paused_by": pause.paused_by, "paused_at": pause.paused_at}
 
 
 def operation_view(operation: Operation) -> JSONObject:

@@ -1,4 +1,5 @@
-"""REST calls over authority and the record (docs/rest-api.md#calls): grants and the audit."""
+"""REST calls over authority and the record (docs/rest-api.md#calls): grants (their issue and
+revocation by an admin, docs/rest-api.md#admin) and the audit."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from dispatch.api.authentication import principal_of
-from dispatch.api.base import NAME_MAX, ApiView, C, checked_id, validated
+from dispatch.api.base import NAME_MAX, ApiView, C, checked_id, require_future, validated
 from dispatch.api.fields import (
     IdField,
     JsonObjectField,
@@ -27,9 +28,15 @@ from dispatch.api.serializers import (
     object_field,
 )
 from dispatch.selectors.audit import audit_of_tenant
-from dispatch.selectors.principals import grants_of_principal
+from dispatch.selectors.principals import grants_of_principal, principal_named
 from dispatch.selectors.seals import checkpoints_of_tenant
-from dispatch.services.authority import grant_delegate, has_role
+from dispatch.services.authority import (
+    grant_delegate,
+    grant_issue,
+    grant_revoke,
+    has_role,
+    require_role,
+)
 from dispatch.services.checkpoints import checkpoint_view
 from protocols.denials import Denial
 from protocols.jsontypes import JSONObject
@@ -48,6 +55,52 @@ class GrantListApi(ApiView):
         page = paginator.paginate_queryset(grants_of_principal(principal_of(request)),
                                            request, view=self) or []
         return Response(GrantPageSerializer(paginator.as_page([grant_view(g) for g in page])).data)
+
+    class InputSerializer(StrictInputSerializer):
+        subject = IdField(help_text="The name of a principal of the admin's tenant.")
+        operation = StrictCharField(max_length=NAME_MAX,
+                                    help_text="A contract's qualified name.")
+        scope = JsonObjectField(help_text='e.g. `{"customer": ["cus-002"]}`, or '
+                                          '`{"customer": "*"}` for any.')
+        expires_at = StrictDateTimeField(required=False, allow_null=True,
+                                         help_text="Omitted or null: no expiry.")
+
+    @extend_schema(operation_id="grants_create", summary="Issue a grant",
+                   description="Admins only, to a principal of their tenant: what `manage.py "
+                               "grant` does, audited `grant.issued` under the admin's name.",
+                   request=InputSerializer,
+                   responses={201: GrantOutputSerializer, **error_responses(
+                       C.ROLE_REQUIRED, C.NOT_FOUND, C.UNKNOWN_OPERATION, body=True)})
+    def post(self, request: Request) -> Response:
+        principal = principal_of(request)
+        require_role(principal, Role.ADMIN)
+        data = validated(self.InputSerializer, request)
+        now = timezone.now()
+        require_future(data.get("expires_at"), now, "/expires_at")
+        subject = principal_named(viewer=principal, name=data["subject"])
+        try:
+            grant = grant_issue(issuer=principal, subject=subject,
+                                operations=[data["operation"]], scope=data["scope"], now=now,
+                                expires_at=data.get("expires_at"))
+        except (ValueError, TypeError, AttributeError) as exc:  # the scope's shape
+            raise Denial(C.SCHEMA_INVALID, errors=[
+                {"pointer": "/scope", "message": str(exc)}]) from None
+        return Response(GrantOutputSerializer(grant_view(grant)).data, status=201)
+
+
+class GrantDetailApi(ApiView):
+    @extend_schema(operation_id="grants_revoke", summary="Revoke a grant",
+                   description="Admins only: what `manage.py revoke` does. The grant, every "
+                               "grant delegated from it and every unclaimed permit resting on "
+                               "them are revoked in one transaction, audited `grant.revoked`.",
+                   parameters=[path_id("grant_id", "grant")],
+                   responses={204: None, **error_responses(C.NOT_FOUND, C.ROLE_REQUIRED)})
+    def delete(self, request: Request, grant_id: str) -> Response:
+        principal = principal_of(request)
+        require_role(principal, Role.ADMIN)
+        grant_revoke(actor=principal, grant_id=checked_id(grant_id, "grant"),
+                     now=timezone.now())
+        return Response(status=204)
 
 
 class GrantDelegateApi(ApiView):
@@ -71,9 +124,7 @@ class GrantDelegateApi(ApiView):
         data = validated(self.InputSerializer, request)
         now = timezone.now()
         expires_at = data.get("expires_at")
-        if expires_at is not None and expires_at <= now:
-            raise Denial(C.SCHEMA_INVALID, errors=[
-                {"pointer": "/expires_at", "message": "must be in the future"}])
+        require_future(expires_at, now, "/expires_at")
         grant = grant_delegate(actor=principal, grant_id=checked, subject_name=data["subject"],
                                operations=data["operations"], scope=data["scope"],
                                expires_at=expires_at, now=now)

@@ -7,7 +7,18 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.negotiation import DefaultContentNegotiation
 
-from dispatch.api import base, decisions, evidence, executions, intake, keys, records, webhooks
+from dispatch.api import (
+    admin,
+    approvals,
+    base,
+    decisions,
+    evidence,
+    executions,
+    intake,
+    keys,
+    records,
+    webhooks,
+)
 from dispatch.api.docs import ApiDocsView
 
 app_name = "api"
@@ -25,6 +36,9 @@ urlpatterns = [
          name="proposal-dispatch"),
     path("proposals/<str:proposal_id>/cancel/", decisions.ProposalCancelApi.as_view(),
          name="proposal-cancel"),
+    path("approvals/", approvals.ApprovalListApi.as_view(), name="approval-list"),
+    path("approvals/<str:approval_id>/", approvals.ApprovalDetailApi.as_view(),
+         name="approval-detail"),
     path("approvals/<str:approval_id>/decision/", decisions.ApprovalDecideApi.as_view(),
          name="approval-decide"),
     path("operations/<str:operation_id>/", decisions.OperationDetailApi.as_view(),
@@ -42,8 +56,13 @@ urlpatterns = [
     path("executions/<str:execution_id>/cancel/", executions.ExecutionCancelApi.as_view(),
          name="execution-cancel"),
     path("grants/", records.GrantListApi.as_view(), name="grant-list"),
+    path("grants/<str:grant_id>/", records.GrantDetailApi.as_view(), name="grant-detail"),
     path("grants/<str:grant_id>/delegate/", records.GrantDelegateApi.as_view(),
          name="grant-delegate"),
+    path("agents/", admin.AgentCreateApi.as_view(), name="agent-create"),
+    path("agents/<str:agent_id>/token/", admin.AgentTokenApi.as_view(), name="agent-token"),
+    path("pauses/", admin.PauseCreateApi.as_view(), name="pause-create"),
+    path("pauses/<str:pause_id>/", admin.PauseDetailApi.as_view(), name="pause-detail"),
     path("keys/", keys.KeysApi.as_view(), name="keys"),
     path("audit/", records.AuditListApi.as_view(), name="audit-list"),
     path("audit/checkpoints/", records.AuditCheckpointListApi.as_view(),

@@ -34,6 +34,15 @@ class QueueFilter:
     created_before: datetime | None = None
 
 
+def _reviewable(viewer: Principal) -> QuerySet[ApprovalRequest]:
+    """The approvals of the viewer's tenant for a role the viewer holds."""
+    queryset = ApprovalRequest.objects.filter(tenant_id=viewer.tenant_id)
+    if not has_role(viewer, Role.ADMIN):
+        # An admin holds every role; anyone else sees only requests for their own role.
+        queryset = queryset.filter(role=viewer.role)
+    return queryset
+
+
 def _pending_approvals(viewer: Principal, filters: QueueFilter) -> QuerySet[ApprovalRequest]:
     """Pending approvals the viewer may decide, through the `approval_queue` index.
 
@@ -41,11 +50,7 @@ def _pending_approvals(viewer: Principal, filters: QueueFilter) -> QuerySet[Appr
     index and a sort of every pending row. A request past its expiry stays `pending` only until
     the next expiry sweep; pages mark it as expired, and the resolver refuses it anyway.
     """
-    queryset = ApprovalRequest.objects.filter(
-        tenant_id=viewer.tenant_id, state=ApprovalState.PENDING)
-    if not has_role(viewer, Role.ADMIN):
-        # An admin holds every role; anyone else sees only requests for their own role.
-        queryset = queryset.filter(role=viewer.role)
+    queryset = _reviewable(viewer).filter(state=ApprovalState.PENDING)
     if filters.operation:
         queryset = queryset.filter(proposal__operation=filters.operation)
     if filters.principal_id:
@@ -95,6 +100,23 @@ def approval_list_expiring(
     return Page(rows=rows, older=cursor_of(rows[-1], ("expires_at", "id")) if more_later else None,
                 newer=cursor_of(rows[0], ("expires_at", "id"))
                 if rows and after is not None else None)
+
+
+def approval_list_in_state(
+    *, viewer: Principal, state: ApprovalState, now: datetime,
+) -> QuerySet[ApprovalRequest]:
+    """The approvals the viewer may decide whose state is `state` as they read now
+    (`effective_approval_state`): a `pending` request past its expiry, not yet swept, is
+    `expired`. For the REST API's list, which orders and pages it (docs/rest-api.md#admin)."""
+    queryset = _reviewable(viewer)
+    if state is ApprovalState.PENDING:
+        queryset = queryset.filter(state=state, expires_at__gt=now)
+    elif state is ApprovalState.EXPIRED:
+        queryset = queryset.filter(Q(state=state) | Q(state=ApprovalState.PENDING,
+                                                     expires_at__lte=now))
+    else:
+        queryset = queryset.filter(state=state)
+    return queryset.select_related("proposal", "proposal__principal")
 
 
 def approval_count_pending(*, viewer: Principal, filters: QueueFilter = QueueFilter()) -> Count:

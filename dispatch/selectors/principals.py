@@ -30,6 +30,16 @@ def principal_get(*, viewer: Principal, principal_id: object) -> Principal:
     return principal
 
 
+def principal_named(*, viewer: Principal, name: object, kind: str | None = None) -> Principal:
+    """The principal of the viewer's tenant called `name` (of `kind`, if given), never a
+    sub-agent; `not_found` otherwise, another tenant's name included."""
+    queryset = principal_list(viewer=viewer, kind=kind)
+    principal = queryset.filter(name=name).first() if isinstance(name, str) else None
+    if principal is None:
+        raise Denial(DenialCode.NOT_FOUND, kind="principal" if kind is None else kind, id=name)
+    return principal
+
+
 @dataclass
 class GrantNode:
     grant: Grant

@@ -42,21 +42,31 @@ def vote_list(*, approval: ApprovalRequest) -> list[Cast]:
                 "approver_id", "approver__name", "voted_at")]
 
 
+def vote_lists(*, approvals: Iterable[ApprovalRequest]) -> dict[str, list[Cast]]:
+    """For each approval, the grants of it that count, oldest first (`vote_list`), in one
+    query for them all."""
+    roles = {approval.id: approval.role for approval in approvals}
+    votes: dict[str, list[Cast]] = {approval_id: [] for approval_id in roles}
+    if not roles:
+        return votes
+    for approval_id, approver_id, name, at, kind, role, active in Vote.objects.filter(
+            approval_id__in=roles, outcome=GRANT).order_by("voted_at", "id").values_list(
+            "approval_id", "approver_id", "approver__name", "voted_at", "approver__kind",
+            "approver__role", "approver__user__is_active"):
+        # As `counting_voters` reads it, for approvals of several roles at once.
+        if kind == Principal.Kind.HUMAN and active and role_allows(role, roles[approval_id]):
+            votes[approval_id].append(Cast(approver_id=approver_id, approver_name=name, at=at))
+    return votes
+
+
 def grant_voters(*, approvals: Iterable[ApprovalRequest]) -> dict[str, list[str]]:
     """For each approval needing more than one approver: the ids of those whose grants of it
     count so far, in one query for them all (none when no approval needs more than one)."""
-    roles = {approval.id: approval.role for approval in approvals if approval.quorum > 1}
-    if not roles:
+    several = [approval for approval in approvals if approval.quorum > 1]
+    if not several:
         return {}
-    voters: dict[str, list[str]] = {approval_id: [] for approval_id in roles}
-    for approval_id, approver_id, kind, role, active in Vote.objects.filter(
-            approval_id__in=roles, outcome=GRANT).values_list(
-            "approval_id", "approver_id", "approver__kind", "approver__role",
-            "approver__user__is_active"):
-        # As `counting_voters` reads it, for approvals of several roles at once.
-        if kind == Principal.Kind.HUMAN and active and role_allows(role, roles[approval_id]):
-            voters[approval_id].append(approver_id)
-    return voters
+    return {approval_id: [cast.approver_id for cast in casts]
+            for approval_id, casts in vote_lists(approvals=several).items()}
 
 
 def votes_waiting(*, viewer: Principal, limit: int = 25) -> list[Vote]:

@@ -84,11 +84,15 @@ def grant_effective(grant_id: str, *, lock: bool = False) -> core.Grant:
 def grant_issue(
     *, issuer: str | Principal, subject: Principal, operations: Iterable[str],
     scope: JSONObject, now: datetime, expires_in: int | None = None,
+    expires_at: datetime | None = None,
 ) -> Grant:
     """Issue a root grant: the host's authorization service only (docs/design.md#grants). `issuer`
     is a human admin of the subject's tenant (checked here), or the name the host's own commands
     issue under. A delegated step's sub-agent is no subject: `not_found`, as for a name that
-    names nobody (its authority is its step's grant alone, docs/design.md#delegation)."""
+    names nobody (its authority is its step's grant alone, docs/design.md#delegation). The grant
+    ends `expires_in` seconds from `now`, or at `expires_at`, or never (at most one of them)."""
+    if expires_in is not None and expires_at is not None:
+        raise ValueError("a grant's end is given by expires_in or by expires_at, not both")
     if subject.subagent:
         raise Denial(DenialCode.NOT_FOUND, kind="principal", id=subject.name)
     if isinstance(issuer, Principal):
@@ -102,7 +106,7 @@ def grant_issue(
         grant = Grant.objects.create(
             tenant_id=subject.tenant_id, issuer=issuer, subject=subject,
             operations=operations, scope=core.scope_as_json(parsed),
-            not_before=now, expires_at=None if expires_in is None else now + timedelta(
+            not_before=now, expires_at=expires_at if expires_in is None else now + timedelta(
                 seconds=expires_in),
         )
         audit_record(tenant_id=subject.tenant_id, kind="grant.issued", actor=issuer, at=now,

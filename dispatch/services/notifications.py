@@ -76,7 +76,8 @@ def notify_approval_requested(approval: ApprovalRequest, proposal: Proposal,
         return
     data: JSONObject = {
         "approval_id": approval.id, "proposal_id": proposal.id,
-        "operation": proposal.operation, "summary": _summary(proposal), "state": approval.state,
+        "operation": proposal.operation, "summary": proposal_summary(proposal),
+        "state": approval.state,
         "role": approval.role, "quorum": approval.quorum,
         "expires_at": approval.expires_at.isoformat(), "approval_url": approval_url(approval.id)}
     outbox = [_row(proposal, "approval.requested", data, now,
@@ -95,7 +96,7 @@ def notify_approval_decided(approval: ApprovalRequest, proposal: Proposal,
     if not endpoints:
         return
     data: JSONObject = {"approval_id": approval.id, "proposal_id": proposal.id,
-                        "operation": proposal.operation, "summary": _summary(proposal),
+                        "operation": proposal.operation, "summary": proposal_summary(proposal),
                         "state": approval.state}
     _write([_row(proposal, event, data, now, endpoint=e) for e in endpoints])
 
@@ -117,7 +118,7 @@ def outcome_write(operation: Operation, notice: Notice, now: datetime) -> None:
     proposal = operation.proposal
     _write([_row(proposal, row.event, row.data, now,
                  endpoint=cast(WebhookEndpoint, row.endpoint))  # as `store.endpoints` gave it
-            for row in notice.rows(endpoints, _summary(proposal))])
+            for row in notice.rows(endpoints, proposal_summary(proposal))])
 
 
 def notify_checkpoint(tenant_id: str, checkpoint: JSONObject, now: datetime) -> None:
@@ -148,8 +149,9 @@ def _row(proposal: Proposal, event: str, data: JSONObject, now: datetime, *,
         next_attempt_at=now, created_at=now)
 
 
-def _summary(proposal: Proposal) -> str:
-    """The action's sentence, as on the approval page, on one line."""
+def proposal_summary(proposal: Proposal) -> str:
+    """The action's sentence, as on the approval page, on one line: what webhooks, emails and
+    the approvals list (docs/rest-api.md#admin) say of a proposal."""
     runtime = get_runtime()
     contract = runtime.registry.by_fingerprint(proposal.contract_fingerprint)
     summarizer = None if contract is None else runtime.summaries.get(

@@ -11,11 +11,13 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from dispatch.models import ApiToken, Principal, Tenant
 from dispatch.runtime import get_runtime
+from dispatch.services.authority import require_role
 from dispatch.store import principals
+from protocols.denials import Denial, DenialCode
 from protocols.roles import Role
 
 TOKEN_PREFIX = "eac"  # noqa: S105 - a public prefix, not a secret
@@ -62,14 +64,42 @@ def token_revoke_all(*, principal: Principal, now: datetime) -> int:
 
 
 def agent_create(*, name: str, tenant: str, tools: Iterable[str]) -> tuple[Principal, str]:
-    """An agent whose tool set names registered operations only."""
+    """An agent whose tool set names registered operations only. Principal names are unique
+    across tenants: a name in use is `schema_invalid` at `/name`."""
     tools = get_runtime().require_operations(tools)
+    try:
+        with transaction.atomic():
+            principal = Principal.objects.create(
+                tenant=tenant_get_or_create(name=tenant), name=name,
+                kind=Principal.Kind.AGENT, tools=tools,
+            )
+            return principal, token_issue(principal=principal)
+    except IntegrityError:  # the unique name (a race included): nothing was written
+        raise Denial(DenialCode.SCHEMA_INVALID, f"A principal named {name!r} exists; names "
+                     "are unique across tenants.", errors=[
+            {"pointer": "/name", "message": "a principal with this name exists"}]) from None
+
+
+def agent_provision(*, actor: Principal, name: str, tools: Iterable[str]) -> tuple[Principal, str]:
+    """`agent_create` by an admin, in the admin's own tenant (docs/rest-api.md#admin)."""
+    require_role(actor, Role.ADMIN)
+    return agent_create(name=name, tenant=actor.tenant.name, tools=tools)
+
+
+def agent_token_rotate(*, actor: Principal, agent_id: object, now: datetime) -> str:
+    """A new bearer token for an agent of the admin's tenant, returned once; every token it
+    held before is revoked in the same transaction, so the old one is refused from this
+    commit on (`token_authenticate` reads only unrevoked tokens). Another tenant's agent, a
+    human, a delegated step's sub-agent and a forged id are one `not_found`."""
+    require_role(actor, Role.ADMIN)
+    agent = Principal.objects.filter(id=agent_id, tenant_id=actor.tenant_id,
+                                     kind=Principal.Kind.AGENT, subagent=False).first() \
+        if isinstance(agent_id, str) else None
+    if agent is None:
+        raise Denial(DenialCode.NOT_FOUND, kind="agent", id=agent_id)
     with transaction.atomic():
-        principal = Principal.objects.create(
-            tenant=tenant_get_or_create(name=tenant), name=name,
-            kind=Principal.Kind.AGENT, tools=tools,
-        )
-        return principal, token_issue(principal=principal)
+        token_revoke_all(principal=agent, now=now)
+        return token_issue(principal=agent)
 
 
 def subagent_create(*, tenant_id: str, name: str, tools: Iterable[str]) -> Principal:
