@@ -15,12 +15,18 @@ import httpx
 from exact_console._version import __version__
 from exact_console.errors import Denied, TransportError
 from exact_console.shapes import (
+    AgentCreated,
+    AgentToken,
+    Approval,
+    ApprovalsPage,
     AuditPage,
     ContractsPage,
     Decision,
     Dispatched,
+    Grant,
     GrantsPage,
     Operation,
+    Pause,
     Proposal,
     Resource,
 )
@@ -135,6 +141,15 @@ def decide(approval_id: str, decision: str, digest: str,
     return Call("POST", f"approvals/{_id(approval_id)}/decision/", body)
 
 
+def approvals(state: str | None, cursor: str | None,
+              page_size: int | None) -> Call[ApprovalsPage]:
+    return _get("approvals/" + _query(state=state, cursor=cursor, page_size=page_size))
+
+
+def approval(approval_id: str) -> Call[Approval]:
+    return _get(f"approvals/{_id(approval_id)}/")
+
+
 def operation(operation_id: str) -> Call[Operation]:
     return _get(f"operations/{_id(operation_id)}/")
 
@@ -170,6 +185,37 @@ def delegate(grant_id: str, subject: str, operations: list[str], scope: dict[str
     return Call("POST", f"grants/{_id(grant_id)}/delegate/", body)
 
 
+def create_grant(subject: str, operation: str, scope: dict[str, Any],
+                 expires_at: str | None) -> Call[Grant]:
+    body: dict[str, Any] = {"subject": subject, "operation": operation, "scope": scope}
+    if expires_at is not None:
+        body["expires_at"] = expires_at
+    return Call("POST", "grants/", body)
+
+
+def revoke_grant(grant_id: str) -> Call[None]:
+    return Call("DELETE", f"grants/{_id(grant_id)}/")
+
+
+def create_agent(name: str, tools: list[str]) -> Call[AgentCreated]:
+    return Call("POST", "agents/", {"name": name, "tools": tools})
+
+
+def rotate_agent_token(agent_id: str) -> Call[AgentToken]:
+    return Call("POST", f"agents/{_id(agent_id)}/token/")
+
+
+def pause(operation: str | None, agent: str | None, reason: str | None) -> Call[Pause]:
+    body = {name: value for name, value in
+            (("operation", operation), ("agent", agent), ("reason", reason))
+            if value is not None}
+    return Call("POST", "pauses/", body)
+
+
+def resume(pause_id: str) -> Call[None]:
+    return Call("DELETE", f"pauses/{_id(pause_id)}/")
+
+
 def audit(operation: str | None, proposal: str | None, kind: str | None, cursor: str | None,
           page_size: int | None) -> Call[AuditPage]:
     return _get("audit/" + _query(operation=operation, proposal=proposal, kind=kind,
@@ -189,8 +235,15 @@ def next_page(root: str, page: Mapping[str, Any]) -> Call[dict[str, Any]] | None
 
 # --- answers -------------------------------------------------------------------------------------
 
+#: A success without a body (a deletion).
+NO_CONTENT = 204
+
+
 def answer(response: httpx.Response) -> dict[str, Any]:
-    """The JSON object of a success, or the refusal of an error envelope raised as `Denied`."""
+    """The JSON object of a success (`{}` for a 204, which has no body), or the refusal of an
+    error envelope raised as `Denied`."""
+    if response.status_code == NO_CONTENT:
+        return {}
     try:
         body = json.loads(response.content)
     except ValueError:

@@ -135,6 +135,16 @@ class Client:
     def revise(self, resource_id: str, *, base_revision: int, payload: JSON) -> shapes.Resource:
         return self._send(_calls.revise(resource_id, base_revision, payload))
 
+    def approvals(self, *, state: str | None = None, cursor: str | None = None,
+                  page_size: int | None = None) -> shapes.ApprovalsPage:
+        """A page of the approvals this operator or admin may decide, oldest first: the pending
+        ones unless `state` says otherwise (`next_page` follows it)."""
+        return self._send(_calls.approvals(state, cursor, page_size))
+
+    def approval(self, approval_id: str) -> shapes.Approval:
+        """One approval of `approvals()`, with the proposal's `canonical` snapshot."""
+        return self._send(_calls.approval(approval_id))
+
     def decide(self, approval_id: str, *, decision: str, digest: str,
                reason: str | None = None) -> shapes.Decision:
         """A human's decision (`grant` or `deny`) on the exact `digest` they were shown."""
@@ -156,6 +166,35 @@ class Client:
                  expires_at: str | None = None) -> JSON:
         return self._send(_calls.delegate(grant_id, subject, operations, scope, expires_at))
 
+    # --- an admin's calls (docs/rest-api.md#admin) -------------------------------------------
+
+    def create_agent(self, name: str, *, tools: list[str]) -> shapes.AgentCreated:
+        """A new agent of the admin's tenant with its tool set, and its token, shown once."""
+        return self._send(_calls.create_agent(name, tools))
+
+    def rotate_agent_token(self, agent_id: str) -> shapes.AgentToken:
+        """A new token for the agent; its old ones are refused from this answer on."""
+        return self._send(_calls.rotate_agent_token(agent_id))
+
+    def create_grant(self, subject: str, operation: str, *, scope: JSON,
+                     expires_at: str | None = None) -> shapes.Grant:
+        """A grant of `operation` to the principal named `subject`, within `scope`."""
+        return self._send(_calls.create_grant(subject, operation, scope, expires_at))
+
+    def revoke_grant(self, grant_id: str) -> None:
+        """Revokes the grant and every grant delegated from it."""
+        self._send(_calls.revoke_grant(grant_id))
+
+    def pause(self, *, operation: str | None = None, agent: str | None = None,
+              reason: str | None = None) -> shapes.Pause:
+        """Pauses the tenant, or one contract, or one agent (by name), or that agent's
+        contract: its claims and attempt starts are refused `paused` until `resume`."""
+        return self._send(_calls.pause(operation, agent, reason))
+
+    def resume(self, pause_id: str) -> None:
+        """Lifts the pause; the work it held back goes on."""
+        self._send(_calls.resume(pause_id))
+
     def audit(self, *, operation: str | None = None, proposal: str | None = None,
               kind: str | None = None, cursor: str | None = None,
               page_size: int | None = None) -> shapes.AuditPage:
@@ -163,7 +202,8 @@ class Client:
         return self._send(_calls.audit(operation, proposal, kind, cursor, page_size))
 
     def next_page(self, page: Mapping[str, Any]) -> JSON | None:
-        """The page after `page` (of `grants` or `audit`), or None after the last."""
+        """The page after `page` (of `approvals`, `grants` or `audit`), or None after the
+        last."""
         call = _calls.next_page(self.root, page)
         return None if call is None else self._send(call)
 
@@ -289,6 +329,13 @@ class AsyncClient:
                      *, base_revision: int, payload: JSON) -> shapes.Resource:
         return await self._send(_calls.revise(resource_id, base_revision, payload))
 
+    async def approvals(self, *, state: str | None = None, cursor: str | None = None,
+                        page_size: int | None = None) -> shapes.ApprovalsPage:
+        return await self._send(_calls.approvals(state, cursor, page_size))
+
+    async def approval(self, approval_id: str) -> shapes.Approval:
+        return await self._send(_calls.approval(approval_id))
+
     async def decide(self, approval_id: str, *, decision: str, digest: str,
                      reason: str | None = None) -> shapes.Decision:
         return await self._send(_calls.decide(approval_id, decision, digest, reason))
@@ -308,6 +355,26 @@ class AsyncClient:
                        scope: JSON, expires_at: str | None = None) -> JSON:
         return await self._send(_calls.delegate(grant_id, subject, operations, scope,
                                                 expires_at))
+
+    async def create_agent(self, name: str, *, tools: list[str]) -> shapes.AgentCreated:
+        return await self._send(_calls.create_agent(name, tools))
+
+    async def rotate_agent_token(self, agent_id: str) -> shapes.AgentToken:
+        return await self._send(_calls.rotate_agent_token(agent_id))
+
+    async def create_grant(self, subject: str, operation: str, *, scope: JSON,
+                           expires_at: str | None = None) -> shapes.Grant:
+        return await self._send(_calls.create_grant(subject, operation, scope, expires_at))
+
+    async def revoke_grant(self, grant_id: str) -> None:
+        await self._send(_calls.revoke_grant(grant_id))
+
+    async def pause(self, *, operation: str | None = None, agent: str | None = None,
+                    reason: str | None = None) -> shapes.Pause:
+        return await self._send(_calls.pause(operation, agent, reason))
+
+    async def resume(self, pause_id: str) -> None:
+        await self._send(_calls.resume(pause_id))
 
     async def audit(self, *, operation: str | None = None, proposal: str | None = None,
                     kind: str | None = None, cursor: str | None = None,

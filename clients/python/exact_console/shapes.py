@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypedDict
 
-__all__ = ["ApprovalRef", "ApprovalState", "Attempt", "AuditEvent", "AuditPage", "Contract",
-           "ContractsPage", "Decision", "DecisionApproval", "Dispatched", "GrantsPage",
-           "Operation", "Proposal", "Resource"]
+__all__ = ["AgentCreated", "AgentToken", "Approval", "ApprovalItem", "ApprovalRef",
+           "ApprovalState", "ApprovalsPage", "Attempt", "AuditEvent", "AuditPage", "Contract",
+           "ContractsPage", "Decision", "DecisionApproval", "Dispatched", "Grant", "GrantsPage",
+           "Operation", "Pause", "Proposal", "Resource", "Vote"]
 
 #: An approval's states (docs/rest-api.md#states).
 ApprovalState = Literal["pending", "granted", "denied", "expired", "revoked"]
@@ -129,6 +130,86 @@ class AuditPage(TypedDict, total=False):
 class GrantsPage(TypedDict, total=False):
     """`GET grants/`: the caller's grants; `next` links the following page (`next_page`)."""
 
-    results: list[dict[str, Any]]
+    results: list[Grant]
     next: str | None
     previous: str | None
+
+
+class Vote(TypedDict):
+    """A grant counted toward an approval's quorum: the approver's name, and when."""
+
+    by: str
+    at: str
+
+
+class ApprovalItem(TypedDict):
+    """An approval of `GET approvals/` (docs/rest-api.md#admin): `summary` is the action's
+    sentence as the console shows it; decide it with `decide(id, decision=..., digest=digest)`."""
+
+    id: str
+    state: ApprovalState
+    proposal_id: str
+    operation: str
+    summary: str
+    digest: str
+    requested_by: str
+    expires_at: str
+    quorum: int
+    votes: list[Vote]
+
+
+class Approval(ApprovalItem):
+    """`GET approvals/{id}/`: the list's item with the proposal's `canonical` snapshot, exactly
+    the bytes `digest` hashes."""
+
+    canonical: str
+
+
+class ApprovalsPage(TypedDict, total=False):
+    """`GET approvals/`, oldest first; `next` links the following page (`next_page`)."""
+
+    results: list[ApprovalItem]
+    next: str | None
+    previous: str | None
+
+
+class Grant(TypedDict):
+    """A grant (`POST grants/`, the items of `GET grants/`): `subject` is a principal's name."""
+
+    id: str
+    issuer: str
+    subject: str
+    operations: list[str]
+    scope: dict[str, Any]
+    not_before: str | None
+    expires_at: str | None
+    revoked_at: str | None
+    parent_id: str | None
+    budget: int | None
+
+
+class AgentCreated(TypedDict):
+    """`POST agents/`: the new agent and its bearer token, which is shown this once."""
+
+    id: str
+    name: str
+    token: str
+
+
+class AgentToken(TypedDict):
+    """`POST agents/{id}/token/`: the agent's new token; the old ones are refused from now on."""
+
+    token: str
+
+
+class Pause(TypedDict):
+    """`POST pauses/`: a pause in force; `operation` and `agent` (a name) are None when it
+    covers every contract or every agent."""
+
+    id: str
+    scope: str
+    operation: str | None
+    agent: str | None
+    reason: str
+    paused_by: str
+    paused_at: str
