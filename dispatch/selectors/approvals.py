@@ -110,6 +110,10 @@ def approval_list_in_state(
     `expired`. For the REST API's list, which orders and pages it (docs/rest-api.md#admin)."""
     queryset = _reviewable(viewer)
     if state is ApprovalState.PENDING:
+        # Unlike the console's queue (`_pending_approvals`), a condition on `expires_at`: an
+        # approver outside the console is offered only what can still be decided. The list is
+        # read in `(created_at, id)` order with a LIMIT, which `approval_queue` serves; pending
+        # rows are few (each lapses within its contract's window) whichever index is chosen.
         queryset = queryset.filter(state=state, expires_at__gt=now)
     elif state is ApprovalState.EXPIRED:
         queryset = queryset.filter(Q(state=state) | Q(state=ApprovalState.PENDING,
