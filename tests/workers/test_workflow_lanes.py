@@ -140,7 +140,9 @@ def test_forty_lanes_at_a_ceiling_of_four_all_finish_never_more_than_four_in_fli
     assert sorted(e.payload["status"] for e in lanes) == ["completed"] * 40
     operations = Operation.objects.filter(proposal__execution_id=run.execution_id)
     assert operations.count() == 40 and {o.state for o in operations} == {"completed"}
-    assert in_flight.samples > 100 and 2 <= in_flight.most <= 4, vars(in_flight)
+    # At least a few dozen samples over the waves (on a loaded machine one takes far more than
+    # its 10 ms: 43 were seen in CI), each wave holding its slots 0.3 s or more.
+    assert in_flight.samples >= 20 and 2 <= in_flight.most <= 4, vars(in_flight)
     assert not AuditEvent.objects.filter(kind="dispatch.denied",
                                          details__code="budget_exhausted").exclude(
         details__budget="concurrency").exists()
