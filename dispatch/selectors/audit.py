@@ -98,5 +98,5 @@ AUDIT_KINDS = frozenset({
     "question.answered", "resource.released",
     "workflow.parked", "workflow.resumed", "workflow.input",
     "execution.timed_out", "execution.cancelled",
-    "pause.set", "pause.lifted",
+    "pause.set", "pause.lifted", "agent.created", "agent.token_rotated",
 })

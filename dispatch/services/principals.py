@@ -12,9 +12,11 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from dispatch.models import ApiToken, Principal, Tenant
 from dispatch.runtime import get_runtime
+from dispatch.services.audit import audit_record
 from dispatch.services.authority import require_role
 from dispatch.store import principals
 from protocols.denials import Denial, DenialCode
@@ -63,9 +65,11 @@ def token_revoke_all(*, principal: Principal, now: datetime) -> int:
         revoked_at=now)
 
 
-def agent_create(*, name: str, tenant: str, tools: Iterable[str]) -> tuple[Principal, str]:
+def agent_create(*, name: str, tenant: str, tools: Iterable[str],
+                 actor: str = "") -> tuple[Principal, str]:
     """An agent whose tool set names registered operations only. Principal names are unique
-    across tenants: a name in use is `schema_invalid` at `/name`."""
+    across tenants: a name in use is `schema_invalid` at `/name`. `actor` (`manage.py`, an
+    admin's name): who provisions it, audited `agent.created` in the same transaction."""
     tools = get_runtime().require_operations(tools)
     try:
         with transaction.atomic():
@@ -73,6 +77,10 @@ def agent_create(*, name: str, tenant: str, tools: Iterable[str]) -> tuple[Princ
                 tenant=tenant_get_or_create(name=tenant), name=name,
                 kind=Principal.Kind.AGENT, tools=tools,
             )
+            if actor:
+                audit_record(tenant_id=principal.tenant_id, kind="agent.created", actor=actor,
+                             at=timezone.now(), details={"agent_id": principal.id,
+                                                         "name": name, "tools": list(tools)})
             return principal, token_issue(principal=principal)
     except IntegrityError:  # the unique name (a race included): nothing was written
         raise Denial(DenialCode.SCHEMA_INVALID, f"A principal named {name!r} exists; names "
@@ -83,7 +91,7 @@ def agent_create(*, name: str, tenant: str, tools: Iterable[str]) -> tuple[Princ
 def agent_provision(*, actor: Principal, name: str, tools: Iterable[str]) -> tuple[Principal, str]:
     """`agent_create` by an admin, in the admin's own tenant (docs/rest-api.md#admin)."""
     require_role(actor, Role.ADMIN)
-    return agent_create(name=name, tenant=actor.tenant.name, tools=tools)
+    return agent_create(name=name, tenant=actor.tenant.name, tools=tools, actor=actor.name)
 
 
 def agent_token_rotate(*, actor: Principal, agent_id: object, now: datetime) -> str:
@@ -99,6 +107,8 @@ def agent_token_rotate(*, actor: Principal, agent_id: object, now: datetime) -> 
         raise Denial(DenialCode.NOT_FOUND, kind="agent", id=agent_id)
     with transaction.atomic():
         token_revoke_all(principal=agent, now=now)
+        audit_record(tenant_id=agent.tenant_id, kind="agent.token_rotated", actor=actor.name,
+                     at=now, details={"agent_id": agent.id, "name": agent.name})
         return token_issue(principal=agent)
 
 

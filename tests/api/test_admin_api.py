@@ -294,9 +294,17 @@ def test_every_write_is_audited_as_the_command_audits_it(caller: Any, world: Wor
 
     agent_kinds = by_command("create_agent", "cmd-bot", "--tenant", "acme", "--tools",
                              "crm.lookup")
+    assert agent_kinds == ["agent.created"]
     created, kinds = by_api(lambda: admin.post("agents/", {"name": "api-bot",
                                                            "tools": ["crm.lookup"]}))
     assert kinds == agent_kinds
+    # No command rotates a token (a new agent's is its first): the rotation is audited alone,
+    # naming the agent, never the token.
+    rotated, kinds = by_api(lambda: admin.post(f"agents/{created.json()['id']}/token/"))
+    assert kinds == ["agent.token_rotated"]
+    rotation = AuditEvent.objects.get(kind="agent.token_rotated")
+    assert rotation.details == {"agent_id": created.json()["id"], "name": "api-bot"}
+    assert rotated.json()["token"] not in str(rotation.details)
 
     grant_kinds = by_command("grant", "cmd-bot", "crm.lookup", "--scope", "customer=*")
     assert grant_kinds == ["grant.issued"]

@@ -24,7 +24,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **opts: Any) -> None:
         tools = [t.strip() for t in opts["tools"].split(",") if t.strip()]
         try:
-            _, token = agent_create(name=opts["name"], tenant=opts["tenant"], tools=tools)
+            _, token = agent_create(name=opts["name"], tenant=opts["tenant"], tools=tools,
+                                    actor="manage.py")
         except Denial as exc:
             raise command_error(exc) from None
         self.stdout.write(token)
