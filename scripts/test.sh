@@ -14,7 +14,8 @@
 # benchmarks), its own screenshots folder per store; the PostgreSQL test database is named
 # after the pass's process, and every port is drawn free. Each pass writes its output to
 # artifacts/test-logs/<pass>.log (sqlite-1, sqlite-2, postgres-1, postgres-2); all are printed
-# at the end and the run fails if any pass fails. TEST_SEQUENTIAL=1 runs one pass per store,
+# at the end and the run fails if any pass fails (a share left with no test of those the arguments
+# name is not a failure). mypy and the import contracts run beside them (artifacts/test-logs/static.log). TEST_SEQUENTIAL=1 runs one pass per store,
 # unsharded, one after the other in the foreground instead (for --pdb, -x, or to compare
 # timings).
 #
@@ -53,10 +54,14 @@ LOGS="$ROOT/artifacts/test-logs"
 
 echo "== ruff"
 .venv/bin/ruff check .
-echo "== mypy (strict with the Django/DRF plugins: protocols dispatch console demo config clients)"
-.venv/bin/mypy
-echo "== import contracts (protocols/ is pure)"
-.venv/bin/lint-imports
+# mypy and the import contracts: first when the passes run one after the other; beside the
+# four passes otherwise (a minute of CPU while they mostly wait), printed before their logs.
+static_checks() {
+  echo "== mypy (strict with the Django/DRF plugins: protocols dispatch console demo config clients)"
+  .venv/bin/mypy
+  echo "== import contracts (protocols/ is pure)"
+  .venv/bin/lint-imports
+}
 
 # Each pass in its own environment. The benchmark smoke test makes its own SQLite and
 # PostgreSQL databases whatever DATABASE_URL says, and the run script's test runs
@@ -102,6 +107,7 @@ else
 fi
 
 if [ "$postgres" = no ] || [ "${TEST_SEQUENTIAL:-}" = "1" ]; then
+  static_checks
   echo "== pytest on SQLite"
   sqlite_pass "" 15 14 "$@"
   if [ "$postgres" = yes ]; then
@@ -131,6 +137,9 @@ stop() {
 }
 trap stop INT TERM
 set -m
+static_checks >"$LOGS/static.log" 2>&1 &
+static_pid=$!
+pids+=("$static_pid")
 sqlite_pass 1/2 15 14 "$@" >"$LOGS/sqlite-1.log" 2>&1 &
 pids+=("$!")
 sqlite_pass 2/2 5 4 "$@" >"$LOGS/sqlite-2.log" 2>&1 &
@@ -160,21 +169,30 @@ while running; do
     echo "$line"
   fi
 done
+static_status=0
+wait "$static_pid" || static_status=$?
 statuses=()
-for pid in "${pids[@]}"; do
+for pid in "${pids[@]:1}"; do
   status=0
   wait "$pid" || status=$?
   statuses+=("$status")
 done
 trap - INT TERM
 
+cat "$LOGS/static.log"
 failed=0
 summary=""
+if [ "$static_status" != 0 ]; then
+  summary+=" mypy or import contracts FAILED;"
+  failed=1
+fi
 for i in "${!names[@]}"; do
   echo "== pytest, ${names[$i]} ($LOGS/${names[$i]}.log)"
   cat "$LOGS/${names[$i]}.log"
   if [ "${statuses[$i]}" = 0 ]; then
     summary+=" ${names[$i]} passed;"
+  elif [ "${statuses[$i]}" = 5 ]; then  # pytest's "no tests": the arguments named too few
+    summary+=" ${names[$i]} had no test of those asked for;"
   else
     summary+=" ${names[$i]} FAILED (pytest exit ${statuses[$i]});"
     failed=1
