@@ -38,11 +38,11 @@ from dispatch.presentation import Summarizer
 from protocols.backoff import parse_retry_after
 from protocols.canonical import digest
 from protocols.contracts import ContractConflictError, OperationContract
+from protocols.http_action_files import action_parse
 from protocols.http_actions import (
     ActionDiagnostic,
     ActionSpec,
     action_contract,
-    action_parse,
     answer_outcome,
     lookup_url,
     lookup_verdict,
@@ -56,7 +56,7 @@ __all__ = ["ActionsError", "HttpActionHandler", "actions_read", "actions_read_fi
 SUFFIXES = (".yaml", ".yml", ".json")
 #: The modules whose code decides what is sent and what an answer means: part of every HTTP
 #: action's implementation fingerprint, with the file's canonical content.
-_CODE = ("dispatch.outbound", "protocols.http_actions")
+_CODE = ("dispatch.outbound", "protocols.http_actions", "protocols.http_action_files")
 
 
 class ActionsError(ImproperlyConfigured):

@@ -10,10 +10,10 @@ import json
 import pytest
 
 from protocols.contracts import Effect, Idempotency, Reconciliation
+from protocols.http_action_files import action_parse
 from protocols.http_actions import (
     ActionSpec,
     action_contract,
-    action_parse,
     answer_outcome,
     lookup_url,
     lookup_verdict,
