@@ -9,11 +9,26 @@ the runtime moves resources by. `demo.contracts` pairs each with its `ResourceKi
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Final
 
 from protocols.lifecycle import ResourceEvent as RE
 from protocols.lifecycle import ResourceProtocol, resource_protocol_register
 from protocols.lifecycle import ResourceState as R
+
+
+class DemoState(StrEnum):
+    """The demo kinds' own state names, beside the common ones (`ResourceState`): where an
+    email is once sent, a question once answered, a report once attested and published."""
+
+    SENT = "sent"
+    OPEN = "open"
+    ANSWERED = "answered"
+    ATTESTED = "attested"
+    PUBLISHED = "published"
+
+
+D = DemoState
 
 EMAIL_DRAFT: Final = resource_protocol_register(ResourceProtocol(
     name="email_draft",
@@ -39,17 +54,17 @@ EMAIL_DRAFT: Final = resource_protocol_register(ResourceProtocol(
         (R.PROPOSED, RE.EXPIRE): R.DRAFT,
         (R.AUTHORIZED, RE.EXPIRE): R.DRAFT,
         (R.AUTHORIZED, RE.CLAIM): R.DISPATCHING,
-        (R.DISPATCHING, RE.COMPLETE): R.SENT,
+        (R.DISPATCHING, RE.COMPLETE): D.SENT,
         (R.DISPATCHING, RE.FAIL_NO_EFFECT): R.FAILED_NO_EFFECT,
         (R.DISPATCHING, RE.UNCERTAIN): R.UNKNOWN,
         # A further attempt under the same key (a renewal, a retry after a proven absence):
         # back to dispatching, so that its outcome can be recorded; never to authorized.
         (R.UNKNOWN, RE.RETRY): R.DISPATCHING,
         # Reconciliation may establish the outcome; never back to a reusable authorized state.
-        (R.UNKNOWN, RE.RECONCILE_COMPLETED): R.SENT,
+        (R.UNKNOWN, RE.RECONCILE_COMPLETED): D.SENT,
         (R.UNKNOWN, RE.RECONCILE_NO_EFFECT): R.FAILED_NO_EFFECT,
     },
-    final=frozenset({R.SENT}),
+    final=frozenset({D.SENT}),
 ))
 
 # A question is researched while open: fetches only read it (a
@@ -57,12 +72,12 @@ EMAIL_DRAFT: Final = resource_protocol_register(ResourceProtocol(
 # on it is published.
 QUESTION: Final = resource_protocol_register(ResourceProtocol(
     name="question",
-    initial=R.OPEN,
+    initial=D.OPEN,
     transitions={
-        (R.OPEN, RE.EDIT): R.OPEN,
-        (R.OPEN, RE.ANSWER): R.ANSWERED,
+        (D.OPEN, RE.EDIT): D.OPEN,
+        (D.OPEN, RE.ANSWER): D.ANSWERED,
     },
-    final=frozenset({R.ANSWERED}),
+    final=frozenset({D.ANSWERED}),
 ))
 
 # A report is attested, then proposed for publication. Editing makes a new revision in the
@@ -73,13 +88,13 @@ REPORT: Final = resource_protocol_register(ResourceProtocol(
     initial=R.DRAFT,
     transitions={
         (R.DRAFT, RE.EDIT): R.DRAFT,
-        (R.ATTESTED, RE.EDIT): R.DRAFT,
+        (D.ATTESTED, RE.EDIT): R.DRAFT,
         (R.PROPOSED, RE.EDIT): R.DRAFT,
         (R.AUTHORIZED, RE.EDIT): R.DRAFT,
         (R.DENIED, RE.EDIT): R.DRAFT,
         (R.FAILED_NO_EFFECT, RE.EDIT): R.DRAFT,
-        (R.DRAFT, RE.ATTEST): R.ATTESTED,
-        (R.ATTESTED, RE.PROPOSE): R.PROPOSED,
+        (R.DRAFT, RE.ATTEST): D.ATTESTED,
+        (D.ATTESTED, RE.PROPOSE): R.PROPOSED,
         (R.PROPOSED, RE.PROPOSE): R.PROPOSED,
         (R.AUTHORIZED, RE.PROPOSE): R.AUTHORIZED,
         (R.FAILED_NO_EFFECT, RE.PROPOSE): R.PROPOSED,
@@ -87,16 +102,16 @@ REPORT: Final = resource_protocol_register(ResourceProtocol(
         (R.AUTHORIZED, RE.GRANT): R.AUTHORIZED,
         (R.PROPOSED, RE.DENY): R.DENIED,
         (R.AUTHORIZED, RE.DENY): R.AUTHORIZED,
-        (R.PROPOSED, RE.EXPIRE): R.ATTESTED,
-        (R.AUTHORIZED, RE.EXPIRE): R.ATTESTED,
+        (R.PROPOSED, RE.EXPIRE): D.ATTESTED,
+        (R.AUTHORIZED, RE.EXPIRE): D.ATTESTED,
         (R.AUTHORIZED, RE.CLAIM): R.DISPATCHING,
-        (R.DISPATCHING, RE.COMPLETE): R.PUBLISHED,
+        (R.DISPATCHING, RE.COMPLETE): D.PUBLISHED,
         (R.DISPATCHING, RE.FAIL_NO_EFFECT): R.FAILED_NO_EFFECT,
         (R.DISPATCHING, RE.UNCERTAIN): R.UNKNOWN,
         (R.UNKNOWN, RE.RETRY): R.DISPATCHING,
-        (R.UNKNOWN, RE.RECONCILE_COMPLETED): R.PUBLISHED,
+        (R.UNKNOWN, RE.RECONCILE_COMPLETED): D.PUBLISHED,
         (R.UNKNOWN, RE.RECONCILE_NO_EFFECT): R.FAILED_NO_EFFECT,
     },
-    final=frozenset({R.PUBLISHED}),
+    final=frozenset({D.PUBLISHED}),
 ))
 

@@ -20,22 +20,18 @@ from protocols.denials import Denial, DenialCode
 
 
 class ResourceState(StrEnum):
-    """Common names for the states of resource protocols, lowercase as on the wire
-    (docs/rest-api.md#states). A registered kind's table may use these or its own names (any
-    non-empty string)."""
+    """Common names for the states a resource passes through around an action, lowercase as on
+    the wire (docs/rest-api.md#states). A registered kind's table may use these and names of
+    its own (any non-empty string): a resource's possible states are its kind's, and the API
+    schema lists those of the registered kinds (`dispatch.api.serializers.ResourceStateField`)."""
 
     DRAFT = "draft"
     PROPOSED = "proposed"
     AUTHORIZED = "authorized"
     DENIED = "denied"
     DISPATCHING = "dispatching"
-    SENT = "sent"
     FAILED_NO_EFFECT = "failed_no_effect"
     UNKNOWN = "unknown"
-    OPEN = "open"
-    ANSWERED = "answered"
-    ATTESTED = "attested"
-    PUBLISHED = "published"
 
 
 class ResourceEvent(StrEnum):

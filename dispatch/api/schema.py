@@ -11,12 +11,16 @@ from collections import defaultdict
 from typing import Any
 
 from django.conf import settings
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.extensions import (
+    OpenApiAuthenticationExtension,
+    OpenApiSerializerFieldExtension,
+)
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 
 from dispatch.api.fields import StrictInputSerializer
 from dispatch.api.serializers import error_serializer
+from dispatch.runtime import get_runtime
 from protocols.denials import DenialCode
 from protocols.jsontypes import JSONObject
 
@@ -93,6 +97,18 @@ class PrincipalSessionScheme(OpenApiAuthenticationExtension):  # type: ignore[no
         return {"type": "apiKey", "in": "cookie", "name": settings.SESSION_COOKIE_NAME,
                 "description": "A human's console session; unsafe methods need the "
                                "`X-CSRFToken` header."}
+
+
+class ResourceStateScheme(OpenApiSerializerFieldExtension):  # type: ignore[no-untyped-call]  # its __init_subclass__ is unannotated
+    """A resource's state is one of its kind's: the enum is every registered kind's states
+    (the demo's `sent` or `published` only where the demo is installed)."""
+
+    target_class = "dispatch.api.serializers.ResourceStateField"
+
+    def map_serializer_field(self, auto_schema: Any, direction: Any) -> JSONObject:
+        states = {str(state) for kind in get_runtime().resource_kinds.values()
+                  for state in kind.protocol.states}
+        return {"type": "string", "enum": sorted(states)}
 
 
 class ApiAutoSchema(AutoSchema):

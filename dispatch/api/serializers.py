@@ -16,7 +16,7 @@ from rest_framework import serializers
 
 from protocols.denials import MAX_ERRORS, WORKFLOW_ONLY, DenialCode
 from protocols.jsontypes import JSONObject
-from protocols.lifecycle import ApprovalState, OperationState, ResourceState
+from protocols.lifecycle import ApprovalState, OperationState
 
 
 def enum_field(values: Iterable[str | None], **kwargs: Any) -> serializers.CharField:
@@ -37,12 +37,17 @@ class _ObjectField(serializers.JSONField):
     pass
 
 
+class ResourceStateField(serializers.CharField):
+    """A resource's state: one of its kind's states. The schema lists those of the registered
+    kinds (`dispatch.api.schema.ResourceStateScheme`), read when the schema is built."""
+
+
 class ResourceOutputSerializer(serializers.Serializer[JSONObject]):
     id = serializers.CharField()
     kind = serializers.CharField()
     revision = serializers.IntegerField()
     digest = serializers.CharField()
-    state = enum_field(ResourceState)
+    state = ResourceStateField()
     payload = object_field()
 
 

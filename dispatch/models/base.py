@@ -18,7 +18,7 @@ from django.db import models
 from django.db.models import Q
 
 from dispatch.ids import new_id
-from protocols.lifecycle import ApprovalState, OperationState, PermitState, ResourceState
+from protocols.lifecycle import ApprovalState, OperationState, PermitState
 from protocols.roles import Role
 
 
@@ -117,7 +117,8 @@ class Resource(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT)
     kind = models.CharField(max_length=50)
     current_revision = models.PositiveIntegerField(default=1)
-    state = models.CharField(max_length=20, choices=_choices(ResourceState))
+    # one of its kind's states (`Runtime.register_resource_kind` checks they fit), no fixed list
+    state = models.CharField(max_length=20)
     created_by = models.ForeignKey(Principal, on_delete=models.PROTECT)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

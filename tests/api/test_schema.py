@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -159,3 +160,32 @@ def test_docs_page_is_served_without_inline_script_or_style() -> None:
     assert script.status_code == 200
     assert script["Content-Type"].startswith("application/javascript")
     assert "/api/v1/schema/" in script.content.decode()
+
+
+def _resource_state_enums(document: dict[str, Any]) -> list[list[str]]:
+    found = []
+    for component in document["components"]["schemas"].values():
+        state = component.get("properties", {}).get("state", {})
+        if {"id", "kind", "revision", "digest", "payload"} <= set(component.get("properties", {})):
+            found.append(state["enum"])
+    return found
+
+
+def test_a_resources_state_lists_the_registered_kinds_states(
+        document: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resource's states are its kind's: the schema lists those of the registered kinds (the
+    demo's here), not a fixed list of the core's, and follows a kind a deployment adds."""
+    from dispatch.runtime import get_runtime
+    from protocols.lifecycle import ResourceProtocol
+
+    registered = sorted({str(state) for kind in get_runtime().resource_kinds.values()
+                         for state in kind.protocol.states})
+    assert {"sent", "published", "answered"} <= set(registered)
+    assert _resource_state_enums(document) == [registered]
+
+    kind = SimpleNamespace(protocol=ResourceProtocol(name="ticket", initial="new",
+                                                     transitions={("new", "edit"): "new"}))
+    runtime = SimpleNamespace(resource_kinds={"ticket": kind})
+    monkeypatch.setattr("dispatch.api.schema.get_runtime", lambda: runtime)
+    response = Client().get("/api/v1/schema/", {"format": "json"})
+    assert _resource_state_enums(response.json()) == [["new"]]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from demo.tables import EMAIL_DRAFT, QUESTION, REPORT
+from demo.tables import EMAIL_DRAFT, QUESTION, REPORT, DemoState
 from protocols.denials import Denial, DenialCode
 from protocols.lifecycle import (
     APPROVAL_LIFECYCLE,
@@ -113,15 +113,25 @@ EXPECTED: dict[str, set[tuple[str, str, str]]] = {
     },
 }
 
+#: The demo kinds' states: the common names and the demo's own.
+DemoKindState = StrEnum("DemoKindState", [(m.name, m.value) for m in (*ResourceState, *DemoState)])
+
 # protocol, its state enum, its event enum, its expected initial state
 PROTOCOLS: list[tuple[Protocol[Any, Any], type[StrEnum], type[StrEnum], str]] = [
-    (EMAIL_DRAFT, ResourceState, ResourceEvent, "draft"),
-    (QUESTION, ResourceState, ResourceEvent, "open"),
-    (REPORT, ResourceState, ResourceEvent, "draft"),
+    (EMAIL_DRAFT, DemoKindState, ResourceEvent, "draft"),
+    (QUESTION, DemoKindState, ResourceEvent, "open"),
+    (REPORT, DemoKindState, ResourceEvent, "draft"),
     (OPERATION_LIFECYCLE, OperationState, OperationEvent, "pending"),
     (APPROVAL_LIFECYCLE, ApprovalState, ApprovalEvent, "pending"),
     (PERMIT_LIFECYCLE, PermitState, PermitEvent, "issued"),
 ]
+
+
+def _members(states: type[StrEnum]) -> tuple[type[StrEnum], ...]:
+    """The enums whose members a protocol's table holds (a demo kind's: two)."""
+    return (ResourceState, DemoState) if states is DemoKindState else (states,)
+
+
 BY_NAME = {protocol.name: (protocol, states, events) for protocol, states, events, _ in PROTOCOLS}
 
 TERMINAL: list[tuple[str, str]] = [
@@ -179,9 +189,9 @@ def test_table_is_exactly_as_declared(
     assert protocol.initial == initial
     # Every key and target is a member of the protocol's own enums, not a look-alike string.
     for (source, event), target in protocol.transitions.items():
-        assert isinstance(source, states)
+        assert isinstance(source, _members(states))
         assert isinstance(event, events)
-        assert isinstance(target, states)
+        assert isinstance(target, _members(states))
 
 
 @pytest.mark.parametrize(("protocol", "source", "event", "target"), _table_rows())
@@ -199,7 +209,7 @@ def test_every_expected_transition_is_taken(
     protocol, states, events = BY_NAME[name]
     result = transition(protocol, states(source), events(event))
     assert result == target
-    assert isinstance(result, states)
+    assert isinstance(result, _members(states))
 
 
 @pytest.mark.parametrize(("protocol", "state", "event"), _undeclared_pairs())
@@ -252,7 +262,7 @@ def test_unknown_resource_never_returns_to_authorized() -> None:
                if EMAIL_DRAFT.allows(unknown, e)}
     # Settled, or back to dispatching for a further attempt of the same operation (its retry
     # under the same key): never to a state a new proposal or permit could use.
-    assert targets == {ResourceState.SENT, ResourceState.FAILED_NO_EFFECT,
+    assert targets == {DemoState.SENT, ResourceState.FAILED_NO_EFFECT,
                        ResourceState.DISPATCHING}
     assert EMAIL_DRAFT.transitions[(unknown, ResourceEvent.RETRY)] is ResourceState.DISPATCHING
     # Nor by any path that does not pass through a new human grant (docs/design.md#resources).
@@ -318,13 +328,13 @@ def test_sources_of_email_draft_events(event: ResourceEvent, expected: set[str])
 
 
 def test_states_cover_every_enum_member() -> None:
-    """Each record kind's enum is its protocol's states; the resource protocols share one
-    enum, which their states cover together."""
+    """Each record kind's enum is its protocol's states; the resource protocols share the
+    common names and the demo's own, which their states cover together."""
     for protocol, states, _events, _ in PROTOCOLS:
-        if states is not ResourceState:
+        if states is not DemoKindState:
             assert protocol.states == frozenset(states)
-    assert frozenset().union(*(p.states for p in RESOURCE_PROTOCOLS.values())) == frozenset(
-        ResourceState)
+    assert frozenset().union(*(p.states for p in RESOURCE_PROTOCOLS.values())) == (
+        frozenset(ResourceState) | frozenset(DemoState))
 
 
 def test_resource_protocols_register_the_three_kinds() -> None:
@@ -335,18 +345,18 @@ def test_resource_protocols_register_the_three_kinds() -> None:
 def test_an_edit_of_an_attested_report_drops_its_attestation() -> None:
     """docs/design.md#evidence: an attestation covers the revision it judged; editing makes a new
     one, in draft, which must be attested again before it can be proposed."""
-    edited = transition(REPORT, ResourceState.ATTESTED, ResourceEvent.EDIT)
+    edited = transition(REPORT, DemoState.ATTESTED, ResourceEvent.EDIT)
     assert edited is ResourceState.DRAFT
     with pytest.raises(Denial):
         transition(REPORT, edited, ResourceEvent.PROPOSE)
-    assert transition(REPORT, edited, ResourceEvent.ATTEST) is ResourceState.ATTESTED
+    assert transition(REPORT, edited, ResourceEvent.ATTEST) is DemoState.ATTESTED
     # A lapsed approval leaves the attestation standing.
     assert transition(REPORT, ResourceState.PROPOSED, ResourceEvent.EXPIRE) is (
-        ResourceState.ATTESTED)
+        DemoState.ATTESTED)
     # Once the publication may have run, never back to a reusable state.
     assert {transition(REPORT, ResourceState.UNKNOWN, e) for e in ResourceEvent
             if REPORT.allows(ResourceState.UNKNOWN, e)} == {
-        ResourceState.PUBLISHED, ResourceState.FAILED_NO_EFFECT, ResourceState.DISPATCHING}
+        DemoState.PUBLISHED, ResourceState.FAILED_NO_EFFECT, ResourceState.DISPATCHING}
 
 
 def test_states_are_lowercase_wire_values() -> None:
