@@ -135,9 +135,13 @@ def serve(
             web.server_close()
             lookup.server_close()
             raise
-        web_thread = threading.Thread(target=web.serve_forever, name="http", daemon=True)
+        # Polled every 50 ms for the stop (socketserver's default, 0.5 s, made every stop of a
+        # test's destinations wait about a second).
+        web_thread = threading.Thread(target=web.serve_forever, args=(_POLL_SECONDS / 4,),
+                                      name="http", daemon=True)
         web_thread.start()
-        lookup_thread = threading.Thread(target=lookup.serve_forever, name="lookup", daemon=True)
+        lookup_thread = threading.Thread(target=lookup.serve_forever, args=(_POLL_SECONDS / 4,),
+                                         name="lookup", daemon=True)
         lookup_thread.start()
         try:
             base = web.base_url
