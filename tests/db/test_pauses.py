@@ -93,7 +93,7 @@ def test_pending_approvals_stay_and_can_be_decided_while_paused(world: World) ->
 
 
 def test_a_paused_contract_refuses_only_its_own_claims(world: World) -> None:
-    from tests.db.test_dispatch_denials import propose_lookup
+    from tests.db.denials.support import propose_lookup
 
     transfer = approved_transfer(world)
     pause(world, operation="payments.transfer")
@@ -114,7 +114,7 @@ def test_an_attempt_start_is_refused_while_paused_and_the_operation_waits(
 ) -> None:
     queued: list[str] = []
     monkeypatch.setattr("dispatch.queue.execute_now", queued.append)
-    from tests.db.test_dispatch_denials import propose_lookup
+    from tests.db.denials.support import propose_lookup
 
     operation = dispatch(world, propose_lookup(world))  # claimed, its worker not yet started
     pause(world, operation="crm.lookup")
