@@ -21,12 +21,10 @@ from dispatch.services.proposals import proposal_create
 from dispatch.services.reconciliation import operation_resolve, reconcile_operations
 from dispatch.services.worker import operation_execute
 from tests.conftest import World, make_world
+from tests.support.claims import LATER
 from tests.support.destinations import Destinations
 
 pytestmark = pytest.mark.django_db
-
-LATER = timedelta(seconds=16)  # past the demo contracts' 15 s timeout
-
 
 def audit_check(*args: str) -> tuple[str, CommandError | None]:
     out = StringIO()

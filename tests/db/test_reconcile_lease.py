@@ -22,7 +22,8 @@ from dispatch.services import reconciliation
 from dispatch.services.leases import lease
 from dispatch.services.reconciliation import reconcile_operations
 from tests.conftest import World
-from tests.db.test_hardening import LATER, unknown_transfers
+from tests.db.test_bounded_reconciliation import unknown_transfers
+from tests.support.claims import LATER
 
 pytestmark = pytest.mark.django_db
 

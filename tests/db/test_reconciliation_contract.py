@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -21,11 +20,9 @@ from dispatch.services.operations import attempt_start
 from dispatch.services.reconciliation import reconcile_operations
 from protocols.contracts import Reconciliation
 from tests.conftest import World
+from tests.support.claims import LATER
 
 pytestmark = pytest.mark.django_db
-
-LATER = timedelta(seconds=16)  # past the demo contracts' 15 s timeout
-
 
 def lost(world: World, proposal: Any) -> Operation:
     """Attempt 1 started and its worker lost: one pass later the operation is unknown."""

@@ -22,8 +22,9 @@ from dispatch.services.principals import agent_create, human_create
 from dispatch.services.renewals import operation_reauthorize, renewal_decide, renewal_refusal
 from dispatch.services.worker import operation_execute
 from protocols.contracts import ApprovalRequirement, Idempotency, Reconciliation
-from protocols.denials import Denial, DenialCode
+from protocols.denials import DenialCode
 from tests.conftest import ALL_TOOLS, World
+from tests.support.claims import refused
 from tests.support.destinations import Destinations
 
 pytestmark = pytest.mark.django_db
@@ -36,12 +37,6 @@ def PAST_FENCE(world: World) -> Any:
     the wall clock, since the attempts start on it (a loaded machine may be seconds past
     `world.now` by then)."""
     return max(world.now, timezone.now()) + timedelta(seconds=46)
-
-
-def refused(call: Any, **kwargs: Any) -> Denial:
-    with pytest.raises(Denial) as caught:
-        call(**kwargs)
-    return caught.value
 
 
 def stopped_transfer(world: World, amount: str = "10.00",

@@ -4,7 +4,6 @@ answers exactly like a forged id."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ from dispatch.services.principals import agent_create, human_create
 from dispatch.services.resources import resource_create, revision_create
 from protocols.denials import Denial, DenialCode
 from tests.conftest import ALL_TOOLS, MAILBOX, World
+from tests.support.claims import refused
 
 pytestmark = pytest.mark.django_db
 
@@ -33,12 +33,6 @@ def colleague(world: World) -> Principal:
 def reader(world: World) -> Principal:
     """An agent of the owner's tenant whose only tool takes no resource."""
     return agent_create(name="reader", tenant="acme", tools=["crm.lookup"])[0]
-
-
-def refused(call: Callable[..., Any], **kwargs: Any) -> Denial:
-    with pytest.raises(Denial) as caught:
-        call(**kwargs)
-    return caught.value
 
 
 def revise(world: World, principal: Principal, resource_id: str, **payload: Any) -> Any:

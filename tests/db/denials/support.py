@@ -3,11 +3,8 @@ was, and the payload of a draft."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
-
-import pytest
 
 from dispatch.models import (
     ApprovalRequest,
@@ -31,12 +28,6 @@ from tests.conftest import MAILBOX, World
 WRONG_DIGEST = "sha256:" + "0" * 64
 PAYLOAD = {"from": MAILBOX, "to": ["customer@example.com"], "subject": "Your refund",
            "body": "We have refunded your order."}
-
-
-def refused(call: Callable[..., Any], **kwargs: Any) -> Denial:
-    with pytest.raises(Denial) as caught:
-        call(**kwargs)
-    return caught.value
 
 
 def store() -> dict[str, Any]:

@@ -28,10 +28,10 @@ from tests.db.denials.support import (
     email_arguments,
     grant_of,
     propose_lookup,
-    refused,
     state_of,
     store,
 )
+from tests.support.claims import refused
 from tests.support.destinations import Destinations
 
 pytestmark = pytest.mark.django_db

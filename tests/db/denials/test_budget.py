@@ -24,10 +24,10 @@ from tests.db.denials.support import (
     decide,
     dispatch,
     propose_lookup,
-    refused,
     state_of,
     store,
 )
+from tests.support.claims import refused
 
 pytestmark = pytest.mark.django_db
 

@@ -18,9 +18,9 @@ from tests.conftest import World
 from tests.db.denials.support import (
     decide,
     dispatch,
-    refused,
     store,
 )
+from tests.support.claims import refused
 from tests.support.destinations import Destinations
 from tests.support.runtime import ChangedEmailSendHandler
 

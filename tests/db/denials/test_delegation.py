@@ -15,9 +15,9 @@ from protocols.denials import DenialCode
 from tests.conftest import MAILBOX, World
 from tests.db.denials.support import (
     grant_of,
-    refused,
     store,
 )
+from tests.support.claims import refused
 
 pytestmark = pytest.mark.django_db
 

@@ -26,10 +26,10 @@ from tests.db.denials.support import (
     dispatch,
     email_arguments,
     grant_of,
-    refused,
     store,
     without_id,
 )
+from tests.support.claims import refused
 
 pytestmark = pytest.mark.django_db
 

@@ -12,8 +12,8 @@ from dispatch.models import (
 from tests.conftest import World
 from tests.db.denials.support import (
     dispatch,
-    refused,
 )
+from tests.support.claims import refused
 
 pytestmark = pytest.mark.django_db
 

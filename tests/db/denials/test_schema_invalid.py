@@ -15,10 +15,10 @@ from tests.conftest import World
 from tests.db.denials.support import (
     PAYLOAD,
     email_arguments,
-    refused,
     state_of,
     store,
 )
+from tests.support.claims import refused
 
 pytestmark = pytest.mark.django_db
 

@@ -17,9 +17,9 @@ from tests.db.denials.support import (
     decide,
     dispatch,
     propose_lookup,
-    refused,
     state_of,
 )
+from tests.support.claims import refused
 
 pytestmark = pytest.mark.django_db
 

@@ -21,10 +21,10 @@ from tests.db.denials.support import (
     dispatch,
     edit,
     email_arguments,
-    refused,
     state_of,
     store,
 )
+from tests.support.claims import refused
 from tests.support.destinations import Destinations
 
 pytestmark = pytest.mark.django_db

@@ -18,10 +18,10 @@ from tests.db.denials.support import (
     dispatch,
     email_arguments,
     propose_lookup,
-    refused,
     state_of,
     store,
 )
+from tests.support.claims import refused
 
 pytestmark = pytest.mark.django_db
 
