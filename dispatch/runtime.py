@@ -51,6 +51,7 @@ from protocols.lifecycle import (
     OperationState,
     ProtocolTableError,
     ResourceEvent,
+    ResourceProtocol,
     outcome_events,
     resource_protocol_register,
 )
@@ -201,6 +202,12 @@ class Runtime:
         by another name, is `ValidatorConflictError` (`protocols.evidence.ValidatorRegistry`)."""
         return self.validators.register(
             ValidatorSpec(name=name, version=version, policy=policy, fn=fn))
+
+    @property
+    def resource_protocols(self) -> dict[str, ResourceProtocol]:
+        """Each registered resource kind's table, by kind: what the workflow checker reads
+        (`protocols.workflow.check_workflow(kinds=...)`)."""
+        return {name: kind.protocol for name, kind in self.resource_kinds.items()}
 
     def contract(self, name: object) -> OperationContract:
         if not isinstance(name, str):

@@ -137,7 +137,9 @@ def rebuild(execution: Execution) -> CheckedWorkflow:
     if not isinstance(source, str) or not isinstance(filename, str):
         raise WorkflowRefused(DenialCode.EXECUTION_MISMATCH, "the execution was started "
                               "without its workflow's source: its caller resumes it")
-    checked = check_source(source, get_runtime().registry, filename=filename)
+    runtime = get_runtime()
+    checked = check_source(source, runtime.registry, filename=filename,
+                           kinds=runtime.resource_protocols)
     if not isinstance(checked, CheckedWorkflow):
         raise WorkflowRefused(DenialCode.CONTRACT_MISMATCH, "the workflow no longer checks "
                               "against the registered contracts")

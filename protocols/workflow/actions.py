@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from protocols.contracts import Effect, OperationContract
 from protocols.denials import DiagnosticCode
-from protocols.lifecycle import RESOURCE_PROTOCOLS, Outcome, ResourceEvent, sources
+from protocols.lifecycle import Outcome, ResourceEvent, sources
 from protocols.workflow import evidence
 from protocols.workflow.authority import UNKNOWN, check_authority
 from protocols.workflow.context import APPROVAL_HELP, WRITES, Ctx, bind, repeatable
@@ -48,7 +48,14 @@ OUTCOME_EVENTS = ((Outcome.COMPLETED.value, ResourceEvent.COMPLETE),
 def propose(ctx: Ctx, env: Env, step: Propose) -> None:
     """propose op(args): deterministic, no effect; moves referenced resources to Proposed."""
     contract = ctx.contract(step.operation, step.span)
-    if contract is None:
+    missing = [] if contract is None else sorted(
+        set(contract.protocol_preconditions.values()) - set(ctx.kinds))
+    if missing:
+        ctx.report(D.UNKNOWN_OPERATION, f"{step.operation} names resource kinds the checker "
+                   f"was not given: {', '.join(missing)}", step.span,
+                   "check against the kinds its contract was registered with",
+                   required="declared resource kinds", actual=", ".join(missing))
+    if contract is None or missing:
         bind(ctx, env, step.bind, PoisonT(), Prov.TRUSTED, step.span)
         return
     for problem, pointer, where in schema_problems(contract, step.args):
@@ -96,7 +103,7 @@ def _resource_arg(ctx: Ctx, env: Env, arg: str, expr: Expr, protocol_name: str,
     what the attestation would have made it, unchecked (the dispatcher checks the attestation
     first, docs/design.md#evidence)."""
     event = ResourceEvent.PROPOSE
-    protocol = RESOURCE_PROTOCOLS[protocol_name]
+    protocol = ctx.kinds[protocol_name]
     allowed = ", ".join(sorted(str(s) for s in sources(protocol, event)))
     value = ctx.expect(env, expr, HandleT, "a resource handle",
                        f"{article(protocol_name)} {protocol_name} handle in state {allowed}")
@@ -202,15 +209,15 @@ def request_approval(ctx: Ctx, env: Env, step: RequestApproval) -> None:
     if _snapshot_ok(ctx, env, proposal, ResourceEvent.GRANT, step.proposal.span,
                     "request_approval"):
         for rid in _moved(proposal):
-            _tag(env, rid, vid, step.bind or "the decision", step.span, (
+            _tag(ctx, env, rid, vid, step.bind or "the decision", step.span, (
                 ("granted", ResourceEvent.GRANT), ("denied", ResourceEvent.DENY)))
     bind(ctx, env, step.bind, DecisionT(binding.vid, proposal.op), Prov.TRUSTED, step.span, vid)
 
 
-def _tag(env: Env, rid: str, vid: str, name: str, span: Span,
+def _tag(ctx: Ctx, env: Env, rid: str, vid: str, name: str, span: Span,
          events: tuple[tuple[str, ResourceEvent], ...]) -> None:
     resource = env.resources[rid]
-    protocol = RESOURCE_PROTOCOLS[resource.protocol]
+    protocol = ctx.kinds[resource.protocol]
     state = plain_state(resource)  # callers checked it is a plain state
     by_tag = tuple((tag, str(protocol.transitions[(state, event)])) for tag, event in events)
     distinct = {target for _, target in by_tag}
@@ -260,10 +267,10 @@ def dispatch(ctx: Ctx, env: Env, step: Dispatch) -> None:
             ctx, env, proposal, ResourceEvent.CLAIM, step.proposal.span, "dispatch"):
         for rid in _moved(proposal):
             resource = env.resources[rid]
-            protocol = RESOURCE_PROTOCOLS[resource.protocol]
+            protocol = ctx.kinds[resource.protocol]
             claimed = protocol.transitions[(plain_state(resource), ResourceEvent.CLAIM)]
             env.set_state(rid, str(claimed), step.span)
-            _tag(env, rid, outcome_vid, step.bind or "the outcome", step.span, OUTCOME_EVENTS)
+            _tag(ctx, env, rid, outcome_vid, step.bind or "the outcome", step.span, OUTCOME_EVENTS)
     plan = proposal.plan if proposal.plan is None else replace(proposal.plan, at=step.span)
     bind(ctx, env, step.bind, OutcomeT(proposal.op, plan), Prov.TRUSTED, step.span, outcome_vid)
 

@@ -13,13 +13,13 @@ Rules live in `actions` (propose, request_approval, dispatch, resources, agents)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from protocols.contracts import ContractRegistry
 from protocols.denials import DiagnosticCode
 from protocols.grants import Grant
-from protocols.lifecycle import RESOURCE_PROTOCOLS
+from protocols.lifecycle import RESOURCE_PROTOCOLS, ResourceProtocol
 from protocols.workflow import actions, concurrency, control, data_steps
 from protocols.workflow.checked import CheckedWorkflow, _issue
 from protocols.workflow.context import Ctx
@@ -64,14 +64,19 @@ _CONTROL: dict[type[Any], Callable[[Ctx, Env, Any, control.Run], Env]] = {
 
 
 def check_workflow(workflow: Workflow, registry: ContractRegistry, *,
-                   grants: Iterable[Grant] | None = None) -> CheckedWorkflow | Diagnostics:
-    """Check `workflow` against `registry`; `grants`, if given, further limit authority.
+                   grants: Iterable[Grant] | None = None,
+                   kinds: Mapping[str, ResourceProtocol] | None = None,
+                   ) -> CheckedWorkflow | Diagnostics:
+    """Check `workflow` against `registry`; `grants`, if given, further limit authority;
+    `kinds`, the resource kinds' tables by kind (by default those registered with
+    `resource_protocol_register`), the only tables the rules read.
 
     Returns a `CheckedWorkflow` (effects ε and the fingerprints of the contracts it relies on)
     or `Diagnostics`, ordered by position. Pure: no clock, no I/O, no randomness.
     """
     ctx = Ctx(registry, workflow.effects, workflow.authority,
-              None if grants is None else tuple(grants))
+              None if grants is None else tuple(grants),
+              dict(RESOURCE_PROTOCOLS) if kinds is None else kinds)
     env = Env()
     for item in workflow.inputs:
         _declare(ctx, env, item)
@@ -109,11 +114,11 @@ def _declare(ctx: Ctx, env: Env, item: Input) -> None:
                    "permits; take a handle input and propose inside the workflow",
                    required="bool, json or a resource handle", actual=item.kind)
     elif item.kind == "handle":
-        protocol = RESOURCE_PROTOCOLS.get(item.resource or "")
+        protocol = ctx.kinds.get(item.resource or "")
         if protocol is None:
             ctx.report(D.UNKNOWN_OPERATION, f"input `{item.name}`: no resource protocol named "
                        f"`{item.resource}`", item.span,
-                       f"use one of: {', '.join(sorted(RESOURCE_PROTOCOLS))}",
+                       f"use one of: {', '.join(sorted(ctx.kinds))}",
                        required="a declared resource kind", actual=str(item.resource))
         elif (state := item.state or str(protocol.initial)) not in (
                 states := sorted(str(s) for s in protocol.states)):

@@ -10,13 +10,14 @@ errors of a use.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from protocols.contracts import ContractRegistry, Effect, Idempotency, OperationContract
 from protocols.denials import Denial, DiagnosticCode
 from protocols.grants import Grant
+from protocols.lifecycle import ResourceProtocol
 from protocols.workflow.diagnostics import Diagnostic, Note
 from protocols.workflow.env import (
     AFFINE,
@@ -59,8 +60,11 @@ class Value:
 
 class Ctx:
     def __init__(self, registry: ContractRegistry, ceiling: frozenset[str],
-                 authority: tuple[Authority, ...], grants: tuple[Grant, ...] | None) -> None:
+                 authority: tuple[Authority, ...], grants: tuple[Grant, ...] | None,
+                 kinds: Mapping[str, ResourceProtocol]) -> None:
         self.registry = registry
+        # the resource kinds' tables, by kind: the only ones the rules read
+        self.kinds = kinds
         self.ceiling = ceiling
         self.authority = authority
         self.grants = grants

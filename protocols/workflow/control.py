@@ -115,7 +115,7 @@ def check_match(ctx: Ctx, env: Env, step: Match, run: Run) -> Env:
         if tag_vid is not None:
             _narrow(arm_env, tag_vid, arm.tag, explicit, arm.span)
         if verdict is not None:
-            evidence.narrow_verdict(arm_env, verdict, arm.tag, explicit, arm.span)
+            evidence.narrow_verdict(ctx, arm_env, verdict, arm.tag, explicit, arm.span)
         fields = {} if closed is None else closed.get(arm.tag, {})
         if closed is not None and arm.tag != "_" and arm.tag not in closed:
             ctx.report(D.TYPE_MISMATCH, f"{describe(vtype)} has no tag `{arm.tag}`", arm.span,

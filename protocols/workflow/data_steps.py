@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from protocols.contracts import Effect
 from protocols.denials import DiagnosticCode
 from protocols.grants import Grant, Scope, scope_as_json, widenings
-from protocols.lifecycle import RESOURCE_PROTOCOLS, ResourceEvent
+from protocols.lifecycle import ResourceEvent
 from protocols.workflow import evidence
 from protocols.workflow.authority import check_authority
 from protocols.workflow.context import WRITES, Ctx, bind
@@ -48,11 +48,11 @@ D = DiagnosticCode
 
 def create(ctx: Ctx, env: Env, step: Create) -> None:
     """create kind(payload): a new resource in its protocol's initial state, revision 1."""
-    protocol = RESOURCE_PROTOCOLS.get(step.kind)
+    protocol = ctx.kinds.get(step.kind)
     payload = _payload(ctx, env, step.payload)
     if protocol is None:
         ctx.report(D.UNKNOWN_OPERATION, f"no resource protocol named `{step.kind}`", step.span,
-                   f"use one of: {', '.join(sorted(RESOURCE_PROTOCOLS))}",
+                   f"use one of: {', '.join(sorted(ctx.kinds))}",
                    required="a declared resource kind", actual=step.kind)
         bind(ctx, env, step.bind, PoisonT(), Prov.TRUSTED, step.span)
         return
@@ -90,7 +90,7 @@ def edit(ctx: Ctx, env: Env, step: Edit) -> None:
                 step.span)
     state = resource.state
     if check_state(ctx, resource, ResourceEvent.EDIT, step.handle.span, "edit"):
-        protocol = RESOURCE_PROTOCOLS[resource.protocol]
+        protocol = ctx.kinds[resource.protocol]
         state = str(protocol.transitions[(plain_state(resource), ResourceEvent.EDIT)])
     env.set_state(resource.rid, state, step.span, revision=revision, payload=payload,
                   keep_payload=False)

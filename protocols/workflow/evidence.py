@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 
 from protocols.contracts import EvidenceRole, OperationContract
 from protocols.denials import DiagnosticCode
-from protocols.lifecycle import RESOURCE_PROTOCOLS, ResourceEvent
+from protocols.lifecycle import ResourceEvent
 from protocols.workflow.context import Ctx
 from protocols.workflow.diagnostics import Note
 from protocols.workflow.env import (
@@ -124,7 +124,7 @@ def verdict_of(env: Env, expr: Expr) -> Attestation | None:
     return fact if isinstance(fact, Attestation) and fact.verdict_at == () else None
 
 
-def narrow_verdict(env: Env, fact: Attestation, tag: str, explicit: set[str],
+def narrow_verdict(ctx: Ctx, env: Env, fact: Attestation, tag: str, explicit: set[str],
                    span: Span) -> None:
     """In the arm of a match on `fact`'s verdict that can only be `pass`: it passed, and the
     revision it judged, if still current and draft, is attested (docs/design.md#evidence)."""
@@ -136,7 +136,7 @@ def narrow_verdict(env: Env, fact: Attestation, tag: str, explicit: set[str],
     if resource is None or resource.revision != fact.revision \
             or not isinstance(resource.state, str):
         return
-    table = RESOURCE_PROTOCOLS[resource.protocol].transitions
+    table = ctx.kinds[resource.protocol].transitions
     target = table.get((resource.state, ResourceEvent.ATTEST))
     if target is not None:
         env.set_state(fact.rid, str(target), span)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from protocols.contracts import OperationContract, compile_schema, schema_errors
 from protocols.denials import DiagnosticCode
-from protocols.lifecycle import RESOURCE_PROTOCOLS, ResourceEvent, sources
+from protocols.lifecycle import ResourceEvent, sources
 from protocols.workflow.context import Ctx
 from protocols.workflow.diagnostics import Note
 from protocols.workflow.env import Conflicted, Resource, Tagged
@@ -25,7 +25,7 @@ D = DiagnosticCode
 def check_state(ctx: Ctx, resource: Resource, event: ResourceEvent, span: Span,
                 what: str) -> bool:
     """Report unless `resource` is in a plain state from which `event` is declared."""
-    protocol = RESOURCE_PROTOCOLS[resource.protocol]
+    protocol = ctx.kinds[resource.protocol]
     allowed = sorted(str(s) for s in sources(protocol, event))
     required = f"{resource.protocol} in state {' | '.join(allowed)}"
     if not _settled(ctx, resource, span, what, required, f"is {allowed[0]}"):

@@ -27,7 +27,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the results as JSON")
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        registry = get_runtime().registry
+        runtime = get_runtime()
         results: list[tuple[str, Result]] = []
         for name in opts["files"]:
             try:
@@ -35,7 +35,8 @@ class Command(BaseCommand):
             except (OSError, UnicodeDecodeError) as exc:
                 results.append((name, unreadable(name, str(exc))))
                 continue
-            results.append((name, check_source(text, registry, filename=name)))
+            results.append((name, check_source(text, runtime.registry, filename=name,
+                                                      kinds=runtime.resource_protocols)))
         self.stdout.write(render_json(results) if opts["json"] else render_text(results))
         failed = sum(1 for _, result in results if not isinstance(result, CheckedWorkflow))
         if failed:

@@ -57,7 +57,9 @@ class Command(BaseCommand):
         except (OSError, UnicodeDecodeError) as exc:
             self.stdout.write(render_text([(name, unreadable(name, str(exc)))]))
             raise CommandError("the workflow file cannot be read", returncode=1) from None
-        checked = check_source(text, get_runtime().registry, filename=name)
+        runtime = get_runtime()
+        checked = check_source(text, runtime.registry, filename=name,
+                               kinds=runtime.resource_protocols)
         if not isinstance(checked, CheckedWorkflow):
             self.stdout.write(render_text([(name, checked)]))
             raise CommandError("the workflow failed the check; nothing ran", returncode=1)
