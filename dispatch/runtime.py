@@ -55,6 +55,7 @@ from protocols.lifecycle import (
     outcome_events,
     resource_protocol_register,
 )
+from protocols.tool_names import GATEWAY_TOOLS, tool_name, tool_name_problem
 
 #: The extension API this runtime implements: what `register(runtime)` may call and what a
 #: handler is handed (docs/compatibility.md). An extension declares it as `EXTENSION_API`.
@@ -85,6 +86,10 @@ class Runtime:
     # how an admin checks at the destination whether an operation's effect happened, keyed
     # like the handlers (`how_to_check`)
     checks: dict[tuple[str, int], str] = field(default_factory=dict)
+    # tool name (docs/mcp.md#names) -> the qualified name it stands for: one-to-one, the
+    # gateway's own tools taken first
+    tool_names: dict[str, str] = field(default_factory=lambda: {
+        tool_name(name): name for name in GATEWAY_TOOLS})
 
     def register(self, contract: OperationContract, handler: Handler, *,
                  on_outcome: OutcomeHook | None = None,
@@ -124,8 +129,12 @@ class Runtime:
             raise ValueError(f"{name}: no resource kind is registered as {unregistered}; "
                              "register its kinds before it")
         moves = _outcome_moves(contract)  # or registration fails: never at an outcome
+        problem = tool_name_problem(name, self.tool_names)
+        if problem is not None:  # a model could not call it, or would call another by it
+            raise ValueError(problem)
         registered = self.registry.register(contract)
         self.outcome_moves[registered.fingerprint] = moves
+        self.tool_names[tool_name(name)] = name
         key = (contract.qualified_name, contract.contract_version)
         self.handlers[key] = handler
         if on_outcome is not None:
@@ -208,6 +217,11 @@ class Runtime:
         """Each registered resource kind's table, by kind: what the workflow checker reads
         (`protocols.workflow.check_workflow(kinds=...)`)."""
         return {name: kind.protocol for name, kind in self.resource_kinds.items()}
+
+    def operation_of_tool(self, name: str) -> str:
+        """The qualified name a tool name stands for (`email_send` -> `email.send`); a name
+        that is no tool's (a qualified name among them) is returned as it is."""
+        return self.tool_names.get(name, name)
 
     def contract(self, name: object) -> OperationContract:
         if not isinstance(name, str):

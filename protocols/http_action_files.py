@@ -111,7 +111,8 @@ def _read(check: _Checker, root: Node, filename: str) -> ActionSpec | None:
     values: dict[str, Any] = {}
     node = root.get("name")
     if node is not None:
-        values["name"] = check.string(node, "name", pattern=_NAME, max_length=150,
+        # At most 64: its tool name (dots as '_') is what model APIs take (protocols.tool_names).
+        values["name"] = check.string(node, "name", pattern=_NAME, max_length=64,
                                       what="a qualified name such as tickets.create (lower "
                                            "case words joined by dots)")
     node = root.get("version")

@@ -27,7 +27,7 @@ from dispatch.api.presenters import (
     proposal_view,
     resource_view,
 )
-from dispatch.api.schema import error_responses, path_id
+from dispatch.api.schema import error_responses, path_id, query
 from dispatch.api.serializers import (
     ProposalOutputSerializer,
     ResourceOutputSerializer,
@@ -36,6 +36,7 @@ from dispatch.api.serializers import (
 )
 from dispatch.observability.context import bind_ids
 from dispatch.runtime import get_runtime
+from dispatch.selectors.contracts import contracts_of_tool_set
 from dispatch.services.access import (
     access_proposal_by_id,
     access_resource_by_id,
@@ -43,6 +44,7 @@ from dispatch.services.access import (
 from dispatch.services.dispatcher import proposal_dispatch
 from dispatch.services.proposals import CALL_ID, CALL_ID_RULE, proposal_intake
 from dispatch.services.resources import resource_create, revision_create
+from protocols.denials import Denial
 from protocols.jsontypes import JSONObject, JSONValue
 from protocols.lifecycle import OperationState
 
@@ -72,9 +74,23 @@ class ContractListApi(ApiView):
         results = ContractSerializer(many=True)
 
     @extend_schema(operation_id="contracts_list", summary="List the operation contracts",
-                   responses={200: OutputSerializer, **error_responses()})
+                   description=(
+                       "Every registered contract, each version; with `permitted=true`, only "
+                       "the newest version of each contract the caller may propose (its tool "
+                       "set): what the MCP gateway lists as its tools, and what the client's "
+                       "framework tools offer a model."),
+                   parameters=[query("permitted", "`true`: only the caller's tool set.",
+                                     {"type": "string", "enum": ["true", "false"]})],
+                   responses={200: OutputSerializer,
+                              **error_responses(C.MALFORMED_REQUEST)})
     def get(self, request: Request) -> Response:
-        results = [contract_view(contract) for contract in get_runtime().registry]
+        permitted = request.query_params.get("permitted", "false")
+        if permitted not in ("true", "false"):
+            raise Denial(C.MALFORMED_REQUEST, "permitted must be true or false.",
+                         parameter="permitted")
+        contracts = (contracts_of_tool_set(principal_of(request).tools)
+                     if permitted == "true" else get_runtime().registry)
+        results = [contract_view(contract) for contract in contracts]
         return Response(self.OutputSerializer({"results": results}).data)
 
 

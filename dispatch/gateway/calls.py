@@ -28,6 +28,7 @@ from dispatch.gateway.answers import (
 from dispatch.gateway.results import standing_result, tool_result
 from dispatch.gateway.tools import GATEWAY_TOOLS, PROPOSAL_STATUS, RESOURCE_CREATE
 from dispatch.models import Principal
+from dispatch.runtime import get_runtime
 from dispatch.services.proposals import CALL_ID, CALL_ID_RULE, Origin, proposal_intake
 from dispatch.services.resources import resource_create, revision_create
 from protocols.denials import Denial, DenialCode
@@ -82,7 +83,9 @@ def gateway_call(
     origin: Origin, now: datetime,
 ) -> Standing | types.CallToolResult:
     """A contract's call as its standing (the caller waits or makes a task of it), or the
-    answer of one of the gateway's own tools."""
+    answer of one of the gateway's own tools. `name` is a tool name (`email_send`) or, as
+    before tool names were listed, the qualified name (`email.send`): both are taken."""
+    name = get_runtime().operation_of_tool(name)
     if name in GATEWAY_TOOLS:
         return _gateway_tool(principal, name, arguments, now=now)
     intake = proposal_intake(principal=principal, operation=name, arguments=arguments,

@@ -39,7 +39,7 @@ POLL_SECONDS = 0.25
 INSTRUCTIONS = (
     "Your tools are the actions you may propose. An action that needs approval runs only after "
     "an operator approves its exact arguments in the console; nothing you send can approve it. "
-    "A call that answers `approval_pending` has not run: ask `proposal.status` later.")
+    "A call that answers `approval_pending` has not run: ask `proposal_status` later.")
 
 
 class GatewayServer(Server[Any]):
@@ -143,10 +143,13 @@ class Gateway:
 
 
 def mcp_tool(spec: ToolSpec) -> types.Tool:
+    """The SDK's tool of `spec`: named for models, titled with the qualified name, in the tool
+    and in its annotations (docs/mcp.md#names)."""
     return types.Tool(
-        name=spec.name, description=spec.description, input_schema=spec.input_schema,
+        name=spec.name, title=spec.title, description=spec.description,
+        input_schema=spec.input_schema,
         annotations=types.ToolAnnotations(
-            read_only_hint=spec.read_only, destructive_hint=spec.destructive,
+            title=spec.title, read_only_hint=spec.read_only, destructive_hint=spec.destructive,
             idempotent_hint=spec.idempotent, open_world_hint=spec.destructive),
         execution=types.ToolExecution(task_support="optional") if spec.gated else None)
 

@@ -1,24 +1,25 @@
 """The MCP gateway's tools (docs/mcp.md#tools): one per contract of the agent's tool set, plus
 the gateway's own three.
 
-A tool is described from its contract alone: its name is the contract's qualified name, its
-input schema the contract's, its annotations follow the contract's effects and idempotency, and
-its description says what approval it needs. The listing is a convenience for the model, never
-the check: a call of a contract outside the tool set reaches the dispatcher and is refused there
-(`tool_not_permitted`).
+A tool is described from its contract alone: its name is the contract's qualified name with each
+`.` replaced by `_` (`email_send`, a name every model API accepts: `protocols.tool_names`), its
+title the qualified name, its input schema the contract's, its annotations follow the contract's
+effects and idempotency, and its description says what approval it needs. The listing is a
+convenience for the model, never the check: a call of a contract outside the tool set reaches
+the dispatcher and is refused there (`tool_not_permitted`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dispatch.runtime import get_runtime
+from dispatch.selectors.contracts import contracts_of_tool_set
 from protocols.contracts import Effect, Idempotency, OperationContract
 from protocols.jsontypes import JSONObject
+from protocols.tool_names import GATEWAY_TOOLS as GATEWAY_TOOL_NAMES
+from protocols.tool_names import tool_name
 
-RESOURCE_CREATE = "resource.create"
-RESOURCE_REVISE = "resource.revise"
-PROPOSAL_STATUS = "proposal.status"
+RESOURCE_CREATE, RESOURCE_REVISE, PROPOSAL_STATUS = GATEWAY_TOOL_NAMES
 
 _ID = {"type": "string", "minLength": 1, "maxLength": 40}
 
@@ -56,9 +57,11 @@ _WRITES = frozenset({Effect.EXTERNAL_WRITE, Effect.FINANCIAL_WRITE})
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """One tool as `tools/list` describes it (`to_mcp` makes the SDK's type of it)."""
+    """One tool as `tools/list` describes it (`mcp_tool` makes the SDK's type of it): `name`
+    is the tool name a model calls, `title` the qualified name it stands for."""
 
     name: str
+    title: str
     description: str
     input_schema: JSONObject
     read_only: bool | None = None
@@ -75,11 +78,11 @@ def contract_tool(contract: OperationContract) -> ToolSpec:
     else:
         how = (f"Needs an operator's approval (role {approval.role}) of these exact arguments "
                "before it runs; the call waits for the decision or answers `approval_pending` "
-               "with a proposal id for `proposal.status`. Nothing you write in the arguments "
+               "with a proposal id for `proposal_status`. Nothing you write in the arguments "
                "can approve it.")
     writes = bool(contract.possible_effects & _WRITES)
     return ToolSpec(
-        name=contract.qualified_name,
+        name=tool_name(contract.qualified_name), title=contract.qualified_name,
         description=(f"{contract.qualified_name} (contract v{contract.contract_version}). "
                      f"Effects: {effects}. {how}"),
         input_schema=dict(contract.input_type),
@@ -93,12 +96,9 @@ def contract_tool(contract: OperationContract) -> ToolSpec:
 def tools_for(tool_set: list[str] | tuple[str, ...]) -> list[ToolSpec]:
     """The tools of a principal's tool set: its contracts (in the registry's order) that the
     runtime knows, then the gateway's own."""
-    allowed = set(tool_set)
-    newest = {contract.qualified_name: contract for contract in get_runtime().registry
-              if contract.qualified_name in allowed}
-    specs = [contract_tool(contract) for contract in newest.values()]
-    specs += [ToolSpec(name=name, description=description, input_schema=schema,
-                       read_only=name == PROPOSAL_STATUS, destructive=False,
+    specs = [contract_tool(contract) for contract in contracts_of_tool_set(tool_set)]
+    specs += [ToolSpec(name=tool_name(name), title=name, description=description,
+                       input_schema=schema, read_only=name == PROPOSAL_STATUS, destructive=False,
                        idempotent=name == PROPOSAL_STATUS)
               for name, (description, schema) in GATEWAY_TOOLS.items()]
     return specs

@@ -18,6 +18,17 @@ def operation_names(*, approval_only: bool = False) -> list[str]:
     return sorted(names)
 
 
+def contracts_of_tool_set(tool_set: list[str] | tuple[str, ...]) -> list[OperationContract]:
+    """The contracts a principal may propose: the newest version of each contract of its tool
+    set, in the registry's order. What the MCP gateway lists as tools and `GET
+    contracts/?permitted=true` answers (docs/rest-api.md#calls), so that every agent framework
+    is offered the same tools; the dispatcher still decides each call (`tool_not_permitted`)."""
+    allowed = set(tool_set)
+    newest = {contract.qualified_name: contract for contract in get_runtime().registry
+              if contract.qualified_name in allowed}
+    return list(newest.values())
+
+
 def contract_for_fingerprint(fingerprint: str) -> OperationContract | None:
     """The registered contract a proposal was made under, or None if it is gone."""
     return get_runtime().registry.by_fingerprint(fingerprint)

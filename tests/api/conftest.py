@@ -130,7 +130,7 @@ def agent(destinations: Destinations, live_server: Any, world: World,
 @pytest.fixture
 def narrow_agent(agent: ConsoleClient, world: World, live_server: Any) -> Iterator[ConsoleClient]:
     """Another agent of the owner's tenant over HTTP, whose tool set leaves out
-    `payments.transfer`: its framework tools still list every contract."""
+    `payments.transfer`: its framework tools leave it out too."""
     from dispatch.services.principals import agent_create
 
     _, token = agent_create(name="narrow", tenant="acme", tools=["email.send", "crm.lookup"])

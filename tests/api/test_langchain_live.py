@@ -124,15 +124,22 @@ def test_a_denied_tool_call_is_the_models_error_text_approval_denied(
     assert Proposal.objects.filter(principal=world.owner).count() == 1
 
 
-def test_a_tool_outside_the_agents_tool_set_is_the_models_error_text_tool_not_permitted(
+def test_the_tools_are_the_agents_tool_set_and_a_call_outside_it_is_tool_not_permitted(
         narrow_agent: Client, world: World, destinations: Destinations) -> None:
-    # Every contract is a tool, payments_transfer too; this agent's tool set leaves it out.
+    # This agent's tool set leaves out payments.transfer: it is not offered as a tool, as the
+    # MCP gateway does not list it.
     agent_tools: list[BaseTool] = list(tools(narrow_agent, timeout=WAIT))
-    assert "payments_transfer" in {t.name for t in agent_tools}
+    assert sorted(t.name for t in agent_tools) == ["crm_lookup", "email_send"]
+    with pytest.raises(ValueError, match=r"payments\.transfer among those this agent may propose"):
+        tools(narrow_agent, operations=["payments.transfer"])
+    # A model calling it anyway (a tool made by hand) is refused by the dispatcher.
+    [send] = [t for t in agent_tools if t.name == "email_send"]
+    transfer = send.model_copy(update={"name": "payments_transfer",
+                                       "operation": "payments.transfer"})
     call = ToolCall(name="payments_transfer", args=TRANSFER, id="call_pay_1", type="tool_call")
     model = script(call)
 
-    messages = run_agent(model, agent_tools, "Pay the supplier.")
+    messages = run_agent(model, [transfer], "Pay the supplier.")
 
     [answer] = [m for m in messages if isinstance(m, ToolMessage)]
     assert answer.status == "error"

@@ -1,8 +1,9 @@
 """A LangGraph agent over HTTP: a chat model's tool call, run by `ToolNode` with the client's
-interrupting tools (`exact_console.langgraph`), pauses the graph on the pending approval with
-the proposal's id and approval page; the graph resumes with `Command(resume=...)`, and only the
-console's decision counts: the email is sent by the console's handler (run by the eager task
-queue) once after a grant, and a resume value alone runs nothing."""
+interrupting tools (`exact_console.langgraph`), pauses the graph on the pending approval with an
+Agent Inbox `HumanInterrupt` carrying the proposal's id and approval page; the graph resumes
+with `Command(resume=...)`, and only the console's decision counts: the email is sent by the
+console's handler (run by the eager task queue) once after a grant, and a resume value alone
+runs nothing."""
 
 from __future__ import annotations
 
@@ -30,6 +31,12 @@ def send_call(agent: Client, call_id: str) -> ToolCall:
                     type="tool_call")
 
 
+def send_call_args(state: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of the model's one tool call in `state`."""
+    [call] = [c for m in state["messages"] for c in getattr(m, "tool_calls", [])]
+    return dict(call["args"])
+
+
 def ask() -> dict[str, Any]:
     return {"messages": [HumanMessage("Send the refund email.")]}
 
@@ -46,11 +53,17 @@ def test_the_graph_pauses_on_the_approval_and_resumes_after_the_operators_grant(
 
     [pause] = paused["__interrupt__"]
     proposal = Proposal.objects.get(principal=world.owner)
-    assert pause.value == {"exact_console": {
+    [request] = pause.value  # the Agent Inbox's HumanInterrupt
+    assert request["action_request"] == {"action": "email_send",
+                                         "args": send_call_args(paused)}
+    assert request["config"] == {"allow_ignore": False, "allow_respond": False,
+                                 "allow_edit": False, "allow_accept": False}
+    assert request["exact_console"] == {
         "operation": "email.send", "proposal_id": proposal.id,
         "approval_url": f"{agent.root.removesuffix('/api/v1/')}/console/approvals/"
                         f"{proposal.approval.id}/",
-        "tool_call_id": "call_send_1"}}
+        "tool_call_id": "call_send_1"}
+    assert request["exact_console"]["approval_url"] in request["description"]
     assert proposal.call_id == "call_send_1"
     assert tool_messages(paused["messages"]) == []
     assert list_all(destinations.directory)["email"] == []
@@ -81,8 +94,9 @@ def test_a_resume_value_without_the_consoles_decision_runs_nothing_then_a_denial
     running = agent_graph(agent, send_call(agent, "call_send_2"))
     [first] = running.run(ask())["__interrupt__"]
 
-    # The graph's own resume says "approve"; nobody at the console has decided.
-    again = running.run(Command(resume="approve"))
+    # The graph's own resume says "accept", as the Agent Inbox would; nobody at the console has
+    # decided.
+    again = running.run(Command(resume=[{"type": "accept", "args": None}]))
 
     [second] = again["__interrupt__"]
     assert second.value == first.value

@@ -1,22 +1,23 @@
 """A Pydantic AI agent over HTTP: a model's tool call, run by the client's Pydantic AI toolset
 (`exact_console.pydantic_ai`), is a proposal an operator decides, and the email is sent by the
 console's handler (run by the eager task queue), once; a denial is what the model sees next.
-In the deferred mode the run ends on the pending approval and resumes from the console's
-decision."""
+In the deferred mode the run ends on the pending approval, among Pydantic AI's own approvals,
+and resumes from the console's decision. The toolset offers only the agent's tool set."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from pydantic_ai import Agent, DeferredToolRequests
-from pydantic_ai.models.function import FunctionModel
+from pydantic_ai import Agent, DeferredToolRequests, ToolApproved
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from demo.destinations.runner import list_all
 from dispatch.models import Proposal
 from exact_console import Client
 from exact_console.pydantic_ai import results_from_console, toolset
-from tests.api.conftest import TRANSFER, draft_arguments
+from tests.api.conftest import draft_arguments
 from tests.conftest import World
 from tests.support.agents import ScriptedModel
 from tests.support.approvers import WAIT, operator_decides, while_operator_decides
@@ -87,16 +88,19 @@ def test_a_deferred_run_ends_on_the_approval_and_resumes_from_the_consoles_decis
 
     requests = first.output
     assert isinstance(requests, DeferredToolRequests)
-    assert [c.tool_call_id for c in requests.calls] == ["call_send_3"]
+    # Pydantic AI's own approval path: the call is among the run's approvals.
+    assert [c.tool_call_id for c in requests.approvals] == ["call_send_3"]
+    assert requests.calls == []
     pending = requests.metadata["call_send_3"]["exact_console"]
     proposal = Proposal.objects.get(principal=world.owner)
     assert pending["proposal_id"] == proposal.id
     assert pending["approval_url"].endswith(f"/console/approvals/{proposal.approval.id}/")
-    assert results_from_console(agent, requests).calls == {}  # nobody has decided yet
+    assert results_from_console(agent, requests).approvals == {}  # nobody has decided yet
 
     operator, decided = operator_decides(world, "grant")
     while_operator_decides(operator, lambda: None)
     results = results_from_console(agent, requests, timeout=WAIT)
+    assert results.approvals == {"call_send_3": ToolApproved()}
     resumed = deferring.run_sync(message_history=first.all_messages(),
                                  deferred_tool_results=results)
 
@@ -109,17 +113,19 @@ def test_a_deferred_run_ends_on_the_approval_and_resumes_from_the_consoles_decis
     assert Proposal.objects.filter(principal=world.owner).count() == 1
 
 
-def test_a_tool_outside_the_agents_tool_set_is_what_the_model_sees_next_tool_not_permitted(
+def test_the_toolset_is_the_agents_tool_set(
         narrow_agent: Client, world: World, destinations: Destinations) -> None:
-    # Every contract is a tool, payments_transfer too; this agent's tool set leaves it out.
-    model = ScriptedModel(TRANSFER, "call_pay_1", tool="payments_transfer")
+    # This agent's tool set leaves out payments.transfer: the model is not offered it, as the
+    # MCP gateway does not list it.
+    offered: list[str] = []
 
-    run(narrow_agent, model)
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        offered.extend(t.name for t in info.function_tools)
+        return ModelResponse(parts=[TextPart("Nothing to pay with.")])
 
-    assert len(model.seen) == 2  # the call, then its answer: nothing retried
-    [answer] = ScriptedModel.returns(model.seen[-1])
-    assert (answer.outcome, answer.tool_call_id, answer.tool_name) == (
-        "failed", "call_pay_1", "payments_transfer")
-    assert str(answer.content).startswith("tool_not_permitted: ")
+    Agent(FunctionModel(model), toolsets=[toolset(narrow_agent, timeout=WAIT)]).run_sync(
+        "Pay the supplier.")
+
+    assert sorted(offered) == ["crm_lookup", "email_send"]
+    assert sorted(toolset(narrow_agent).tools) == ["crm_lookup", "email_send"]
     assert not Proposal.objects.exists()
-    assert list_all(destinations.directory)["bank"] == []

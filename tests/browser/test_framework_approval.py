@@ -63,7 +63,7 @@ def test_a_langgraph_agent_resumes_after_the_operator_approves_in_the_browser(
 
         [pause] = running.run({"messages": [HumanMessage("Send the refund email.")]})[
             "__interrupt__"]
-        waiting = pause.value["exact_console"]
+        waiting = pause.value[0]["exact_console"]
         proposal = Proposal.objects.get(principal=stack.world.owner)
         assert waiting["proposal_id"] == proposal.id
         assert list_all(stack.destinations.directory)["email"] == []

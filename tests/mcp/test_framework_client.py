@@ -96,12 +96,12 @@ def test_pydantic_ai_sends_one_email_after_an_operator_approves(
                 for part in message.parts:
                     if isinstance(part, ToolReturnPart):
                         returns[part.tool_name] = part
-        if "resource.create" not in returns:
-            return ModelResponse(parts=[ToolCallPart("resource.create", {
+        if "resource_create" not in returns:
+            return ModelResponse(parts=[ToolCallPart("resource_create", {
                 "kind": "email_draft", "payload": draft_payload()})])
-        if "email.send" not in returns:
-            draft = returns["resource.create"].content
-            return ModelResponse(parts=[ToolCallPart("email.send", {
+        if "email_send" not in returns:
+            draft = returns["resource_create"].content
+            return ModelResponse(parts=[ToolCallPart("email_send", {
                 "draft": {"id": draft["id"], "revision": draft["revision"]}})])
         return ModelResponse(parts=[TextPart("The refund email is sent.")])
 
@@ -120,7 +120,7 @@ def test_pydantic_ai_sends_one_email_after_an_operator_approves(
     assert operator.error is None, operator.error
     assert operator.granted is not None, "no email.send approval was ever pending"
     assert run.output == "The refund email is sent."
-    sent = returns["email.send"]
+    sent = returns["email_send"]
     seen = sent.model_response_str()
     assert '"state":"completed"' in seen.replace(" ", ""), seen
     answer = sent.content if isinstance(sent.content, dict) else json.loads(seen)

@@ -3,6 +3,7 @@ against a gateway process, a real Celery worker and the real destinations (docs/
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import anyio
@@ -18,6 +19,8 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.redis, pytest
 
 OWN_TOOLS = ["crm.lookup", "email.send", "payments.transfer",
              "resource.create", "resource.revise", "proposal.status"]
+#: What model APIs accept as a function's name (docs/mcp.md#names).
+MODEL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
 def test_tools_are_the_agents_contracts_with_their_annotations(
@@ -27,8 +30,13 @@ def test_tools_are_the_agents_contracts_with_their_annotations(
             return (await client.list_tools()).tools
 
     tools = {tool.name: tool for tool in anyio.run(listed)}
-    assert sorted(tools) == sorted(OWN_TOOLS)
-    lookup, transfer = tools["crm.lookup"], tools["payments.transfer"]
+    # Named as every model API accepts, titled (and annotated) with the qualified name.
+    assert sorted(tools) == sorted(name.replace(".", "_") for name in OWN_TOOLS)
+    assert all(MODEL_NAME.fullmatch(name) for name in tools)
+    assert sorted(tool.title for tool in tools.values()) == sorted(OWN_TOOLS)
+    assert all(tool.annotations.title == tool.title for tool in tools.values())
+    lookup, transfer = tools["crm_lookup"], tools["payments_transfer"]
+    assert (lookup.title, transfer.title) == ("crm.lookup", "payments.transfer")
     assert lookup.annotations.read_only_hint is True
     assert lookup.annotations.destructive_hint is False
     assert transfer.annotations.read_only_hint is False
@@ -39,15 +47,18 @@ def test_tools_are_the_agents_contracts_with_their_annotations(
         transfer.input_schema["required"]) >= {"amount", "from_account", "to_account"}
 
 
-@pytest.mark.parametrize("transport", ["http", "stdio"])
+@pytest.mark.parametrize(("transport", "name"), [
+    ("http", "crm_lookup"), ("stdio", "crm_lookup"),
+    ("http", "crm.lookup"),  # the qualified name, as listed before tool names: still taken
+])
 def test_an_ungated_lookup_runs_on_the_worker_and_answers_the_operation(
-        stack: Stack, gateway: Gateway, transport: str) -> None:
+        stack: Stack, gateway: Gateway, transport: str, name: str) -> None:
     async def call() -> Any:
         if transport == "http":
             async with http_client(gateway.url, stack.world.owner_token) as client:
-                return await client.call_tool("crm.lookup", {"customer_id": "cus-001"})
+                return await client.call_tool(name, {"customer_id": "cus-001"})
         async with Client(stack.stdio(stack.world.owner_token)) as client:
-            return await client.call_tool("crm.lookup", {"customer_id": "cus-001"})
+            return await client.call_tool(name, {"customer_id": "cus-001"})
 
     answer = anyio.run(call)
     assert answer.is_error is False, answer.structured_content

@@ -121,14 +121,14 @@ def test_without_tasks_a_call_answers_approval_pending_and_proposal_status_the_o
             async def seen(done: float, total: float | None, message: str | None) -> None:
                 progress.append(message)
 
-            pending = await client.call_tool("payments.transfer", TRANSFER,
+            pending = await client.call_tool("payments_transfer", TRANSFER,
                                              progress_callback=seen)
             assert progress and progress[0] == "waiting for an operator's decision"
             proposal_id = pending.structured_content["proposal_id"]
             await anyio.to_thread.run_sync(decide, stack, proposal_id)
             with anyio.fail_after(60):
                 while True:
-                    status = await client.call_tool("proposal.status",
+                    status = await client.call_tool("proposal_status",
                                                     {"proposal_id": proposal_id})
                     operation = status.structured_content.get("operation")
                     if isinstance(operation, dict) and operation["state"] == "completed":
@@ -203,7 +203,7 @@ def test_agents_of_two_tenants_see_only_their_own_tools_and_proposals(
         return tools, status, refused, listed
 
     tools, status, refused, listed = anyio.run(scenario)
-    assert tools == ["email.send", "resource.create", "resource.revise", "proposal.status"]
+    assert tools == ["email_send", "resource_create", "resource_revise", "proposal_status"]
     assert status.is_error and status.structured_content["error"]["code"] == "not_found"
     assert refused.is_error
     assert refused.structured_content["error"]["code"] == "tool_not_permitted"

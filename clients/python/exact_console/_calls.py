@@ -89,8 +89,8 @@ def _get(path: str) -> Call[Any]:
 
 # --- one builder per row of the API's table of calls ---------------------------------------------
 
-def contracts() -> Call[ContractsPage]:
-    return _get("contracts/")
+def contracts(permitted: bool) -> Call[ContractsPage]:
+    return _get("contracts/" + _query(permitted="true" if permitted else None))
 
 
 def create_resource(kind: str, payload: dict[str, Any]) -> Call[Resource]:

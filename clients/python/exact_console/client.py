@@ -95,9 +95,11 @@ class Client:
 
     # --- calls ------------------------------------------------------------------------------
 
-    def contracts(self) -> shapes.ContractsPage:
-        """`{"results": [contract, ...]}`: the contracts this principal can see."""
-        return self._send(_calls.contracts())
+    def contracts(self, *, permitted: bool = False) -> shapes.ContractsPage:
+        """`{"results": [contract, ...]}`: every registered contract; with `permitted`, only
+        those this principal may propose (its tool set, newest versions), as the MCP gateway
+        lists them."""
+        return self._send(_calls.contracts(permitted))
 
     def propose(self, operation: str, arguments: JSON, *, call_id: str | None = None,
                 execution_id: str | None = None, dispatch_on_approval: bool | None = None,
@@ -288,8 +290,8 @@ class AsyncClient:
 
     # --- calls ------------------------------------------------------------------------------
 
-    async def contracts(self) -> shapes.ContractsPage:
-        return await self._send(_calls.contracts())
+    async def contracts(self, *, permitted: bool = False) -> shapes.ContractsPage:
+        return await self._send(_calls.contracts(permitted))
 
     async def propose(self, operation: str, arguments: JSON, *, call_id: str | None = None,
                       execution_id: str | None = None,

@@ -18,10 +18,18 @@ model sees it; nothing retries it, and it uses none of the tool's retries). Call
 with the same tool-call id (a resumed or replayed run) answers from the first proposal: the
 console never makes a second one.
 
-With `deferred=True` a call whose approval is pending does not wait: it is deferred
-(`CallDeferred`, with the proposal's id and the approval page in its metadata), and the run ends
-with `DeferredToolRequests`. `results_from_console(client, requests)` reads the console's
-decisions and outcomes into the `DeferredToolResults` that resume the run.
+With `deferred=True` a call whose approval is pending does not wait: it takes Pydantic AI's own
+approval path. The tool raises `ApprovalRequired` (the proposal's id and approval page in its
+metadata), and the run ends with `DeferredToolRequests` listing the call in `approvals`.
+`results_from_console(client, requests)` reads the console's decisions into the
+`DeferredToolResults` that resume the run: `ToolApproved()` for a granted approval, `ToolDenied`
+with the refusal's code and message (`approval_denied: ...`) for a denied, expired or revoked
+one, nothing for one still pending. Resumed, an approved call proposes again under its own
+tool-call id, finds the console's decision and waits for the outcome as an undeferred call
+does. A `ToolApproved` is only Pydantic AI's permission to run the tool function: the function
+asks the console, so an approval the program writes itself approves nothing (the call waits for
+the console's decision, and answers `approval_pending` past the timeout), and `override_args`
+are refused by the console (`proposal_mismatch`): the approved arguments are the exact ones.
 
 The toolset takes a `Client` or an `AsyncClient` (`await atoolset(console)`); its tools are
 coroutines, and a `Client`'s calls run on a thread of their own, never on a shared pool. A
@@ -45,10 +53,12 @@ from exact_console.tools import tools as specs
 
 with needs(__name__, "pydantic-ai", "pydantic_ai"):
     from pydantic_ai import (
-        CallDeferred,
+        ApprovalRequired,
         DeferredToolRequests,
         DeferredToolResults,
         RunContext,
+        ToolApproved,
+        ToolDenied,
         ToolFailed,
         ToolReturn,
     )
@@ -89,14 +99,15 @@ def tool(spec: Tool, client: Client | AsyncClient, *, timeout: float = 60.0,
         if call_id is None:
             raise ValueError(f"{spec.name}: called without a tool-call id, which is the "
                              "proposal's call_id")
-        if not deferred:
+        if not deferred or ctx.tool_call_approved:
+            # Approved by the program is not approved by the console: the call asks it.
             return told(await calling.acall(client, spec.name, arguments, call_id,
                                             timeout=timeout))
         begun = await calling.abegin(client, spec.name, arguments, call_id)
         if isinstance(begun, calling.Answer):
             return told(begun)
         if not decided(begun):
-            raise CallDeferred({METADATA_KEY: {
+            raise ApprovalRequired({METADATA_KEY: {
                 "operation": spec.name, "proposal_id": begun["id"],
                 "approval_url": calling.approval_url(client, begun)}})
         return told(await calling.aanswer(client, begun, timeout=timeout))
@@ -126,12 +137,13 @@ async def atoolset(client: Client | AsyncClient, *, timeout: float = 60.0,
 
 def results_from_console(client: Client, requests: DeferredToolRequests, *,
                          timeout: float = 60.0) -> DeferredToolResults:
-    """The results of the deferred calls of this toolset whose approval a human has decided,
-    read from the console: each call is proposed again with its own tool-call id and arguments
-    (the console answers the first proposal, or refuses other arguments as
-    `proposal_mismatch`), then waited for as an undeferred call is, within `timeout`. A call
-    still pending is left out (`requests.remaining(results)` lists it); calls of other tools
-    are left out too. Nothing here approves anything: only the console's decision counts."""
+    """The approvals of the deferred calls of this toolset whose approval a human has decided
+    in the console (see the module): each call is proposed again with its own tool-call id and
+    arguments (the console answers the first proposal, or refuses other arguments as
+    `proposal_mismatch`, told as a `ToolDenied`). A call still pending, or whose console could
+    not be reached, is left out (`requests.remaining(results)` lists it); calls of other tools
+    are left out too. Nothing here approves anything: only the console's decision counts.
+    `timeout` bounds the reading of a refused one's answer."""
     return calling.drive(client, _results(requests, timeout=timeout))
 
 
@@ -144,7 +156,7 @@ async def aresults_from_console(client: Client | AsyncClient, requests: Deferred
 def _results(requests: DeferredToolRequests, *,
              timeout: float) -> calling.Steps[DeferredToolResults]:
     results = DeferredToolResults()
-    for part in requests.calls:
+    for part in requests.approvals:
         ours = requests.metadata.get(part.tool_call_id, {}).get(METADATA_KEY)
         if not isinstance(ours, dict):
             continue
@@ -154,7 +166,18 @@ def _results(requests: DeferredToolRequests, *,
             answer = begun
         elif not decided(begun):
             continue
-        else:
+        elif _granted(begun):
+            results.approvals[part.tool_call_id] = ToolApproved()
+            continue
+        else:  # denied, expired or revoked: dispatching it says which, with the code
             answer = yield from calling.answer_steps(begun, timeout=timeout)
-        results.calls[part.tool_call_id] = result(answer)
+        if answer.code == calling.UNREACHABLE:
+            continue
+        results.approvals[part.tool_call_id] = (
+            ToolApproved() if answer.ok else ToolDenied(answer.text))
     return results
+
+
+def _granted(proposal: dict[str, Any]) -> bool:
+    approval = proposal.get("approval")
+    return approval is None or (isinstance(approval, dict) and approval.get("state") == "granted")

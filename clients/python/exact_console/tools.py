@@ -1,4 +1,5 @@
-"""Framework-neutral tool specs, one per contract of `GET contracts/`.
+"""Framework-neutral tool specs, one per contract the agent may propose (`GET
+contracts/?permitted=true`: its tool set, what the MCP gateway lists too).
 
 An agent framework's adapter turns each into its own kind of tool; calling the tool proposes
 the action, and the effect runs in the console's handler behind its dispatcher, never in the
@@ -50,16 +51,18 @@ def tool(contract: Mapping[str, Any]) -> Tool:
                 contract=dict(contract))
 
 
-def tools(source: Client | Mapping[str, Any],
+def tools(source: Client | AsyncClient | Mapping[str, Any],
           operations: Iterable[str] | None = None) -> list[Tool]:
-    """The tools of `client.contracts()`, in the console's order; only those named in
-    `operations` when it is given (a name the console does not list is a `ValueError`).
-    `source` may also be a contracts answer already fetched, e.g. `await
-    async_client.contracts()`; or `await atools(async_client)`."""
+    """The tools of `client.contracts(permitted=True)`: the contracts this agent may propose
+    (its tool set), in the console's order; only those named in `operations` when it is given
+    (a name the console does not list is a `ValueError`). `source` may also be a contracts
+    answer already fetched, e.g. `await async_client.contracts(permitted=True)`; an
+    `AsyncClient` itself is a `TypeError` saying to `await atools(async_client)`."""
     if isinstance(source, AsyncClient):
         raise TypeError("an AsyncClient's contracts are awaited: `await atools(client)` (or "
                         "`await exact_console.<adapter>.atools(client)` for an adapter's tools)")
-    return _of(source.contracts() if isinstance(source, Client) else source, operations)
+    return _of(source.contracts(permitted=True) if isinstance(source, Client) else source,
+               operations)
 
 
 async def atools(source: Client | AsyncClient | Mapping[str, Any],
@@ -67,9 +70,9 @@ async def atools(source: Client | AsyncClient | Mapping[str, Any],
     """`tools` for async code: an `AsyncClient`'s contracts awaited (a `Client`'s read on a
     thread of its own)."""
     if isinstance(source, AsyncClient):
-        return _of(await source.contracts(), operations)
+        return _of(await source.contracts(permitted=True), operations)
     if isinstance(source, Client):
-        return _of(await in_thread(source.contracts), operations)
+        return _of(await in_thread(source.contracts, permitted=True), operations)
     return _of(source, operations)
 
 
@@ -80,5 +83,6 @@ def _of(answer: Mapping[str, Any], operations: Iterable[str] | None) -> list[Too
     wanted = list(operations)
     missing = sorted(set(wanted) - {t.name for t in found})
     if missing:
-        raise ValueError(f"no contract named {', '.join(missing)} among the console's contracts")
+        raise ValueError(f"no contract named {', '.join(missing)} among those this agent may "
+                         "propose (its tool set)")
     return [t for t in found if t.name in wanted]

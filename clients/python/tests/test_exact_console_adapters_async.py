@@ -19,7 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
-from pydantic_ai import Agent, DeferredToolRequests
+from pydantic_ai import Agent, DeferredToolRequests, ToolApproved
 from pydantic_ai.models.function import FunctionModel
 from scripted import JSON, Console, ok, proposal
 from test_exact_console_openai_agents import OFFLINE, ScriptedModel
@@ -111,7 +111,7 @@ def test_langgraph_tools_take_an_async_client_interrupt_and_resume() -> None:
 
     first, resumed = with_async_client(console, use)
     [pause] = first["__interrupt__"]
-    assert pause.value["exact_console"]["proposal_id"] == "prp_1"
+    assert pause.value[0]["exact_console"]["proposal_id"] == "prp_1"
     [message] = [m for m in resumed["messages"] if isinstance(m, ToolMessage)]
     assert json.loads(str(message.content)) == {"sent": True}
 
@@ -180,7 +180,9 @@ def test_pydantic_ai_deferred_resumes_with_an_async_client() -> None:
                       output_type=[str, DeferredToolRequests])
         first = await agent.run("Send it.")
         assert isinstance(first.output, DeferredToolRequests)
+        assert [c.tool_call_id for c in first.output.approvals] == ["call_7"]
         results = await pa.aresults_from_console(client, first.output)
+        assert results.approvals == {"call_7": ToolApproved()}
         return await agent.run(message_history=first.all_messages(),
                                deferred_tool_results=results)
 

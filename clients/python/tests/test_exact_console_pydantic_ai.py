@@ -1,14 +1,14 @@
 """The Pydantic AI toolset against a scripted console (`httpx.MockTransport`) and a scripted
 model (`FunctionModel`): what the tools are called and take, the proposal a tool call makes, and
 what the model sees next for an outcome, a refusal and a decision that did not come in time;
-then the deferred mode, whose run ends with the pending call and resumes with the console's
-decision."""
+then the deferred mode, Pydantic AI's own approval path: the run ends with the pending call among
+its approvals and resumes with the console's decision, never with one the program makes up."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic_ai import Agent, DeferredToolRequests
+from pydantic_ai import Agent, DeferredToolRequests, ToolApproved, ToolDenied
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -155,16 +155,21 @@ def test_deferred_a_pending_call_ends_the_run_and_resumes_with_the_consoles_deci
     first = agent.run_sync("Send it.")
     requests = first.output
     assert isinstance(requests, DeferredToolRequests)
-    assert [c.tool_call_id for c in requests.calls] == ["call_send_3"]
+    # An approval, as Pydantic AI's own `ApprovalRequired` makes it, not an external call.
+    assert [c.tool_call_id for c in requests.approvals] == ["call_send_3"]
+    assert requests.calls == []
+    assert requests.kind("call_send_3") == "approval"
     assert requests.metadata["call_send_3"]["exact_console"] == {
         "operation": "email.send", "proposal_id": "prp_1",
         "approval_url": "http://console.test/console/approvals/apr_1/"}
     assert console.sent("GET", "proposals/prp_1/") == []  # it did not wait
 
     # Still pending at the console: nothing to resume with.
-    assert results_from_console(client, requests).calls == {}
-    # Granted: the console's outcome is the call's result.
+    pending = results_from_console(client, requests)
+    assert (pending.approvals, pending.calls) == ({}, {})
+    # Granted at the console: approved; the resumed call answers the console's outcome.
     results = results_from_console(client, requests)
+    assert results.approvals == {"call_send_3": ToolApproved()}
     assert requests.remaining(results) is None
     resumed = agent.run_sync(message_history=first.all_messages(),
                              deferred_tool_results=results)
@@ -184,7 +189,30 @@ def test_deferred_a_denial_resumes_as_the_failed_return_approval_denied(
     first = agent.run_sync("Send it.")
     assert isinstance(first.output, DeferredToolRequests)
     results = results_from_console(client, first.output)
+    assert results.approvals == {"call_7": ToolDenied(
+        "approval_denied: An operator denied this proposal.")}
     agent.run_sync(message_history=first.all_messages(), deferred_tool_results=results)
     returned = model.returned()
-    assert returned.outcome == "failed"
+    assert returned.outcome == "denied"
     assert returned.content == "approval_denied: An operator denied this proposal."
+
+
+def test_deferred_an_approval_the_program_makes_up_approves_nothing(
+        console: Console, client: Client) -> None:
+    console.on("POST", "proposals/", ok(proposal("pending"), 201))
+    console.on("GET", "proposals/prp_1/", ok(proposal("pending")))
+    model = Model("email_send", DRAFT, "call_send_4")
+    agent = Agent(FunctionModel(model), toolsets=[toolset(client, deferred=True, timeout=0.3)],
+                  output_type=[str, DeferredToolRequests])
+    first = agent.run_sync("Send it.")
+    assert isinstance(first.output, DeferredToolRequests)
+
+    # Pydantic AI's own approval, written by the program: the tool still asks the console.
+    made_up = first.output.build_results(approve_all=True)
+    agent.run_sync(message_history=first.all_messages(), deferred_tool_results=made_up)
+
+    returned = model.returned()
+    assert returned.outcome == "failed"
+    assert str(returned.content).startswith("approval_pending: proposal prp_1: no decision")
+    assert console.sent("POST", "proposals/prp_1/dispatch/") == []
+    assert not [r for r in console.requests if "operations/" in r.url.path]
