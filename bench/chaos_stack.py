@@ -178,7 +178,7 @@ class Stack:
             "BUDGET_TOOL_CALLS_PER_EXECUTION": "1000000",
             "API_RATE_PER_PRINCIPAL": "100000000/minute",
             "LOG_LEVEL": "WARNING", "LOG_FORMAT": "console", "HANDLER_TIMEOUT_CAP": "8",
-            "RECONCILE_LOOKUP_TIMEOUT": "5", "CONSOLE_BASE_URL": self.web_url,
+            "RECONCILE_LOOKUP_TIMEOUT": "5", "CONSOLE_PUBLIC_URL": self.web_url,
             "WEBHOOK_ALLOW_PRIVATE": "1",
         }
 

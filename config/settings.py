@@ -458,8 +458,13 @@ DELEGATION_LEASE_SECONDS: float = env.float("DELEGATION_LEASE_SECONDS", default=
 # Seconds a `tools/call` that needs no task waits for the action to settle (approval included)
 # before it answers `approval_pending` or the operation as it stands.
 MCP_WAIT_SECONDS: float = env.float("MCP_WAIT_SECONDS", default=30.0)
-# The console's address as people reach it: the `approval_url` an MCP answer gives.
-CONSOLE_BASE_URL: str = env.str("CONSOLE_BASE_URL", default="http://127.0.0.1:8000")
+# The console's address as people reach it (through its proxy or load balancer), never the API
+# address an agent happens to use: the approval links handed to agents (the REST proposal's
+# `approval.url`, the MCP gateway's `approval_url`, the client's adapters) and approvers' emails.
+# Unset: the REST API gives no link (the client builds one from its own address), the gateway and
+# emails use http://127.0.0.1:8000. `CONSOLE_BASE_URL` is its former name, still read.
+CONSOLE_PUBLIC_URL: str = (env.str("CONSOLE_PUBLIC_URL", default="")
+                           or env.str("CONSOLE_BASE_URL", default=""))
 # The largest MCP request body taken, in bytes; a larger one is 413.
 MCP_MAX_BODY_BYTES: int = env.int("MCP_MAX_BODY_BYTES", default=1024 * 1024)
 

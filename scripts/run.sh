@@ -21,8 +21,8 @@ MCP_PORT="${MCP_PORT:-8001}"
 STOP_GRACE="${STOP_GRACE:-8}"
 export APP_VAR_DIR="${APP_VAR_DIR:-$PWD/var}"
 LOGS="$APP_VAR_DIR/log"
-# The console's address in the approval_url an MCP answer gives.
-export CONSOLE_BASE_URL="${CONSOLE_BASE_URL:-http://127.0.0.1:${PORT}}"
+# The console's address as people reach it: every approval link handed to an agent.
+export CONSOLE_PUBLIC_URL="${CONSOLE_PUBLIC_URL:-${CONSOLE_BASE_URL:-http://127.0.0.1:${PORT}}}"
 # The demo's four eyes: a transfer of 10,000.00 or more needs two operators (olive and otto).
 export APPROVAL_RULES="${APPROVAL_RULES:-$(cat demo/approval_rules.json)}"
 PY=.venv/bin/python
@@ -90,7 +90,7 @@ echo "Paste into an MCP client's configuration to act as the demo agent:"
 echo "  {\"mcpServers\": {\"exact-action-console\": {\"type\": \"http\", \"url\": \"$mcp_url\","
 echo "   \"headers\": {\"Authorization\": \"Bearer $token\"}}}}"
 echo "Or over stdio, started by the client itself:"
-echo "  DJANGO_DEBUG=1 DISPATCH_EXTENSIONS=$DISPATCH_EXTENSIONS CONSOLE_BASE_URL=$CONSOLE_BASE_URL $PWD/.venv/bin/python $PWD/manage.py mcp_serve --token $token"
+echo "  DJANGO_DEBUG=1 DISPATCH_EXTENSIONS=$DISPATCH_EXTENSIONS CONSOLE_PUBLIC_URL=$CONSOLE_PUBLIC_URL $PWD/.venv/bin/python $PWD/manage.py mcp_serve --token $token"
 echo
 start agent $PY manage.py run_agent demo/agent_script.json --execution "$support" --poll 2
 start research $PY demo/research_example.py --execution "$research" --poll 2

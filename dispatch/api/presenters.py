@@ -21,7 +21,7 @@ from dispatch.models import (
     Revision,
 )
 from dispatch.selectors.votes import Cast
-from dispatch.services.notifications import proposal_summary
+from dispatch.services.notifications import proposal_summary, public_approval_url
 from dispatch.services.pauses import pause_scope
 from dispatch.services.resources import resource_current
 from dispatch.services.voters import counting_voters
@@ -69,7 +69,8 @@ def approval_view(
         "id", flat=True).first()
     return {"id": approval.id, "state": state, "role": approval.role,
             "expires_at": approval.expires_at, "permit_id": permit_id,
-            "quorum": approval.quorum, "votes": [] if fresh else votes_view(approval)}
+            "quorum": approval.quorum, "votes": [] if fresh else votes_view(approval),
+            "url": public_approval_url(approval.id)}
 
 
 def votes_view(approval: ApprovalRequest) -> list[JSONObject]:

@@ -64,6 +64,9 @@ class ApprovalSummarySerializer(serializers.Serializer[JSONObject]):
     permit_id = serializers.CharField(allow_null=True)
     quorum = serializers.IntegerField(help_text="Distinct humans who must grant.")
     votes = VoteSerializer(many=True, help_text="The grants so far, oldest first.")
+    url = serializers.CharField(allow_null=True, help_text=(
+        "The console's page of this approval at its public address (`CONSOLE_PUBLIC_URL`); "
+        "null when the deployment has not set it."))
 
 
 class ProposalOutputSerializer(serializers.Serializer[JSONObject]):

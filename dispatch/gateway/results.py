@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import mcp_types as types
-from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 
 from dispatch.gateway.answers import Standing, outcome_body
+from dispatch.services.notifications import approval_url, console_url
 from protocols.denials import Denial
 from protocols.jsontypes import JSONObject
 
@@ -38,7 +38,6 @@ def standing_result(standing: Standing) -> types.CallToolResult:
 def pending_result(standing: Standing) -> types.CallToolResult:
     """`approval_pending`: the call has not run; the agent asks `proposal.status` later."""
     proposal = standing.proposal
-    url = settings.CONSOLE_BASE_URL.rstrip("/") + (
-        f"/console/approvals/{standing.approval_id}/" if standing.approval_id else "/console/")
+    url = approval_url(standing.approval_id) if standing.approval_id else console_url()
     return tool_result({"status": "approval_pending", "proposal_id": proposal.id,
                         "digest": proposal.digest, "approval_url": url})

@@ -162,8 +162,24 @@ def proposal_summary(proposal: Proposal) -> str:
     return _CONTROL.sub(" ", text).strip()[:300]
 
 
+#: The console's address when `CONSOLE_PUBLIC_URL` is not set (the embedded default's).
+LOCAL_CONSOLE = "http://127.0.0.1:8000"
+
+
+def console_url(path: str = "/console/") -> str:
+    """`path` at the console's public address (`CONSOLE_PUBLIC_URL`, else the local one)."""
+    return (settings.CONSOLE_PUBLIC_URL or LOCAL_CONSOLE).rstrip("/") + path
+
+
 def approval_url(approval_id: str) -> str:
-    return f"{settings.CONSOLE_BASE_URL.rstrip('/')}/console/approvals/{approval_id}/"
+    """The approval's page at the console's public address."""
+    return console_url(f"/console/approvals/{approval_id}/")
+
+
+def public_approval_url(approval_id: str) -> str | None:
+    """The approval's page at `CONSOLE_PUBLIC_URL`, or None when the deployment has not set
+    it: the REST API then leaves the link to the client, which knows the address it used."""
+    return approval_url(approval_id) if settings.CONSOLE_PUBLIC_URL else None
 
 
 # --- delivery ----------------------------------------------------------------------------------

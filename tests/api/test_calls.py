@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db
 RESOURCE_KEYS = {"id", "kind", "revision", "digest", "state", "payload"}
 PROPOSAL_KEYS = {"id", "operation", "digest", "canonical", "contract_fingerprint",
                  "execution_id", "approval", "operation_id", "operation_state"}
-APPROVAL_KEYS = {"id", "state", "role", "expires_at", "permit_id", "quorum", "votes"}
+APPROVAL_KEYS = {"id", "state", "role", "expires_at", "permit_id", "quorum", "votes", "url"}
 OPERATION_KEYS = {"id", "proposal_id", "state", "attempts", "result"}
 ATTEMPT_KEYS = {"number", "started_at", "ended_at", "outcome", "error"}
 AUDIT_KEYS = {"id", "at", "kind", "actor", "operation_id", "proposal_id", "digest", "details"}
@@ -107,6 +107,7 @@ def test_proposal_shape_and_digest(owner: Caller) -> None:
     assert set(approval) == APPROVAL_KEYS
     assert (approval["state"], approval["role"], approval["permit_id"]) == ("pending",
                                                                            "operator", None)
+    assert approval["url"] is None  # CONSOLE_PUBLIC_URL unset: the client builds the link
     assert proposal["operation_id"] is None
     assert proposal["operation_state"] is None
     assert owner.get(f"proposals/{proposal['id']}/").json() == proposal

@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def test_the_emailed_link_opens_the_approval_to_approve(
     live: World, destinations: Destinations, live_server: Any, page: Any, settings: Any,
 ) -> None:
-    settings.CONSOLE_BASE_URL = live_server.url
+    settings.CONSOLE_PUBLIC_URL = live_server.url
     get_user_model().objects.filter(username="approver").update(email="approver@acme.example")
     proposal = live.propose_transfer(amount="420.00", memo="Invoice 88")
     (notification,) = Notification.objects.filter(proposal_id=proposal.id)

@@ -36,7 +36,8 @@ APP_SERVICES = ("migrate", "web", "worker", "beat", "reconciler", "mcp", "destin
 #: Long-running services the database must be migrated for.
 AFTER_MIGRATE = ("web", "worker", "beat", "reconciler", "mcp")
 #: Addresses people (browsers) use, not one process reaching another: localhost is right there.
-PEOPLE_FACING = {"ALLOWED_HOSTS", "CSRF_TRUSTED_ORIGINS", "CONSOLE_BASE_URL"}
+PEOPLE_FACING = {"ALLOWED_HOSTS", "CSRF_TRUSTED_ORIGINS", "CONSOLE_PUBLIC_URL",
+                 "CONSOLE_BASE_URL"}  # CONSOLE_PUBLIC_URL's former name, still read
 #: Read by the code, an address, but with a default that holds on several machines: the shared
 #: cache is a table in the shared database unless a URL is given.
 SHARED_BY_DEFAULT = {"CACHE_URL"}
@@ -142,7 +143,7 @@ def test_deploy_check_is_clean_with_the_compose_environment(tmp_path: Path) -> N
                   "SECURE_SSL_REDIRECT": "1", "SESSION_COOKIE_SECURE": "1",
                   "CSRF_COOKIE_SECURE": "1", "SECURE_PROXY_SSL_HEADER": "X-Forwarded-Proto,https",
                   "CSRF_TRUSTED_ORIGINS": "https://console.example",
-                  "CONSOLE_BASE_URL": "https://console.example"}
+                  "CONSOLE_PUBLIC_URL": "https://console.example"}
     for service in AFTER_MIGRATE:
         result = run_check(service_environment(service, behind_tls), tmp_path)
         assert result.returncode == 0, result.stderr

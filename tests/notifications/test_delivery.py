@@ -172,7 +172,7 @@ def test_an_agent_hears_its_own_decision_and_outcome(live: World, settings: Any)
 def test_an_approver_is_emailed_the_link_to_the_approval_page(
     live: World, destinations: Destinations, settings: Any,
 ) -> None:
-    settings.CONSOLE_BASE_URL = "https://console.acme.example"
+    settings.CONSOLE_PUBLIC_URL = "https://console.acme.example"
     users = get_user_model().objects
     users.filter(username="approver").update(email="approver@acme.example")
     users.filter(username="outsider-operator").update(email="op@globex.example")

@@ -41,8 +41,10 @@ class GraphAgent:
         return dict(self.graph.invoke(task, self.config))
 
 
-def agent_graph(client: Client, call: ToolCall, *, timeout: float = WAIT) -> GraphAgent:
-    """The model calls `call`, then, shown the tool's message, answers with text."""
+def agent_graph(client: Client, call: ToolCall, *, timeout: float = WAIT,
+                agent_tools: list[Any] | None = None) -> GraphAgent:
+    """The model calls `call`, then, shown the tool's message, answers with text. The tools are
+    `client`'s interrupting tools, or `agent_tools` (an `AsyncClient`'s, say)."""
     model = FakeMessagesListChatModel(responses=[AIMessage("", tool_calls=[call]),
                                                  AIMessage("The refund email is handled.")])
     built = GraphAgent(graph=None)
@@ -53,7 +55,8 @@ def agent_graph(client: Client, call: ToolCall, *, timeout: float = WAIT) -> Gra
 
     builder = StateGraph(MessagesState)
     builder.add_node("model", think)
-    builder.add_node("tools", ToolNode(tools(client, timeout=timeout)))
+    builder.add_node("tools", ToolNode(agent_tools if agent_tools is not None
+                                       else tools(client, timeout=timeout)))
     builder.add_edge(START, "model")
     builder.add_conditional_edges("model", tools_condition)
     builder.add_edge("tools", "model")

@@ -278,10 +278,15 @@ def unreachable(failure: TransportError) -> Answer:
 
 
 def approval_url(client: AnyClient, proposal: Mapping[str, Any]) -> str | None:
-    """The console's page where a human decides the proposal's approval, if it has one."""
+    """The console's page where a human decides the proposal's approval, if it has one: the
+    console's own link at its public address (`approval.url`, from `CONSOLE_PUBLIC_URL`), or,
+    when the deployment has not set one, the page at the address this client calls."""
     approval = proposal.get("approval")
     if not isinstance(approval, dict) or not approval.get("id"):
         return None
+    public = approval.get("url")
+    if isinstance(public, str) and public:
+        return public
     return client.root.removesuffix(API_PREFIX) + f"/console/approvals/{approval['id']}/"
 
 

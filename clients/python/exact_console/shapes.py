@@ -6,7 +6,7 @@ these do not name included, and nothing here validates it.
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 __all__ = ["AgentCreated", "AgentToken", "Approval", "ApprovalItem", "ApprovalRef",
            "ApprovalState", "ApprovalsPage", "Attempt", "AuditEvent", "AuditPage", "Contract",
@@ -45,13 +45,18 @@ class Resource(TypedDict):
 
 
 class ApprovalRef(TypedDict):
-    """A proposal's approval."""
+    """A proposal's approval: `url` is its page at the console's public address
+    (`CONSOLE_PUBLIC_URL`), None where the deployment has not set one (absent from older
+    consoles)."""
 
     id: str
     state: ApprovalState
     role: str
     expires_at: str
     permit_id: str | None
+    quorum: int
+    votes: list[Vote]
+    url: NotRequired[str | None]
 
 
 class Proposal(TypedDict):

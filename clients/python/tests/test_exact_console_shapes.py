@@ -44,7 +44,7 @@ def test_the_shapes_are_the_documented_keys() -> None:
         "id", "operation", "digest", "canonical", "contract_fingerprint", "execution_id",
         "approval", "operation_id", "operation_state"}
     assert set(shapes.ApprovalRef.__annotations__) == {"id", "state", "role", "expires_at",
-                                                       "permit_id"}
+                                                       "permit_id", "quorum", "votes", "url"}
     assert set(shapes.Operation.__annotations__) == {"id", "proposal_id", "state", "attempts",
                                                      "result"}
     assert set(shapes.Attempt.__annotations__) == {"number", "started_at", "ended_at",
