@@ -25,10 +25,14 @@ from exact_console.shapes import (
     Dispatched,
     Grant,
     GrantsPage,
+    Jwks,
     Operation,
     Pause,
     Proposal,
     Resource,
+    Webhook,
+    WebhookCreated,
+    WebhooksPage,
 )
 
 #: The shape of a call's answer (`exact_console.shapes`): a type only, never checked.
@@ -214,6 +218,23 @@ def pause(operation: str | None, agent: str | None, reason: str | None) -> Call[
 
 def resume(pause_id: str) -> Call[None]:
     return Call("DELETE", f"pauses/{_id(pause_id)}/")
+
+
+def webhooks() -> Call[WebhooksPage]:
+    return _get("webhooks/")
+
+
+def create_webhook(url: str, events: list[str]) -> Call[WebhookCreated]:
+    # Never sent again: a second endpoint, with its own secret, could result.
+    return Call("POST", "webhooks/", {"url": url, "events": events})
+
+
+def delete_webhook(webhook_id: str) -> Call[Webhook]:
+    return Call("DELETE", f"webhooks/{_id(webhook_id)}/")
+
+
+def keys() -> Call[Jwks]:
+    return _get("keys/")
 
 
 def audit(operation: str | None, proposal: str | None, kind: str | None, cursor: str | None,

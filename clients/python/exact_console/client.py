@@ -197,6 +197,27 @@ class Client:
         """Lifts the pause; the work it held back goes on."""
         self._send(_calls.resume(pause_id))
 
+    # --- webhooks and keys (docs/rest-api.md#webhooks) ---------------------------------------
+
+    def webhooks(self) -> shapes.WebhooksPage:
+        """This principal's webhooks, oldest first, never their secrets."""
+        return self._send(_calls.webhooks())
+
+    def create_webhook(self, url: str, *, events: list[str]) -> shapes.WebhookCreated:
+        """A webhook hearing `events` of this principal's own proposals (`approval.granted`,
+        `operation.completed`, ...), and its signing `secret`, shown this once. Never resent
+        after a lost answer: list `webhooks()` to see whether it was made."""
+        return self._send(_calls.create_webhook(url, events))
+
+    def delete_webhook(self, webhook_id: str) -> shapes.Webhook:
+        """Deletes the webhook (nothing more is sent to it) and answers it."""
+        return self._send(_calls.delete_webhook(webhook_id))
+
+    def keys(self) -> shapes.Jwks:
+        """The deployment's public signing keys (JWKS): what `exact_console.permits.verify`
+        checks a permit token with, and `audit_verify --keys` an export."""
+        return self._send(_calls.keys())
+
     def audit(self, *, operation: str | None = None, proposal: str | None = None,
               kind: str | None = None, cursor: str | None = None,
               page_size: int | None = None) -> shapes.AuditPage:
@@ -377,6 +398,18 @@ class AsyncClient:
 
     async def resume(self, pause_id: str) -> None:
         await self._send(_calls.resume(pause_id))
+
+    async def webhooks(self) -> shapes.WebhooksPage:
+        return await self._send(_calls.webhooks())
+
+    async def create_webhook(self, url: str, *, events: list[str]) -> shapes.WebhookCreated:
+        return await self._send(_calls.create_webhook(url, events))
+
+    async def delete_webhook(self, webhook_id: str) -> shapes.Webhook:
+        return await self._send(_calls.delete_webhook(webhook_id))
+
+    async def keys(self) -> shapes.Jwks:
+        return await self._send(_calls.keys())
 
     async def audit(self, *, operation: str | None = None, proposal: str | None = None,
                     kind: str | None = None, cursor: str | None = None,

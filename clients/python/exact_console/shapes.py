@@ -11,7 +11,8 @@ from typing import Any, Literal, NotRequired, TypedDict
 __all__ = ["AgentCreated", "AgentToken", "Approval", "ApprovalItem", "ApprovalRef",
            "ApprovalState", "ApprovalsPage", "Attempt", "AuditEvent", "AuditPage", "Contract",
            "ContractsPage", "Decision", "DecisionApproval", "Dispatched", "Grant", "GrantsPage",
-           "Operation", "Pause", "Proposal", "Resource", "Vote"]
+           "Jwk", "Jwks", "Operation", "Pause", "Proposal", "Resource", "Vote", "Webhook",
+           "WebhookCreated", "WebhooksPage"]
 
 #: An approval's states (docs/rest-api.md#states).
 ApprovalState = Literal["pending", "granted", "denied", "expired", "revoked"]
@@ -191,6 +192,47 @@ class Grant(TypedDict):
     revoked_at: str | None
     parent_id: str | None
     budget: int | None
+
+
+class Webhook(TypedDict):
+    """One of the caller's webhooks (`GET webhooks/`, `DELETE webhooks/{id}/`): where its own
+    proposals' `events` are delivered, signed in the Standard Webhooks format."""
+
+    id: str
+    url: str
+    events: list[str]
+    created_at: str
+
+
+class WebhookCreated(Webhook):
+    """`POST webhooks/`: the new webhook with its signing `secret` (`whsec_...`), shown this
+    once; verify each delivery with it (docs/rest-api.md#webhooks)."""
+
+    secret: str
+
+
+class WebhooksPage(TypedDict):
+    """`GET webhooks/`, oldest first, never a secret."""
+
+    results: list[Webhook]
+
+
+class Jwk(TypedDict):
+    """One public signing key: Ed25519 (`OKP`), for `EdDSA` signatures, named by `kid`."""
+
+    kty: str
+    crv: str
+    x: str
+    kid: str
+    use: str
+    alg: str
+
+
+class Jwks(TypedDict):
+    """`GET keys/`: the deployment's public signing keys, what `exact_console.permits.verify`
+    and an offline `audit_verify --keys` take."""
+
+    keys: list[Jwk]
 
 
 class AgentCreated(TypedDict):

@@ -28,6 +28,10 @@ ANSWERS = {
     "audit": shapes.AuditPage,
     "wait_for_decision": shapes.Proposal,
     "wait_for_outcome": shapes.Operation,
+    "webhooks": shapes.WebhooksPage,
+    "create_webhook": shapes.WebhookCreated,
+    "delete_webhook": shapes.Webhook,
+    "keys": shapes.Jwks,
 }
 
 
