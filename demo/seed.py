@@ -38,6 +38,7 @@ from demo import research_example
 from dispatch.agent import ScriptedAdapter, execution_open
 from dispatch.agent.loop import adapter_fingerprint
 from dispatch.models import Execution, Operation, Principal
+from dispatch.selectors.contracts import operation_names
 from dispatch.services.approvals import approval_decide
 from dispatch.services.authority import grant_issue
 from dispatch.services.dispatcher import proposal_dispatch
@@ -101,9 +102,18 @@ def seed(*, token_file: Path, proposals: bool, agents: bool, sources_url: str,
     return Seeded(token=token, created=created, unknown=unknown, executions=executions)
 
 
+#: The demo's HTTP action (demo/actions/helpdesk.yaml), when `ACTIONS_DIR` loads it.
+TICKETS = "tickets.create"
+
+
 def _people(now: datetime) -> tuple[Principal, str]:
+    tickets = TICKETS in operation_names()
     agent, token = agent_create(name=AGENT, tenant=TENANT,
-                                tools=["email.send", "payments.transfer", "crm.lookup"])
+                                tools=["email.send", "payments.transfer", "crm.lookup",
+                                       *([TICKETS] if tickets else [])])
+    if tickets:
+        grant_issue(issuer="seed_demo", subject=agent, operations=[TICKETS],
+                    scope={"queue": ["billing", "support"]}, now=now)
     grant_issue(issuer="seed_demo", subject=agent, operations=["email.send"],
                 scope={"mailbox": [MAILBOX]}, now=now)
     grant_issue(issuer="seed_demo", subject=agent, operations=["payments.transfer"],

@@ -23,6 +23,10 @@ export APP_VAR_DIR="${APP_VAR_DIR:-$PWD/var}"
 LOGS="$APP_VAR_DIR/log"
 # The console's address as people reach it: every approval link handed to an agent.
 export CONSOLE_PUBLIC_URL="${CONSOLE_PUBLIC_URL:-${CONSOLE_BASE_URL:-http://127.0.0.1:${PORT}}}"
+# The demo's HTTP action (docs/actions.md): a helpdesk ticket sent to the destinations' helpdesk
+# on the bank's port, a loopback host allowed for it.
+export ACTIONS_DIR="${ACTIONS_DIR-demo/actions}"
+export ACTIONS_ALLOWED_HOSTS="${ACTIONS_ALLOWED_HOSTS-127.0.0.1}"
 # The demo's four eyes: a transfer of 10,000.00 or more needs two operators (olive and otto).
 export APPROVAL_RULES="${APPROVAL_RULES:-$(cat demo/approval_rules.json)}"
 PY=.venv/bin/python

@@ -30,7 +30,7 @@ from .storage import write_transaction
 if TYPE_CHECKING:
     from exact_console.permits import PermitClaims
 
-__all__ = ["TOKENS_SCHEMA", "PermitRule", "permit_refusal"]
+__all__ = ["TOKENS_SCHEMA", "PermitRule", "action_permit_refusal", "permit_refusal"]
 
 TOKENS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS permit_tokens (
@@ -61,24 +61,15 @@ def permit_refusal(
     """Why this write must not happen (one line for the 403), or None if it may."""
     if keys_file is None:
         return None
-    # Imported here, by the destinations' process alone: the console's web and worker processes
-    # import this package for its clients (bank_client, ...) and need no Python client installed.
-    from exact_console.permits import PermitRefused, verify
-
-    try:
-        jwks = json.loads(keys_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return "the destination cannot read its keys; nothing was done"
-    token = (authorization or "").removeprefix("Bearer ").strip()
-    if not token:
-        return "no permit token"
+    found = _token(keys_file, authorization)
+    if isinstance(found, str):
+        return found
     text = json.loads(raw).get("snapshot")  # `raw` is a JSON object: the ledger parsed it
     if not isinstance(text, str):
         return "no snapshot beside the permit token"
-    try:
-        claims = verify(token, jwks, audience=rule.audience, snapshot=text)
-    except PermitRefused as refused:
-        return refused.reason
+    claims = _verified(*found, rule.audience, text)
+    if isinstance(claims, str):
+        return claims
     if claims.sub != str(fields["key"]):
         return "the permit token is for another operation"
     snapshot = json.loads(text)  # the approved canonical text: its digest is the token's
@@ -95,6 +86,50 @@ def permit_refusal(
     if not _first_use(db, claims):
         return "the permit token was used before (replayed)"
     return None
+
+
+def action_permit_refusal(
+    *, keys_file: Path | None, db: Path, audience: str, authorization: str | None, key: str,
+) -> str | None:
+    """Why an HTTP action's request must not happen (docs/actions.md, "Verify the permit token"),
+    or None if it may: the token verifies for `audience`, it is for the operation of the
+    request's `Idempotency-Key`, and it is used once. An HTTP action sends no snapshot, so the
+    token's digest is not checked against the body."""
+    if keys_file is None:
+        return None
+    found = _token(keys_file, authorization)
+    claims = found if isinstance(found, str) else _verified(*found, audience, None)
+    if isinstance(claims, str):
+        return claims
+    if claims.sub != key:
+        return "the permit token is for another operation"
+    if not _first_use(db, claims):
+        return "the permit token was used before (replayed)"
+    return None
+
+
+def _token(keys_file: Path, authorization: str | None) -> tuple[Any, str] | str:
+    """The keys file's JWKS and the request's bearer token; else why not."""
+    try:
+        jwks = json.loads(keys_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "the destination cannot read its keys; nothing was done"
+    token = (authorization or "").removeprefix("Bearer ").strip()
+    if not token:
+        return "no permit token"
+    return jwks, token
+
+
+def _verified(jwks: Any, token: str, audience: str, snapshot: str | None) -> PermitClaims | str:
+    """The token's claims, checked with `exact_console.permits.verify`; else why not."""
+    # Imported here, by the destinations' process alone: the console's web and worker processes
+    # import this package for its clients (bank_client, ...) and need no Python client installed.
+    from exact_console.permits import PermitRefused, verify
+
+    try:
+        return verify(token, jwks, audience=audience, snapshot=snapshot)
+    except PermitRefused as refused:
+        return refused.reason
 
 
 def _first_use(db: Path, claims: PermitClaims) -> bool:

@@ -3,7 +3,8 @@
 
 Three servers: the SMTP sink, its HTTP lookup beside it (``/messages``, on a port of its own),
 and one HTTP server on the bank's port for the bank (``/transfers``), the publisher
-(``/publications``) and the source server (``/sources``). They listen on ``host``: 127.0.0.1 by
+(``/publications``), the source server (``/sources``) and the helpdesk the demo's HTTP action
+calls (``/tickets``, :mod:`.helpdesk`). They listen on ``host``: 127.0.0.1 by
 default, 0.0.0.0 when other machines or containers must reach them.
 """
 
@@ -17,7 +18,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from . import bank, publisher, sources
+from . import bank, helpdesk, publisher, sources
 from .bank import list_transfers
 from .http_server import HttpDestinationsServer
 from .publisher import list_publications
@@ -39,7 +40,7 @@ EMAIL_KEYS = ("message_id", "from", "to", "cc", "subject", "body")
 BANK_KEYS = ("key", "from_account", "to_account", "amount", "currency", "memo")
 SOURCE_KEYS = ("url", "digest")
 PUBLICATION_KEYS = ("key", "report_id", "revision", "digest", "title")
-HTTP_ROUTES = (bank.ROUTE, publisher.ROUTE, sources.ROUTE)
+HTTP_ROUTES = (bank.ROUTE, publisher.ROUTE, sources.ROUTE, helpdesk.ROUTE)
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 # How often the foreground loop re-checks the stop event; bounds shutdown latency.
@@ -105,8 +106,8 @@ def serve(
     publisher=http://H:Q sources=http://H:Q/sources dir=D`` (``D`` absolute) and then calls
     ``ready()``. Returns after SIGTERM or SIGINT (when called from the main
     thread) or once ``stop`` is set, having stopped both servers; ``hang.test`` requests still
-    waiting are abandoned. With ``keys_file`` (the JSON of ``GET /api/v1/keys/``) the bank and
-    the publisher verify every write's permit token (docs/permit-tokens.md).
+    waiting are abandoned. With ``keys_file`` (the JSON of ``GET /api/v1/keys/``) the bank, the
+    publisher and the helpdesk verify every write's permit token (docs/permit-tokens.md).
     """
     if keys_file is not None:
         # Verifying needs the Python client's `permits` extra: without it, refuse to start

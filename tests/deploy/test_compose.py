@@ -26,6 +26,7 @@ from tests.support.compose import (
     answers,
     compose,
     deployment,
+    from_image,
     interpolate,
     service_environment,
     wait_for,
@@ -129,7 +130,7 @@ def test_the_image_runs_as_a_user_and_collects_static_files_at_build() -> None:
 
 def run_check(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
     clean = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONPATH": str(ROOT),
-             **{k: v for k, v in env.items() if k != "APP_VAR_DIR"},
+             **{k: from_image(v) for k, v in env.items() if k != "APP_VAR_DIR"},
              "APP_VAR_DIR": str(tmp_path)}
     return subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],

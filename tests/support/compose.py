@@ -37,6 +37,8 @@ COMPOSE_FILE = ROOT / "docker-compose.yml"
 BIN = Path(sys.executable).parent
 #: The image's working directory for the app's own files (Dockerfile `APP_VAR_DIR`).
 IMAGE_VAR_DIR = "/var/lib/console"
+#: Where the image holds the code (Dockerfile `WORKDIR`): this checkout, here.
+IMAGE_APP_DIR = "/app"
 LOOPBACK = "127.0.0.1"
 _URL = re.compile(r"^(?P<scheme>[a-z][a-z0-9+.-]*)://(?:(?P<auth>[^@/]*)@)?(?P<host>[^:/]+)"
                   r"(?::(?P<port>\d+))?(?P<rest>.*)$")
@@ -95,6 +97,13 @@ class Network:
         return f"http://{LOOPBACK}:{self.port(service, port)}{rest}"
 
 
+def from_image(value: str) -> str:
+    """A path into the image's code (`/app/...`, e.g. `ACTIONS_DIR`) as this checkout's."""
+    if value == IMAGE_APP_DIR or value.startswith(IMAGE_APP_DIR + "/"):
+        return str(ROOT) + value[len(IMAGE_APP_DIR):]
+    return value
+
+
 def localize(env: Mapping[str, str], net: Network, var_dir: Path) -> dict[str, str]:
     """Map every other service's hostname to loopback and its port to the test's, the image's
     directory to `var_dir`, and bind addresses to loopback, in the values alone."""
@@ -111,7 +120,7 @@ def localize(env: Mapping[str, str], net: Network, var_dir: Path) -> dict[str, s
                          f"{match.group('rest')}")
         elif value in net.services or value == "0.0.0.0":
             value = LOOPBACK
-        out[key] = value.replace(IMAGE_VAR_DIR, str(var_dir))
+        out[key] = from_image(value).replace(IMAGE_VAR_DIR, str(var_dir))
     # A bare port belongs to the service its sibling *_HOST variable names.
     for key, value in env.items():
         if key.endswith("_PORT") and value.isdigit():
