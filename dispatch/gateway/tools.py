@@ -1,9 +1,10 @@
 """The MCP gateway's tools (docs/mcp.md#tools): one per contract of the agent's tool set, plus
 the gateway's own three.
 
-A tool is described from its contract alone: its name is the contract's qualified name with each
-`.` replaced by `_` (`email_send`, a name every model API accepts: `protocols.tool_names`), its
-title the qualified name, its input schema the contract's, its annotations follow the contract's
+A tool is described from its contract alone: its name is the contract's qualified name
+(DESIGN §12), or with `MCP_TOOL_NAMES=model` that name with each `.` replaced by `_`
+(`email_send`, a name every model API accepts: `protocols.tool_names`); its title the qualified
+name, its input schema the contract's, its annotations follow the contract's
 effects and idempotency, and its description says what approval it needs. The listing is a
 convenience for the model, never the check: a call of a contract outside the tool set reaches
 the dispatcher and is refused there (`tool_not_permitted`).
@@ -12,6 +13,8 @@ the dispatcher and is refused there (`tool_not_permitted`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from django.conf import settings
 
 from dispatch.selectors.contracts import contracts_of_tool_set
 from protocols.contracts import Effect, Idempotency, OperationContract
@@ -70,6 +73,13 @@ class ToolSpec:
     gated: bool = False  # needs an operator's approval: served as a task where the client can
 
 
+def listed_name(qualified: str) -> str:
+    """The name `tools/list` gives the tool of `qualified`: as it is, or its model-safe tool
+    name where the deployment asks for those (`MCP_TOOL_NAMES=model`, docs/mcp.md#names). A
+    call by either name works whatever the setting."""
+    return tool_name(qualified) if settings.MCP_TOOL_NAMES == "model" else qualified
+
+
 def contract_tool(contract: OperationContract) -> ToolSpec:
     approval = contract.approval_requirement
     effects = ", ".join(sorted(e.value for e in contract.possible_effects)) or "none"
@@ -78,11 +88,11 @@ def contract_tool(contract: OperationContract) -> ToolSpec:
     else:
         how = (f"Needs an operator's approval (role {approval.role}) of these exact arguments "
                "before it runs; the call waits for the decision or answers `approval_pending` "
-               "with a proposal id for `proposal_status`. Nothing you write in the arguments "
-               "can approve it.")
+               f"with a proposal id for `{listed_name(PROPOSAL_STATUS)}`. Nothing you write in "
+               "the arguments can approve it.")
     writes = bool(contract.possible_effects & _WRITES)
     return ToolSpec(
-        name=tool_name(contract.qualified_name), title=contract.qualified_name,
+        name=listed_name(contract.qualified_name), title=contract.qualified_name,
         description=(f"{contract.qualified_name} (contract v{contract.contract_version}). "
                      f"Effects: {effects}. {how}"),
         input_schema=dict(contract.input_type),
@@ -97,7 +107,7 @@ def tools_for(tool_set: list[str] | tuple[str, ...]) -> list[ToolSpec]:
     """The tools of a principal's tool set: its contracts (in the registry's order) that the
     runtime knows, then the gateway's own."""
     specs = [contract_tool(contract) for contract in contracts_of_tool_set(tool_set)]
-    specs += [ToolSpec(name=tool_name(name), title=name, description=description,
+    specs += [ToolSpec(name=listed_name(name), title=name, description=description,
                        input_schema=schema, read_only=name == PROPOSAL_STATUS, destructive=False,
                        idempotent=name == PROPOSAL_STATUS)
               for name, (description, schema) in GATEWAY_TOOLS.items()]

@@ -32,7 +32,9 @@ WAIT_SECONDS = "30"
 @pytest.fixture
 def patient_gateway(stack: Stack) -> Iterator[Gateway]:
     """A gateway whose calls wait up to `WAIT_SECONDS` for an operator."""
-    running = Gateway(env={**stack.env, "MCP_WAIT_SECONDS": WAIT_SECONDS},
+    # Model-safe tool names (docs/mcp.md#names), as a deployment serving model APIs sets them.
+    running = Gateway(env={**stack.env, "MCP_WAIT_SECONDS": WAIT_SECONDS,
+                           "MCP_TOOL_NAMES": "model"},
                       log=stack.tmp / "patient-gateway.log")
     running.start()
     try:

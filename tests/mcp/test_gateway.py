@@ -23,20 +23,34 @@ OWN_TOOLS = ["crm.lookup", "email.send", "payments.transfer",
 MODEL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
+@pytest.mark.parametrize("names", ["qualified", "model"])
 def test_tools_are_the_agents_contracts_with_their_annotations(
-        stack: Stack, gateway: Gateway) -> None:
+        stack: Stack, names: str) -> None:
+    """Listed by qualified name (DESIGN §12), or by the names every model API accepts where the
+    deployment asks for them (`MCP_TOOL_NAMES=model`); titled (and annotated) with the
+    qualified name either way."""
+    gateway = Gateway(env={**stack.env, "MCP_TOOL_NAMES": names},
+                      log=stack.tmp / f"gateway-{names}.log")
+    gateway.start()
+
     async def listed() -> Any:
         async with http_client(gateway.url, stack.world.owner_token) as client:
             return (await client.list_tools()).tools
 
-    tools = {tool.name: tool for tool in anyio.run(listed)}
-    # Named as every model API accepts, titled (and annotated) with the qualified name.
-    assert sorted(tools) == sorted(name.replace(".", "_") for name in OWN_TOOLS)
-    assert all(MODEL_NAME.fullmatch(name) for name in tools)
+    try:
+        tools = {tool.name: tool for tool in anyio.run(listed)}
+    finally:
+        gateway.stop()
+    named = {name: name if names == "qualified" else name.replace(".", "_")
+             for name in OWN_TOOLS}
+    assert sorted(tools) == sorted(named.values())
+    if names == "model":
+        assert all(MODEL_NAME.fullmatch(name) for name in tools)
     assert sorted(tool.title for tool in tools.values()) == sorted(OWN_TOOLS)
     assert all(tool.annotations.title == tool.title for tool in tools.values())
-    lookup, transfer = tools["crm_lookup"], tools["payments_transfer"]
+    lookup, transfer = tools[named["crm.lookup"]], tools[named["payments.transfer"]]
     assert (lookup.title, transfer.title) == ("crm.lookup", "payments.transfer")
+    assert f"`{named['proposal.status']}`" in transfer.description
     assert lookup.annotations.read_only_hint is True
     assert lookup.annotations.destructive_hint is False
     assert transfer.annotations.read_only_hint is False

@@ -150,9 +150,11 @@ def fuzz(stack: Stack, gateway: Gateway) -> Iterator[Fuzz]:
     session = _initialized_session(gateway.url, token)
     listed = messages(_rpc(gateway.url, token, {"jsonrpc": "2.0", "id": 1,
                                                 "method": "tools/list"}, session))
-    # A tool is called by its name or, as before tool names were listed, by its title.
+    # A tool is called by its qualified name (its title) or its model-safe tool name, whichever
+    # of the two MCP_TOOL_NAMES lists (docs/mcp.md#names).
     schemas = {name: Draft202012Validator(tool["inputSchema"])
-               for tool in listed[0]["result"]["tools"] for name in (tool["name"], tool["title"])}
+               for tool in listed[0]["result"]["tools"]
+               for name in (tool["name"], tool["title"], tool["title"].replace(".", "_"))}
     assert {"crm_lookup", "email_send", "payments_transfer", "crm.lookup"} <= set(schemas)
     before = Proposal.objects.count()
     yield Fuzz(gateway, stack, token, session, schemas)

@@ -203,7 +203,7 @@ def test_agents_of_two_tenants_see_only_their_own_tools_and_proposals(
         return tools, status, refused, listed
 
     tools, status, refused, listed = anyio.run(scenario)
-    assert tools == ["email_send", "resource_create", "resource_revise", "proposal_status"]
+    assert tools == ["email.send", "resource.create", "resource.revise", "proposal.status"]
     assert status.is_error and status.structured_content["error"]["code"] == "not_found"
     assert refused.is_error
     assert refused.structured_content["error"]["code"] == "tool_not_permitted"
