@@ -54,15 +54,17 @@ def tool(contract: Mapping[str, Any]) -> Tool:
 def tools(source: Client | AsyncClient | Mapping[str, Any],
           operations: Iterable[str] | None = None) -> list[Tool]:
     """The tools of `client.contracts(permitted=True)`: the contracts this agent may propose
-    (its tool set), in the console's order; only those named in `operations` when it is given
-    (a name the console does not list is a `ValueError`). `source` may also be a contracts
+    (its tool set), in the console's order; when `operations` names some, those of the console's
+    contracts (`GET contracts/`, as DESIGN §13 says), whether or not the agent may propose them:
+    the dispatcher refuses what it may not (`tool_not_permitted`), and a name the console does
+    not list is a `ValueError`. `source` may also be a contracts
     answer already fetched, e.g. `await async_client.contracts(permitted=True)`; an
     `AsyncClient` itself is a `TypeError` saying to `await atools(async_client)`."""
     if isinstance(source, AsyncClient):
         raise TypeError("an AsyncClient's contracts are awaited: `await atools(client)` (or "
                         "`await exact_console.<adapter>.atools(client)` for an adapter's tools)")
-    return _of(source.contracts(permitted=True) if isinstance(source, Client) else source,
-               operations)
+    return _of(source.contracts(permitted=operations is None) if isinstance(source, Client)
+               else source, operations)
 
 
 async def atools(source: Client | AsyncClient | Mapping[str, Any],
@@ -70,9 +72,9 @@ async def atools(source: Client | AsyncClient | Mapping[str, Any],
     """`tools` for async code: an `AsyncClient`'s contracts awaited (a `Client`'s read on a
     thread of its own)."""
     if isinstance(source, AsyncClient):
-        return _of(await source.contracts(permitted=True), operations)
+        return _of(await source.contracts(permitted=operations is None), operations)
     if isinstance(source, Client):
-        return _of(await in_thread(source.contracts, permitted=True), operations)
+        return _of(await in_thread(source.contracts, permitted=operations is None), operations)
     return _of(source, operations)
 
 
@@ -83,6 +85,5 @@ def _of(answer: Mapping[str, Any], operations: Iterable[str] | None) -> list[Too
     wanted = list(operations)
     missing = sorted(set(wanted) - {t.name for t in found})
     if missing:
-        raise ValueError(f"no contract named {', '.join(missing)} among those this agent may "
-                         "propose (its tool set)")
+        raise ValueError(f"no contract named {', '.join(missing)} among the console's contracts")
     return [t for t in found if t.name in wanted]
