@@ -82,6 +82,21 @@ def login(page: Any) -> Callable[[str, str], None]:
     return log_in
 
 
+def signed_in(browser: Any, base_url: str, who: tuple[str, str],
+              viewport: dict[str, int]) -> tuple[Any, Any]:
+    """A new context at `viewport` and its tab, signed in as `who` (username, password), on
+    the queue; the caller closes the context."""
+    context = browser.new_context(base_url=base_url, viewport=viewport)
+    context.set_default_timeout(15_000)
+    tab = context.new_page()
+    tab.goto("/accounts/login/")
+    tab.get_by_label("Username").fill(who[0])
+    tab.get_by_label("Password").fill(who[1])
+    tab.get_by_role("button", name="Log in").click()
+    tab.wait_for_url("**/console/")
+    return context, tab
+
+
 @pytest.fixture
 def screenshot(page: Any) -> Callable[[str], None]:
     """Save the page to artifacts/screenshots/NAME.png (kept as a CI artifact; the folder is

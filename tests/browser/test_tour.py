@@ -18,12 +18,12 @@ from django.core.management import call_command
 
 from demo.seed import ADMIN, APPROVAL_RULES_FILE, OPERATOR
 from dispatch.models import ApprovalRequest, Operation, Proposal, Renewal
-from tests.browser.conftest import README_SCREENSHOTS, SCREENSHOTS
+from tests.browser.conftest import README_SCREENSHOTS, SCREENSHOTS, signed_in
 from tests.support.destinations import Destinations
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser, pytest.mark.slow]
 
-DESKTOP = {"width": 1360, "height": 900}
+DESKTOP = {"width": 1366, "height": 900}
 PHONE = {"width": 390, "height": 844}
 #: scrollWidth may exceed the viewport by a rounding pixel.
 SLACK = 1
@@ -76,17 +76,10 @@ def seeded(destinations: Destinations, tmp_path: Path, settings: Any) -> Iterato
 def visit(browser: Any, base_url: str, who: tuple[str, str], kind: str,
           viewport: dict[str, int]) -> dict[str, list[str]]:
     """Log in as `who` and open each page; what went wrong on each, by page name."""
-    context = browser.new_context(base_url=base_url, viewport=viewport)
-    context.set_default_timeout(15_000)
-    tab = context.new_page()
+    context, tab = signed_in(browser, base_url, who, viewport)
     errors: list[str] = []
     tab.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     tab.on("pageerror", lambda error: errors.append(f"script error: {error}"))
-    tab.goto("/accounts/login/")
-    tab.get_by_label("Username").fill(who[0])
-    tab.get_by_label("Password").fill(who[1])
-    tab.get_by_role("button", name="Log in").click()
-    tab.wait_for_url("**/console/")
     problems: dict[str, list[str]] = {}
     phone = viewport == PHONE
     for name, path in pages(kind):
