@@ -32,6 +32,7 @@ BY_VIEW: Final = {
     "approval-decide": APPROVALS,
     "approval-cancel": APPROVALS,
     "approval-follow": APPROVALS,
+    "approval-watch": APPROVALS,
     "decided-list": DECIDED,
     "operation-list": OPERATIONS,
     "question-detail": APPROVALS,

@@ -17,6 +17,7 @@ urlpatterns = [
     path("approvals/<str:approval_id>/", views.approval_detail, name="approval-detail"),
     path("decided/", views.decided_list, name="decided-list"),
     path("approvals/<str:approval_id>/follow/", views.approval_follow, name="approval-follow"),
+    path("approvals/<str:approval_id>/watch/", views.approval_watch, name="approval-watch"),
     path("approvals/<str:approval_id>/decide/", views.approval_decide, name="approval-decide"),
     path("approvals/<str:approval_id>/cancel/", views.approval_cancel, name="approval-cancel"),
     path("operations/", operations.operation_list, name="operation-list"),

@@ -84,6 +84,8 @@ EXPIRING_SOON = timedelta(minutes=5)
 # How often an approval's page asks after the operation it let run, until it settles.
 FOLLOW_SECONDS = 2
 DECIDED_PAGE = 25
+# How often an open approval's page asks whether a colleague decided it, voted, or it lapsed.
+WATCH_SECONDS = 3
 SETTLED = frozenset({OperationState.COMPLETED, OperationState.FAILED_NO_EFFECT,
                      OperationState.UNKNOWN, OperationState.RECONCILED_COMPLETED,
                      OperationState.RECONCILED_NO_EFFECT})
@@ -116,14 +118,18 @@ def approval_list(request: HttpRequest, principal: Principal) -> HttpResponse:
         after=paging.decode_time_id(request.GET.get("after")),
         before=paging.decode_time_id(request.GET.get("before")),
     )
-    count = approval_count_pending(viewer=principal, filters=filters)
-    total = approval_count_pending(viewer=principal) if form.active else count
+    # Your pending count: not what you approved toward a quorum, which waits for others.
+    count = approval_count_pending(viewer=principal, filters=filters, awaiting_viewer=True)
+    listed = approval_count_pending(viewer=principal, filters=filters)
+    total = approval_count_pending(viewer=principal, awaiting_viewer=True) \
+        if form.active else count
     changed = change_views(principal, [approval.proposal for approval in queue.rows])
     tallies = votes.queue_tallies(principal, queue.rows)
     rows = [{**_queue_row(approval, now), "change": changed.get(approval.proposal_id),
              "votes": tallies.get(approval.id)} for approval in queue.rows]
     context = {
         "form": form, "rows": rows, "count": count, "total": total, "now": now,
+        "voted": listed.value - count.value,
         "renewals": queue_renewals(principal, now),
         **pager(request, queue),
         "poll_seconds": POLL_SECONDS,
@@ -291,10 +297,41 @@ def approval_cancel(
     return redirect("console:approval-detail", approval_id=approval.id)
 
 
+@require_GET
+@role_required(Role.OPERATOR)
+def approval_watch(
+    request: HttpRequest, principal: Principal, approval_id: str,
+) -> HttpResponse:
+    """What an open approval page asks every `WATCH_SECONDS`: nothing (204, htmx keeps the
+    page) while the approval reads as the page shows it (`?seen=`, its `watch_token`); else
+    the decision column anew, so that a colleague's decision, a vote or the expiry replaces
+    live Approve and Deny without a reload, and the state in the title with it."""
+    approval = approval_get(viewer=principal, approval_id=approval_id)
+    context = _detail_context(principal, approval,
+                              DecisionForm(initial={"digest": approval.proposal.digest}))
+    if request.GET.get("seen") == context["watch_token"]:
+        return HttpResponse(status=204)
+    return page(request, "console/_decision_swap.html", context, principal=principal)
+
+
+def _watch_token(state: ApprovalState, tallied: votes.Tally | None) -> str:
+    """What an open page shows of the approval's course: its state and the votes in."""
+    return f"{state.value}.{tallied.granted if tallied else 0}"
+
+
 def _detail_page(
     request: HttpRequest, principal: Principal, approval: ApprovalRequest, form: DecisionForm,
     *, denial: Denial | None = None, status: int = 200, cancel_form: CancelForm | None = None,
 ) -> HttpResponse:
+    context = _detail_context(principal, approval, form, denial=denial, cancel_form=cancel_form)
+    return page(request, "console/approval_detail.html", context, principal=principal,
+                status=status)
+
+
+def _detail_context(
+    principal: Principal, approval: ApprovalRequest, form: DecisionForm,
+    *, denial: Denial | None = None, cancel_form: CancelForm | None = None,
+) -> dict[str, Any]:
     now = timezone.now()
     proposal = approval.proposal
     snapshot = parse_snapshot(proposal.canonical)
@@ -366,9 +403,10 @@ def _detail_page(
         "cancellable": state in (ApprovalState.PENDING, ApprovalState.GRANTED)
         and operation is None and proposal.cancelled_at is None,
         "cancel_form": cancel_form or CancelForm(),
+        "watch_token": _watch_token(state, tallied),
+        "watch_seconds": WATCH_SECONDS,
     }
-    return page(request, "console/approval_detail.html", context, principal=principal,
-                status=status)
+    return context
 
 
 def _reported(usage: Usage) -> Usage | None:

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from dispatch.models import ApprovalRequest, Decision, Principal, Resource, Revision
+from dispatch.models import ApprovalRequest, Decision, Principal, Resource, Revision, Vote
 from dispatch.selectors.paging import Count, Page, count_capped, cursor_of, keyset
 from dispatch.services.access import access_approval_for_review
 from dispatch.services.authority import has_role
@@ -123,8 +123,15 @@ def approval_list_in_state(
     return queryset.select_related("proposal", "proposal__principal")
 
 
-def approval_count_pending(*, viewer: Principal, filters: QueueFilter = QueueFilter()) -> Count:
-    return count_capped(_pending_approvals(viewer, filters))
+def approval_count_pending(*, viewer: Principal, filters: QueueFilter = QueueFilter(),
+                           awaiting_viewer: bool = False) -> Count:
+    """How many pending approvals the queue holds; with `awaiting_viewer`, only those the viewer
+    can still decide: not one they already approved toward its quorum (it waits for others)."""
+    queryset = _pending_approvals(viewer, filters)
+    if awaiting_viewer:
+        queryset = queryset.exclude(Exists(Vote.objects.filter(
+            approval_id=OuterRef("id"), approver_id=viewer.id, outcome="grant")))
+    return count_capped(queryset)
 
 
 # --- one approval -------------------------------------------------------------------------------
