@@ -91,7 +91,9 @@ def change_view(proposal: Proposal, lineage: Lineage | None) -> ChangeView | Non
         return None
     if lineage.moved:
         several = len(lineage.moved) > 1  # then each change names its resource
-        changes = [change for moved in lineage.moved
+        # What the newer revision changes is not in this proposal: a recipient it adds is
+        # listed as a change, never flagged as this proposal's new recipient.
+        changes = [replace(change, recipient=False) for moved in lineage.moved
                    for change in field_changes(moved.bound_payload, moved.current_payload,
                                                moved.resource_id if several else "")]
         since = ("in the revisions now current (not this proposal's)" if several else

@@ -15,7 +15,7 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
 from console import paging, votes
-from console.changes import change_views
+from console.changes import ChangeView, change_views
 from console.forms import (
     CancelForm,
     DecisionForm,
@@ -39,6 +39,7 @@ from console.presenters import (
 from console.renewal_queue import queue_renewals
 from console.roles import is_htmx, page, refused, role_required
 from dispatch.selectors.approvals import (
+    RevisionPair,
     approval_count_pending,
     approval_get,
     approval_list_expiring,
@@ -266,7 +267,22 @@ def approval_decide(
     else:
         # Not the green of an approval: a denial reads differently at a glance.
         messages.info(request, "Denied. The action will not run.", extra_tags="alert-denied")
+        newer = _newer_approval(principal, decided, request.POST.get("then", ""))
+        if newer:
+            messages.info(request, f"{decided.id} was denied as superseded: this is the "
+                                   f"proposal of the revision now current.")
+            return redirect("console:approval-detail", approval_id=newer)
     return redirect("console:approval-detail", approval_id=decided.id)
+
+
+def _newer_approval(principal: Principal, approval: ApprovalRequest, wanted: str) -> str | None:
+    """`wanted` when it is the pending approval of the revision that made `approval`'s
+    proposal stale (the one-click denial goes on to it); None for anything else."""
+    if not wanted:
+        return None
+    change = change_views(principal, [approval.proposal]).get(approval.proposal_id)
+    newer = {m.newer_approval_id for m in change.moved} if change else set()
+    return wanted if wanted in newer else None
 
 
 @require_POST
@@ -337,12 +353,8 @@ def _detail_context(
     snapshot = parse_snapshot(proposal.canonical)
     contract = contract_for_fingerprint(proposal.contract_fingerprint)
     pairs = revision_pairs(viewer=principal, resource_refs=proposal.resource_refs)
-    resources = [{
-        "pair": pair,
-        "diff": diff_fields(pair.previous.payload if pair.previous else None,
-                            pair.revision.payload),
-        "stale": pair.resource.current_revision != pair.revision.number,
-    } for pair in pairs]
+    change = change_views(principal, [proposal]).get(proposal.id)
+    resources = [_resource_view(pair, change) for pair in pairs]
     state = effective_approval_state(approval.state, approval.expires_at, now)
     tallied = votes.tally_view(principal, approval)
     decided = approval.state != ApprovalState.PENDING
@@ -356,7 +368,6 @@ def _detail_context(
         for argument, (kind, presentation) in resource_presentations(contract).items()
     ) if view is not None]
     shown = {view.argument for view in messages_shown}
-    change = change_views(principal, [proposal]).get(proposal.id)
     publication = publication_evidence(
         viewer=principal, proposal=proposal, contract=contract,
         arguments=arguments)
@@ -380,6 +391,9 @@ def _detail_context(
         "resources": resources,
         "stale": any(r["stale"] for r in resources) or bool(change and change.stale),
         "change": change,
+        "superseded_reason": _superseded_reason(change),
+        "newer_approval_id": next((m.newer_approval_id for m in change.moved
+                                   if m.newer_approval_id), None) if change else None,
         "time_left": duration(approval.expires_at - now),
         "decision": decision,
         "permit": permit,
@@ -407,6 +421,34 @@ def _detail_context(
         "watch_seconds": WATCH_SECONDS,
     }
     return context
+
+
+def _resource_view(pair: RevisionPair, change: ChangeView | None) -> dict[str, Any]:
+    """A referenced revision against the one before it; for a stale proposal, against the
+    revision now current: what that revision changes, the fields it leaves alone counted."""
+    moved = next((m for m in change.moved if m.resource_id == pair.resource.id), None) \
+        if change else None
+    if moved is None:
+        return {"pair": pair, "stale": pair.resource.current_revision != pair.revision.number,
+                "diff": diff_fields(pair.previous.payload if pair.previous else None,
+                                    pair.revision.payload)}
+    rows = diff_fields(moved.bound_payload, moved.current_payload)
+    changed = [row for row in rows if row.change != "same"]
+    return {"pair": pair, "stale": True, "moved": moved, "diff": changed,
+            "unchanged": len(rows) - len(changed)}
+
+
+def _superseded_reason(change: ChangeView | None) -> str:
+    """The reason a one-click denial of a stale proposal records: what superseded it."""
+    if change is None or not change.moved:
+        return ""
+    parts = []
+    for moved in change.moved:
+        part = f"revision {moved.current} of {moved.kind} {moved.resource_id} is current"
+        if moved.newer_approval_id:
+            part += f" (its proposal waits in approval {moved.newer_approval_id})"
+        parts.append(part)
+    return "Superseded: " + "; ".join(parts) + "."
 
 
 def _reported(usage: Usage) -> Usage | None:

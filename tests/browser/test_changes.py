@@ -52,7 +52,9 @@ def test_an_added_recipient_is_flagged_and_the_stale_proposal_only_denied(
     expect(stale.locator(".badge-stale")).to_have_text("stale")
     expect(stale.locator(".changes-since")).to_have_text(
         "in revision 2 (now current, not this proposal)")
-    expect(stale.locator(".change-recipient")).to_contain_text(EXFIL)
+    # Revision 2's cc is listed, not flagged as a new recipient of this proposal.
+    expect(stale.locator(".change-list")).to_contain_text(f"cc: + {EXFIL}")
+    expect(stale.locator(".change-recipient")).to_have_count(0)
     screenshot("changed-queue", full_page=False)
 
     # Its page offers Deny only, and says why.
@@ -64,13 +66,16 @@ def test_an_added_recipient_is_flagged_and_the_stale_proposal_only_denied(
         f"email_draft {draft.id} was edited after this proposal: it is bound to revision 1, "
         "and revision 2 is now current")
     expect(page.get_by_role("button", name="Approve")).to_have_count(0)
-    expect(page.get_by_role("button", name="Deny")).to_be_visible()
+    # Deny with a reason of one's own, or deny as superseded in one click.
+    expect(page.get_by_role("button", name="Deny", exact=True)).to_be_visible()
+    expect(page.get_by_role("button", name="Deny as superseded and open the new proposal")) \
+        .to_be_visible()
     # It points at the approval of the revision that replaced it.
     expect(reason.get_by_role("link", name=later.approval.id)).to_be_visible()
     screenshot("changed-stale")
 
     page.get_by_label("Reason").fill("Superseded: revision 2 adds a recipient")
-    page.get_by_role("button", name="Deny").click()
+    page.get_by_role("button", name="Deny", exact=True).click()
     expect(page.get_by_text("Denied. The action will not run.")).to_be_visible()
     assert ApprovalRequest.objects.get(id=earlier.approval.id).state == "denied"
 
@@ -81,3 +86,44 @@ def test_an_added_recipient_is_flagged_and_the_stale_proposal_only_denied(
     expect(head.locator(".change-recipient")).to_have_text(f"new recipient cc: + {EXFIL}")
     expect(page.get_by_role("button", name="Approve")).to_be_visible()
     assert errors == [], errors
+
+
+def test_a_stale_page_shows_what_the_current_revision_changes_and_denies_in_one_click(
+        world: World, page: Any, login: Any) -> None:
+    draft, _ = resource_create(principal=world.owner, kind="email_draft", payload=DRAFT,
+                               now=world.now)
+    earlier = world.propose_email(draft)
+    draft, _ = revision_create(principal=world.owner, resource_id=draft.id, base_revision=1,
+                               payload={**DRAFT, "cc": [EXFIL], "body": "Dear Ada,\n\nPaid."},
+                               now=world.now)
+    later = world.propose_email(draft)
+    login("approver", "approver-pw")
+    page.goto(f"/console/approvals/{earlier.approval.id}/")
+
+    # Revision 2's changed fields against this proposal's revision 1; not revision 1 as new.
+    diff = page.locator("#stale-diff")
+    expect(diff.get_by_role("heading")).to_contain_text("What revision 2 of email_draft changes")
+    fields = diff.locator("tbody th[scope=row]")
+    expect(fields).to_have_text(["body", "cc"])
+    body = diff.locator("tr", has=page.locator("th", has_text="body"))
+    expect(body.locator("td.old")).to_have_text("Dear Ada,\n\nYour plan renews on 1 May.")
+    expect(body.locator("td.new")).to_have_text("Dear Ada,\n\nPaid.")
+    expect(diff.locator("tr", has=page.locator("th", has_text="cc")).locator("td.new")) \
+        .to_contain_text(EXFIL)
+    expect(diff).to_contain_text("3 other fields are the same")
+    expect(page.locator("main")).not_to_contain_text("every field is new")
+
+    # One click denies it, with the reason, and opens the proposal of revision 2.
+    page.get_by_role("button", name="Deny as superseded and open the new proposal").click()
+    page.wait_for_url(f"**/console/approvals/{later.approval.id}/")
+    expect(page.locator(".messages")).to_contain_text(
+        f"{earlier.approval.id} was denied as superseded")
+    expect(page.get_by_role("button", name="Approve")).to_be_visible()
+    denied = ApprovalRequest.objects.select_related("decision").get(id=earlier.approval.id)
+    assert denied.state == "denied"
+    assert denied.decision.reason == (
+        f"Superseded: revision 2 of email_draft {draft.id} is current (its proposal waits in "
+        f"approval {later.approval.id}).")
+    page.goto(f"/console/approvals/{earlier.approval.id}/")
+    expect(page.locator("#superseded-by").get_by_role("link", name=later.approval.id)) \
+        .to_be_visible()

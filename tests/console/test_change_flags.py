@@ -67,6 +67,8 @@ def test_the_queue_flags_the_revision_and_the_stale_proposal(
     assert "badge-stale" in stale
     assert "in revision 2 (now current, not this proposal)" in stale
     assert f"cc: + {EXFIL}" in stale
+    # What revision 2 adds is not in this proposal: listed, never its "new recipient".
+    assert "change-recipient" not in stale and "new recipient" not in stale
 
     assert "badge-changed" not in row_of(body, unrelated)
     assert "badge-stale" not in row_of(body, unrelated)
