@@ -15,8 +15,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from console import paging
+from console.actions import action_view
 from console.forms import CancelForm, ResolveForm
-from console.outcomes import action_fields, lookup_verdict, resolution_banner
+from console.outcomes import SETTLED, lookup_verdict, resolution_banner
 from console.paging import page_link, pager
 from console.presenters import (
     cancellation_outcome,
@@ -24,7 +25,7 @@ from console.presenters import (
     pretty_json,
     snapshot_summary,
 )
-from console.roles import page, role_required
+from console.roles import is_htmx, page, role_required
 from console.sections import section_of_operation
 from dispatch.selectors import operations
 from dispatch.selectors.approvals import approval_for_proposal
@@ -69,6 +70,8 @@ def operation_list_unknown(request: HttpRequest, principal: Principal) -> HttpRe
 #: The states the operations list filters by, in lifecycle order.
 STATES = tuple(state.value for state in OperationState)
 OPERATIONS_PAGE = 25
+#: How often a running operation's page asks whether it moved on.
+WATCH_SECONDS = 2
 
 
 @require_GET
@@ -95,7 +98,31 @@ def operation_detail(
     request: HttpRequest, principal: Principal, operation_id: str,
 ) -> HttpResponse:
     operation = operations.operation_get(viewer=principal, operation_id=operation_id)
+    # The page asks again while the operation runs (`watch_token`): nothing while unchanged.
+    if is_htmx(request) and request.GET.get("seen") == _watch_token(operation):
+        return HttpResponse(status=204)
     return _operation_page(request, principal, operation, ResolveForm())
+
+
+def _watch_token(operation: Operation) -> str:
+    """What a running operation's page shows of its course: state, attempts, cancellation."""
+    cancelled = operation.proposal.cancelled_at
+    stamp = cancelled.timestamp() if cancelled else 0
+    return f"{operation.state}.{operation.attempts_made}.{stamp}"
+
+
+def _judgement(result: object) -> dict[str, object] | None:
+    """A result that records a judgement (an attestation's `"result": "pass" | "fail"`, with
+    its findings), for the page to say in words; None for any other result."""
+    if isinstance(result, dict) and isinstance(result.get("attestation"), dict):
+        result = result["attestation"]  # evidence.attest records the attestation it made
+    if not isinstance(result, dict) or result.get("result") not in ("pass", "fail"):
+        return None
+    findings = result.get("findings")
+    return {"result": result["result"], "validator": result.get("validator"),
+            "policy": result.get("policy"),
+            "findings": [f for f in findings if isinstance(f, dict)]
+            if isinstance(findings, list) else []}
 
 
 @require_POST
@@ -175,9 +202,16 @@ def _operation_page(
     events = (operations.operation_timeline(viewer=principal, operation=operation)
               if has_role(principal, Role.ADMIN) else [])
     snapshot = parse_snapshot(operation.proposal.canonical)
+    action = action_view(operation.operation, operation.proposal.contract_fingerprint, snapshot)
     pending = renewal_pending(viewer=principal, operation=operation)
     now = timezone.now()
     return page(request, "console/operation_detail.html", {
+        "headline": action.headline,
+        "message_views": action.messages,
+        "live": operation.state not in SETTLED,
+        "watch_token": _watch_token(operation),
+        "watch_seconds": WATCH_SECONDS,
+        "judgement": _judgement(operation.result),
         "section": section_of_operation(operation.state, admin=has_role(principal, Role.ADMIN)),
         "renewal": pending,
         "last_renewal": None if pending is not None
@@ -187,8 +221,7 @@ def _operation_page(
         and renewal_decider_refusal(principal, pending) is None,
         "renewal_refusal": None if pending is not None else renewal_refusal(operation, now),
         "operation": operation,
-        "summary": snapshot_summary(snapshot, limit=6),
-        "fields": action_fields(snapshot),
+        "fields": action.fields,
         "destination": snapshot.get("destination"),
         "verdict": lookup_verdict(operation.lookup_found),
         "how_to_check": how_to_check(operation),

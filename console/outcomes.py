@@ -9,6 +9,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from console.presenters import compact_json, flatten
+from protocols.lifecycle import OperationState
+
+#: The states an operation ends in: its page stops following it there.
+SETTLED = frozenset({OperationState.COMPLETED, OperationState.FAILED_NO_EFFECT,
+                     OperationState.UNKNOWN, OperationState.RECONCILED_COMPLETED,
+                     OperationState.RECONCILED_NO_EFFECT})
 
 #: A lookup's verdict (`dispatch.handlers.LookupResult.found`) in words.
 VERDICTS = {

@@ -11,8 +11,9 @@ from django.shortcuts import redirect
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from console.actions import action_view
 from console.forms import DecisionForm
-from console.outcomes import action_fields, lookup_verdict
+from console.outcomes import lookup_verdict
 from console.presenters import duration, parse_snapshot, pretty_json
 from console.roles import page, role_required
 from console.sections import APPROVALS
@@ -70,6 +71,7 @@ def _renewal_page(
 ) -> HttpResponse:
     operation = operation_get(viewer=principal, operation_id=renewal.operation_id)
     snapshot = parse_snapshot(operation.proposal.canonical)
+    action = action_view(operation.operation, operation.proposal.contract_fingerprint, snapshot)
     now = timezone.now()
     refusal = renewal_decider_refusal(principal, renewal)
     live = renewal.state == "pending" and now < renewal.expires_at
@@ -77,7 +79,9 @@ def _renewal_page(
         "section": APPROVALS,
         "renewal": renewal,
         "operation": operation,
-        "fields": action_fields(snapshot),
+        "headline": action.headline,
+        "message_views": action.messages,
+        "fields": action.fields,
         "destination": snapshot.get("destination"),
         "canonical": pretty_json(snapshot),
         "verdict": lookup_verdict(operation.lookup_found),

@@ -15,6 +15,7 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
 from console import paging, votes
+from console.actions import action_view
 from console.changes import ChangeView, change_views
 from console.forms import (
     CancelForm,
@@ -22,16 +23,14 @@ from console.forms import (
     QueueFilterForm,
 )
 from console.headlines import action_headline
+from console.outcomes import SETTLED
 from console.paging import pager
 from console.presenters import (
     address_views,
     cancellation_outcome,
-    compact_json,
     diff_fields,
     digest_matches,
     duration,
-    flatten,
-    message_view,
     paragraphs,
     parse_snapshot,
     pretty_json,
@@ -50,7 +49,6 @@ from dispatch.selectors.approvals import (
 from dispatch.selectors.contracts import (
     contract_for_fingerprint,
     operation_names,
-    resource_presentations,
 )
 from dispatch.selectors.evidence import publication_evidence
 from dispatch.selectors.executions import execution_usage
@@ -60,7 +58,7 @@ from dispatch.services.approvals import approval_decide as approval_decide_servi
 from dispatch.services.cancellation import proposal_cancel as proposal_cancel_service
 from protocols.approvals import effective_approval_state
 from protocols.denials import Denial, DenialCode
-from protocols.lifecycle import ApprovalState, OperationState, PermitState
+from protocols.lifecycle import ApprovalState, PermitState
 from protocols.roles import Role
 from protocols.usage import Usage
 
@@ -87,9 +85,6 @@ FOLLOW_SECONDS = 2
 DECIDED_PAGE = 25
 # How often an open approval's page asks whether a colleague decided it, voted, or it lapsed.
 WATCH_SECONDS = 3
-SETTLED = frozenset({OperationState.COMPLETED, OperationState.FAILED_NO_EFFECT,
-                     OperationState.UNKNOWN, OperationState.RECONCILED_COMPLETED,
-                     OperationState.RECONCILED_NO_EFFECT})
 
 
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
@@ -206,7 +201,11 @@ def approval_follow(
     """The fragment of a decided approval's page that follows what its permit led to; htmx
     asks for it again every `FOLLOW_SECONDS` until the operation settles."""
     approval = approval_get(viewer=principal, approval_id=approval_id)
-    return page(request, "console/_follow.html", _follow_context(principal, approval),
+    state = effective_approval_state(approval.state, approval.expires_at, timezone.now())
+    # Out of band: the title's state and the fields' heading move on with the operation, and
+    # Cancel goes once it is claimed.
+    return page(request, "console/_follow.html",
+                {**_follow_context(principal, approval), "state": state.value, "oob": True},
                 principal=principal)
 
 
@@ -351,7 +350,8 @@ def _detail_context(
     now = timezone.now()
     proposal = approval.proposal
     snapshot = parse_snapshot(proposal.canonical)
-    contract = contract_for_fingerprint(proposal.contract_fingerprint)
+    action = action_view(proposal.operation, proposal.contract_fingerprint, snapshot)
+    contract = action.contract
     pairs = revision_pairs(viewer=principal, resource_refs=proposal.resource_refs)
     change = change_views(principal, [proposal]).get(proposal.id)
     resources = [_resource_view(pair, change) for pair in pairs]
@@ -363,11 +363,6 @@ def _detail_context(
     operation = operation_for_proposal(viewer=principal, proposal_id=proposal.id)
     arguments = snapshot.get("arguments", {})
     addresses = address_views(arguments)
-    messages_shown = [view for view in (
-        message_view(argument, kind, presentation, arguments.get(argument))
-        for argument, (kind, presentation) in resource_presentations(contract).items()
-    ) if view is not None]
-    shown = {view.argument for view in messages_shown}
     publication = publication_evidence(
         viewer=principal, proposal=proposal, contract=contract,
         arguments=arguments)
@@ -377,11 +372,10 @@ def _detail_context(
         "state": state.value,
         "open": state is ApprovalState.PENDING,
         "snapshot_text": pretty_json(snapshot),
-        "headline": action_headline(proposal.operation, contract, arguments),
-        "message_views": messages_shown,
+        "headline": action.headline,
+        "message_views": action.messages,
         # what a message above does not already show, each argument's every leaf
-        "fields": [(path, compact_json(value)) for path, value in flatten(arguments)
-                   if path.partition(".")[0] not in shown],
+        "fields": action.fields,
         "destination": snapshot.get("destination"),
         "addresses": addresses,
         "mixed_scripts": any(a.mixed for a in addresses),
