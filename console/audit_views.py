@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 
 from console import paging
 from console.audit_presenters import DetailField, detail_fields, kind_title
@@ -72,11 +72,14 @@ def audit_list(request: HttpRequest, principal: Principal) -> HttpResponse:
     }, principal=principal)
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @role_required(Role.ADMIN)
 def audit_verify(request: HttpRequest, principal: Principal) -> HttpResponse:
     """The page's Verify action: what `manage.py audit_verify --tenant T` says of the admin's
-    tenant (docs/audit-seal.md#verification), as a message on the audit page."""
+    tenant (docs/audit-seal.md#verification), as a message on the audit page. The address
+    opened in a browser (GET) is the audit page, where the button is: nothing verified."""
+    if request.method != "POST":
+        return redirect("console:audit-list")
     problem = verify_tenant(principal.tenant_id)
     if problem is None:
         messages.success(request, "The audit chain verifies: every sealed event and block is "

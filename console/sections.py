@@ -54,10 +54,8 @@ def section_of_view(url_name: str | None) -> Section | None:
 
 
 def section_of_operation(state: str, *, admin: bool) -> Section:
-    """An operator reaches an operation from an approval; an admin from the unknown outcomes
-    while it is unknown, and from the audit otherwise."""
-    if not admin:
-        return APPROVALS
-    if state == OperationState.UNKNOWN:
+    """An operation is in Operations; for an admin, an unknown one is in the unknown outcomes,
+    where it waits to be resolved."""
+    if admin and state == OperationState.UNKNOWN:
         return UNKNOWN_OUTCOMES
-    return AUDIT
+    return OPERATIONS

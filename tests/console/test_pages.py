@@ -52,18 +52,18 @@ def test_an_unknown_outcome_is_in_the_unknown_outcomes_section(
     assert crumb(body) == current(body) == ("/console/operations/unknown/", "Unknown outcomes")
 
 
-def test_a_settled_operation_is_in_the_audit_section_for_an_admin(
+def test_a_settled_operation_is_in_the_operations_section_for_an_admin(
     live: World, destinations: Destinations, admin: Browser,
 ) -> None:
     body = text(admin.get(f"/console/operations/{completed_operation(live).id}/"))
-    assert crumb(body) == current(body) == ("/console/audit/", "Audit")
+    assert crumb(body) == current(body) == ("/console/operations/", "Operations")
 
 
-def test_an_operation_is_in_the_approvals_section_for_an_operator(
+def test_an_operation_is_in_the_operations_section_for_an_operator(
     live: World, destinations: Destinations, operator: Browser,
 ) -> None:
     body = text(operator.get(f"/console/operations/{completed_operation(live).id}/"))
-    assert crumb(body) == current(body) == ("/console/", "Approvals")
+    assert crumb(body) == current(body) == ("/console/operations/", "Operations")
 
 
 def test_an_approval_is_in_the_approvals_section(world: World, operator: Browser) -> None:
