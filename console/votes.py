@@ -9,7 +9,7 @@ Pure wording over the votes `dispatch.selectors.votes` reads; the views call `ta
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -58,6 +58,8 @@ class Tally:
     quorum: int
     votes: tuple[VoteLine, ...]
     pending: bool = True
+    #: Who else could still approve (not the viewer, not those already in), by name.
+    others: tuple[str, ...] = ()
 
     @property
     def granted(self) -> int:
@@ -93,8 +95,14 @@ def tally_view(principal: Principal, approval: ApprovalRequest) -> Tally | None:
     for one that a single approver decides."""
     if approval.quorum <= 1:
         return None
-    return tally(approval.quorum, votes.vote_list(approval=approval), principal.id,
-                 pending=approval.state == ApprovalState.PENDING)
+    pending = approval.state == ApprovalState.PENDING
+    counted = tally(approval.quorum, votes.vote_list(approval=approval), principal.id,
+                    pending=pending)
+    if not pending:
+        return counted
+    others = tuple(name for name in votes.voters_left(approval=approval)
+                   if name != principal.name)
+    return replace(counted, others=others)
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,16 @@ def vote_list(*, approval: ApprovalRequest) -> list[Cast]:
                 "approver_id", "approver__name", "voted_at")]
 
 
+def voters_left(*, approval: ApprovalRequest, limit: int = 10) -> list[str]:
+    """Names of those who could still give `approval` a vote that counts, other than those
+    whose grants are in (one query): the tenant's active humans holding its role, admins
+    included, by name."""
+    voted = Vote.objects.filter(approval_id=approval.id).values("approver_id")
+    return list(Principal.objects.filter(
+        counting_voters(approval.role, prefix=""), tenant_id=approval.tenant_id,
+    ).exclude(id__in=voted).order_by("name").values_list("name", flat=True)[:limit])
+
+
 def vote_lists(*, approvals: Iterable[ApprovalRequest]) -> dict[str, list[Cast]]:
     """For each approval, the grants of it that count, oldest first (`vote_list`), in one
     query for them all."""

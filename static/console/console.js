@@ -71,9 +71,29 @@
      and cancelling it sends nothing. The server decides alone; this only guards the click. */
   function onSubmit(event) {
     var button = event.submitter, form = event.target;
-    var question = (button && button.getAttribute("data-confirm")) ||
+    var question = (button && button.hasAttribute("data-pause-tenant") &&
+                    pauseQuestion(form, button.getAttribute("data-pause-tenant"))) ||
+      (button && button.getAttribute("data-confirm")) ||
       (form && form.getAttribute && form.getAttribute("data-confirm"));
     if (question && !window.confirm(question)) { event.preventDefault(); }
+  }
+
+  /* The pause form's question names what it pauses, as chosen: a contract, an agent, both, or
+     (neither chosen) everything in the tenant. */
+  function chosen(form, name) {
+    var field = form.elements[name];
+    if (!field || !field.value || field.selectedIndex < 0) { return ""; }
+    return field.options[field.selectedIndex].text;
+  }
+
+  function pauseQuestion(form, tenant) {
+    var contract = chosen(form, "operation"), agent = chosen(form, "agent"), scope;
+    if (contract && agent) { scope = "the contract " + contract + " for the agent " + agent; }
+    else if (contract) { scope = "the contract " + contract + ", for every agent"; }
+    else if (agent) { scope = "the agent " + agent + ", every contract"; }
+    else { scope = "everything in " + tenant + ": every contract and every agent"; }
+    return "Pause " + scope + "? From now on no claim and no attempt starts there until an " +
+      "admin resumes it.";
   }
 
   /* Each <time data-local-time> holds a moment in UTC; the reader's local time goes before

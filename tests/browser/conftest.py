@@ -83,10 +83,11 @@ def login(page: Any) -> Callable[[str, str], None]:
 
 
 def signed_in(browser: Any, base_url: str, who: tuple[str, str],
-              viewport: dict[str, int]) -> tuple[Any, Any]:
-    """A new context at `viewport` and its tab, signed in as `who` (username, password), on
-    the queue; the caller closes the context."""
-    context = browser.new_context(base_url=base_url, viewport=viewport)
+              viewport: dict[str, int], **options: Any) -> tuple[Any, Any]:
+    """A new context at `viewport` (and any other context `options`, a `timezone_id`) and its
+    tab, signed in as `who` (username, password), on the queue; the caller closes the
+    context."""
+    context = browser.new_context(base_url=base_url, viewport=viewport, **options)
     context.set_default_timeout(15_000)
     tab = context.new_page()
     tab.goto("/accounts/login/")

@@ -1,7 +1,8 @@
 """A colleague's decision reaches an open approval page (issue 45, item 6): the page asks every
 few seconds (views.approval_watch) and, within that interval and without a reload, replaces live
 Approve and Deny with who decided and when; under four eyes a colleague's vote appears, and
-one's own vote takes the approval out of one's pending count."""
+one's own vote takes the approval out of one's pending count, and the page names who else can
+still approve."""
 
 from __future__ import annotations
 
@@ -70,6 +71,8 @@ def test_a_colleagues_vote_and_approval_reach_the_open_page(
     other.on("dialog", lambda dialog: dialog.accept())
     other.goto(url)
     expect(other.locator("#vote-progress")).to_have_text("0 of 2 approvals")
+    # The four-eyes page names who else can approve (an admin holds every role).
+    expect(other.locator("#voters-left")).to_have_text("Can also approve: admin, approver.")
 
     tab.get_by_role("button", name="Approve").click()
     expect(tab.locator("#vote-progress")).to_have_text("1 of 2 approvals")
@@ -77,6 +80,7 @@ def test_a_colleagues_vote_and_approval_reach_the_open_page(
     expect(other.locator("#vote-progress")).to_have_text("1 of 2 approvals", timeout=WITHIN)
     expect(other.locator(".vote-list")).to_contain_text("approver approved")
     expect(other.get_by_role("button", name="Approve")).to_be_enabled()
+    expect(other.locator("#voters-left")).to_have_text("Can also approve: admin.")
     # One's own vote leaves one's pending count; the row stays, marked.
     tab.goto("/console/")
     expect(tab.locator("#queue-count strong")).to_have_text("1")

@@ -191,8 +191,10 @@ def test_a_granted_approval_not_dispatched_on_approval_says_who_dispatches_by_wh
     proposal = world.propose_email(world.draft())
     permit = world.grant(proposal)
     body = text(operator.get(f"/console/approvals/{proposal.approval.id}/"))
-    assert (f"<strong>owner</strong> must dispatch it by "
-            f"{permit.expires_at:%Y-%m-%d %H:%M:%S} UTC") in body
+    # The deadline in UTC, which the reader's browser puts beside their own zone.
+    assert re.search(r"<strong>owner</strong> must dispatch it by <span class=\"when\"><time "
+                     rf'datetime="[^"]+" data-local-time>{permit.expires_at:%Y-%m-%d %H:%M:%S} '
+                     r"UTC</time></span>", body)
     assert 'hx-get="/console/approvals/' in body  # it follows until a claim
 
 
