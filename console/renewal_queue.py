@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from console.outcomes import action_fields
+from console.actions import action_view
 from console.presenters import duration, parse_snapshot
 from dispatch.models import Principal
 from dispatch.selectors.outcomes import renewal_list_decidable
@@ -19,7 +19,8 @@ def queue_renewals(principal: Principal, now: datetime) -> list[dict[str, Any]]:
         operation = renewal.operation
         rows.append({
             "renewal": renewal, "operation": operation,
-            "summary": action_fields(parse_snapshot(operation.proposal.canonical))[:3],
+            "headline": action_view(operation.operation, operation.proposal.contract_fingerprint,
+                                    parse_snapshot(operation.proposal.canonical)).headline,
             "age": duration(now - renewal.created_at),
             "time_left": duration(renewal.expires_at - now),
             "lapsed": now >= renewal.expires_at,

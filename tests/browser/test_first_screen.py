@@ -14,6 +14,7 @@ from playwright.sync_api import expect
 from demo.seed import OPERATOR
 from dispatch.models import ApprovalRequest
 from tests.browser.conftest import signed_in
+from tests.browser.test_pages import fits_the_screen
 from tests.browser.test_tour import seeded
 from tests.conftest import World
 from tests.support.destinations import Destinations
@@ -147,4 +148,33 @@ def test_the_phones_queue_shows_approvals_on_its_first_screen(
     for index in (0, 1):
         box = links.nth(index).bounding_box()
         assert box is not None and box["y"] + box["height"] <= PHONE["height"], index
+    context.close()
+
+
+@SIZES
+def test_a_renewal_puts_the_decision_on_the_first_screen(
+        live: World, browser: Any, live_server: Any, viewport: dict[str, int]) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from dispatch.services.renewals import operation_reauthorize
+    from tests.db.test_renewals import stopped_transfer
+
+    operation = stopped_transfer(live)
+    renewal = operation_reauthorize(actor=live.admin, operation_id=operation.id,
+                                    now=timezone.now() - timedelta(seconds=1),
+                                    reason="the bank was down")
+    pages = {"renewal": (f"/console/renewals/{renewal.id}/", [SENTENCE, APPROVE, DENY])}
+    problems = first_screen(browser, live_server.url, ("approver", "approver-pw"), viewport,
+                            pages)
+    assert problems == {}
+    # Nothing on the phone is wider than its screen.
+    context, tab = signed_in(browser, live_server.url, ("approver", "approver-pw"), PHONE)
+    tab.goto(f"/console/renewals/{renewal.id}/")
+    fits_the_screen(tab, scrolling=False)
+    # The queue's row says the action in a sentence, every account named.
+    tab.goto("/console/")
+    row = tab.locator("#renewals tr", has=tab.locator(f"#r-{renewal.id}"))
+    expect(row.locator(".headline .sentence")).to_contain_text("acct-999")
     context.close()
