@@ -88,6 +88,26 @@ def test_killed_after_the_decision(live: World, destinations: Destinations,
     assert_single_effect(destinations)
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_stopped_while_polling_it_exits_0_waiting_and_resumes(
+    live: World, destinations: Destinations, script: Path, signum: int,
+) -> None:
+    """A signal while it polls for a human (dispatch/stopping.py): out at once, status 0,
+    'waiting' printed as with --poll 0; the execution resumes later, once."""
+    waiting = agent(script, "--poll", "30")
+    wait_for(lambda: Execution.objects.filter(state="waiting").exists(), 60, "the agent to wait")
+    time.sleep(0.5)  # past the waiting state's commit, into the poll's wait
+    sent = time.monotonic()
+    waiting.send_signal(signum)
+    code, out = finish(waiting)
+    assert time.monotonic() - sent < 1.0, out
+    assert code == 0 and out.rstrip().endswith("waiting"), out
+    live.grant(Proposal.objects.get())
+    code, out = finish(agent(script, "--execution", only_execution()))
+    assert code == 0 and "finished: sent" in out, out
+    assert_single_effect(destinations)
+
+
 def test_killed_after_the_claim(live: World, destinations: Destinations, script: Path) -> None:
     """Inline execution claims with attempt 1 in one transaction
     (docs/design.md#write-transactions-per-action): killed after that commit, the attempt is open

@@ -10,6 +10,7 @@ import anyio
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from dispatch.gateway.store import bearer_principal
+from dispatch.stopping import stop_signals
 
 
 class Command(BaseCommand):
@@ -62,5 +63,9 @@ class Command(BaseCommand):
         logging.getLogger("dispatch.gateway").info(
             "MCP gateway: http://%s:%s/mcp/ (Authorization: Bearer <agent token>)", host, port)
         # log_config=None: uvicorn's loggers go through settings.LOGGING (JSON lines).
-        uvicorn.run(gateway_app(host=host, wait_seconds=wait), host=host, port=port,
-                    log_level="warning", lifespan="on", log_config=None)
+        # uvicorn shuts down gracefully on SIGTERM and SIGINT, then raises the signal again
+        # into the handlers it found: ours, so the process exits 0 rather than dying of it
+        # (dispatch/stopping.py).
+        with stop_signals():
+            uvicorn.run(gateway_app(host=host, wait_seconds=wait), host=host, port=port,
+                        log_level="warning", lifespan="on", log_config=None)

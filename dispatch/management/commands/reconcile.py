@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
@@ -11,6 +10,7 @@ from django.utils import timezone
 from dispatch.services.approvals import approvals_expire_stale
 from dispatch.services.delegations import reconcile_delegations
 from dispatch.services.reconciliation import reconcile_operations
+from dispatch.stopping import stop_signals
 
 
 class Command(BaseCommand):
@@ -20,7 +20,8 @@ class Command(BaseCommand):
             "themselves. Prints the counts as JSON. With --every SECONDS it runs a pass every "
             "SECONDS until stopped, one JSON line each: a reconciler without beat "
             "(docs/deployment.md). Passes are leased, so several such processes never run one "
-            "twice at once.")
+            "twice at once. SIGTERM or SIGINT stops it after the pass it is in (at once "
+            "between passes, status 0); a second one abandons that pass.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--every", type=float, default=0.0,
@@ -28,12 +29,14 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **opts: Any) -> None:
         every = float(opts["every"])
-        while True:
-            self._one_pass()
-            if every <= 0:
-                return
-            close_old_connections()  # as between requests: a dead connection is replaced
-            time.sleep(every)
+        with stop_signals() as stop:
+            while True:
+                self._one_pass()
+                if every <= 0 or stop.is_set():
+                    return
+                close_old_connections()  # as between requests: a dead connection is replaced
+                if stop.wait(every):
+                    return
 
     def _one_pass(self) -> None:
         now = timezone.now()

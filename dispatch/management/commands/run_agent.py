@@ -12,6 +12,7 @@ from django.utils import timezone
 from dispatch.agent import ResumeRefusedError, ScriptedAdapter, execution_open, execution_run
 from dispatch.agent.adapters import ScriptError
 from dispatch.models import Execution, Principal
+from dispatch.stopping import stop_signals
 
 
 class Command(BaseCommand):
@@ -56,19 +57,22 @@ class Command(BaseCommand):
         mode: Literal["inline", "worker"] = "inline" if opts["inline"] else "worker"
         deadline = time.monotonic() + opts["timeout"]
         reported = 0
-        while True:
-            try:
-                result = execution_run(execution_id=execution.id, adapter=adapter, mode=mode)
-            except ResumeRefusedError as exc:
-                raise CommandError(str(exc)) from None
-            for number, outcome in enumerate(result.outcomes[reported:], start=reported + 1):
-                code = f" ({outcome.code})" if outcome.code else ""
-                self.stdout.write(f"call-{number}: {outcome.status}{code}")
-            reported = len(result.outcomes)
-            self.stdout.flush()
-            if result.state == "finished" or opts["poll"] <= 0 or time.monotonic() > deadline:
-                break
-            time.sleep(opts["poll"])
+        # SIGTERM or SIGINT while polling: stop as --poll 0 would, printing 'waiting' (resume
+        # with --execution); during a step, after that step.
+        with stop_signals() as stop:
+            while True:
+                try:
+                    result = execution_run(execution_id=execution.id, adapter=adapter, mode=mode)
+                except ResumeRefusedError as exc:
+                    raise CommandError(str(exc)) from None
+                for number, outcome in enumerate(result.outcomes[reported:], start=reported + 1):
+                    code = f" ({outcome.code})" if outcome.code else ""
+                    self.stdout.write(f"call-{number}: {outcome.status}{code}")
+                reported = len(result.outcomes)
+                self.stdout.flush()
+                if (result.state == "finished" or opts["poll"] <= 0
+                        or time.monotonic() > deadline or stop.wait(opts["poll"])):
+                    break
         if opts["json"]:
             self.stdout.write(json.dumps({"execution_id": result.execution_id,
                                           "state": result.state, "final": result.final,
