@@ -8,6 +8,8 @@
 - `SIGNING_KEYS`: required, with `DJANGO_DEBUG` off, by a deployment that can span machines
   (PostgreSQL or a Redis broker): every process refuses to start without it
   (`dispatch.signing.missing_shared_keys`); the embedded default generates one into `VAR_DIR`.
+- `DATABASE_PASSWORD`: the database's password when the URL holds none; as
+  `DATABASE_PASSWORD_FILE`, the secret file PostgreSQL's image reads (docker-compose.yml).
 - Any variable `X` may instead come from a file: `X_FILE` (config/environment.py).
 - `ALLOWED_HOSTS`: comma-separated.
 - HTTPS (`SECURE_SSL_REDIRECT`, HSTS, secure cookies): on unless `DJANGO_DEBUG`, each overridable;
@@ -17,6 +19,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from config.environment import FileOrEnvironment
 from config.logging import logging_config
+from config.process import process_kind
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
@@ -185,6 +189,12 @@ TEMPLATES = [
 def _database() -> dict[str, Any]:
     default_url = f"sqlite:///{VAR_DIR / 'console.sqlite3'}"
     db: dict[str, Any] = env.db_url("DATABASE_URL", default=default_url)
+    password = env.str("DATABASE_PASSWORD", default="")
+    if password:
+        if db.get("PASSWORD"):
+            raise ImproperlyConfigured(
+                "DATABASE_URL holds a password and DATABASE_PASSWORD is set: set one of them.")
+        db["PASSWORD"] = password
     if db["ENGINE"] == "django.db.backends.sqlite3":
         db["OPTIONS"] = {
             # Every transaction takes the write lock first: no read-then-upgrade deadlocks.
@@ -204,6 +214,11 @@ def _database() -> dict[str, Any]:
         # (`DATABASE_POOL_MAX`). The pool is opt-in: a thread that ends holding a connection
         # (the MCP gateway's worker threads) never gives it back, and a capped pool then
         # refuses the next one after its timeout.
+        # Each connection says which kind of process holds it (pg_stat_activity's
+        # application_name): console-web, console-worker, console-reconcile, console-mcp, …
+        # (config/process.py); an `application_name` in the URL's query wins.
+        db["OPTIONS"] = {"application_name": env.str(
+            "DATABASE_APPLICATION_NAME", default=process_kind(sys.argv)), **db.get("OPTIONS", {})}
         threshold = env.int("DATABASE_PREPARE_THRESHOLD", default=1)
         if threshold >= 0:
             db["OPTIONS"] = {**db.get("OPTIONS", {}), "server_side_binding": True,
@@ -426,6 +441,9 @@ LOG_LEVEL: str = env.str("LOG_LEVEL", default="INFO")
 LOGGING = logging_config(LOG_FORMAT, LOG_LEVEL)
 # /metrics answers only `Authorization: Bearer <METRICS_TOKEN>` when it is set (config/health.py).
 METRICS_TOKEN: str = env.str("METRICS_TOKEN", default="")
+# Touched by a worker at each Celery worker heartbeat and by `reconcile --every` after each pass:
+# their liveness probe reads its age (deploy/probe.py, docs/deployment.md#probes). Empty: none.
+HEARTBEAT_FILE: str = env.str("HEARTBEAT_FILE", default=str(VAR_DIR / "heartbeat"))
 
 # Upper bound on one destination call, below the contract timeout (tests shorten it).
 HANDLER_TIMEOUT_CAP: float = env.float("HANDLER_TIMEOUT_CAP", default=15.0)

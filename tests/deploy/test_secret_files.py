@@ -18,8 +18,9 @@ from tests.deploy.test_fail_closed import SHARED, manage, production
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Cleared, with their `_FILE` forms, so that only the test's own values count.
-CLEARED = ["DJANGO_DEBUG", "SECRET_KEY", "SIGNING_KEYS", "DATABASE_URL", "CELERY_BROKER_URL",
-           "CACHE_URL", "NOTIFY_WEBHOOKS", "METRICS_TOKEN", "DISPATCH_EXTENSIONS"]
+CLEARED = ["DJANGO_DEBUG", "SECRET_KEY", "SIGNING_KEYS", "DATABASE_URL", "DATABASE_PASSWORD",
+           "CELERY_BROKER_URL", "CACHE_URL", "NOTIFY_WEBHOOKS", "METRICS_TOKEN",
+           "DISPATCH_EXTENSIONS"]
 
 
 def load(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, **env: str) -> dict[str, Any]:
@@ -63,6 +64,24 @@ def test_secrets_come_from_files(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     assert "c4che" in str(values["CACHES"]["shared"]["LOCATION"])
     assert values["NOTIFY_WEBHOOKS"] == hooks
     assert values["METRICS_TOKEN"] == "scrape-me"
+
+
+def test_the_database_password_comes_from_its_own_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    """The file compose mounts for PostgreSQL's image (POSTGRES_PASSWORD_FILE) serves the app as
+    DATABASE_PASSWORD_FILE: the URL holds no password (docker-compose.yml)."""
+    values = load(monkeypatch, tmp_path, SECRET_KEY="s" * 50,
+                  DATABASE_URL="postgres://console@postgres:5432/console",
+                  DATABASE_PASSWORD_FILE=secret_file(tmp_path, "postgres_password", "s3cret\n"))
+    database = values["DATABASES"]["default"]
+    assert (database["USER"], database["PASSWORD"]) == ("console", "s3cret")
+    # A password in the URL too: two answers, refused without either value.
+    with pytest.raises(ImproperlyConfigured, match="DATABASE_PASSWORD") as refused:
+        load(monkeypatch, tmp_path, SECRET_KEY="s" * 50,
+             DATABASE_URL="postgres://console:in-url@postgres:5432/console",
+             DATABASE_PASSWORD_FILE=secret_file(tmp_path, "postgres_password", "s3cret"))
+    assert "in-url" not in str(refused.value) and "s3cret" not in str(refused.value)
 
 
 def test_a_variable_and_its_file_both_set_are_refused(
