@@ -7,7 +7,14 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import beat_init, task_postrun, task_prerun, worker_init, worker_process_init
+from celery.signals import (
+    beat_init,
+    heartbeat_sent,
+    task_postrun,
+    task_prerun,
+    worker_init,
+    worker_process_init,
+)
 from django.db import close_old_connections
 
 from config import broker
@@ -40,6 +47,15 @@ def no_inherited_connections(**_: Any) -> None:
     """A prefork child makes its own connections and its own pool: what the parent held is
     the parent's (config/forking.py)."""
     forget_after_fork()
+
+
+@heartbeat_sent.connect(weak=False)
+def heartbeat_file(**_: Any) -> None:
+    """The worker's liveness: its event loop sends Celery's worker heartbeat every 2 s while it
+    is connected to the broker, and touches HEARTBEAT_FILE each time (deploy/probe.py)."""
+    from dispatch.heartbeat import heartbeat_touch
+
+    heartbeat_touch()
 
 
 @worker_init.connect(weak=False)

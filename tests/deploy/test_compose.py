@@ -9,28 +9,39 @@ each in a working directory of its own: no process can see another's files.
 from __future__ import annotations
 
 import json
+import os
 import re
 import secrets
-import socket
+import shlex
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 from dispatch.signing import generate_entry
 from tests.support.compose import (
     ROOT,
     Deployment,
+    Network,
+    Process,
     answers,
     compose,
     deployment,
     from_image,
     interpolate,
+    localize_command,
+    service_command,
     service_environment,
+    service_secrets,
     wait_for,
+    with_secrets,
 )
+from tests.support.destinations import free_port
 
 #: The services built from the project's image.
 APP_SERVICES = ("migrate", "web", "worker", "beat", "reconciler", "mcp", "destinations", "seed")
@@ -104,9 +115,17 @@ def test_compose_orders_start_up_and_keeps_each_service_healthy() -> None:
     for service in set(APP_SERVICES) - {"migrate"}:
         assert "migrate" not in str(found[service]["command"]), service
     assert "/readyz" in str(found["web"]["healthcheck"]["test"])
-    assert "inspect ping" in str(found["worker"]["healthcheck"]["test"])
-    for service in ("postgres", "redis", "web", "worker", "mcp", "destinations"):
+    # The worker's and the reconciler's liveness: their heartbeat file's age, read by a probe
+    # that loads nothing of the application (deploy/probe.py), not a Celery client.
+    for service in ("worker", "reconciler"):
+        check = found[service]["healthcheck"]["test"]
+        assert check[:4] == ["CMD", "python", "/app/deploy/probe.py", "file"], check
+        assert check[4] == "/var/lib/console/heartbeat", check
+    for service in ("postgres", "redis", "web", "worker", "reconciler", "mcp", "destinations"):
         assert found[service]["healthcheck"]["test"], service
+    # The image's own check is the web's; the services it does not fit turn it off.
+    for service in ("migrate", "beat", "seed"):
+        assert found[service]["healthcheck"] == {"disable": True}, service
     # The seed is a profile of its own: not started by `up`, run on demand.
     assert found["seed"]["profiles"] == ["seed"]
     assert found["seed"]["command"].startswith("python manage.py seed_demo")
@@ -116,6 +135,116 @@ def test_compose_orders_start_up_and_keeps_each_service_healthy() -> None:
     for service, spec in found.items():
         for port in spec.get("ports", []):
             assert interpolate(str(port), {}).startswith("127.0.0.1:"), (service, port)
+
+
+def seconds(duration: str) -> float:
+    """A compose duration (`40s`, `1m30s`) in seconds."""
+    units = {"h": 3600, "m": 60, "s": 1}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(h|m|s)", duration)
+    assert parts and "".join(n + u for n, u in parts) == duration, duration
+    return sum(float(n) * units[u] for n, u in parts)
+
+
+def setting_default(name: str) -> float:
+    """The default a settings module gives `name` (the test settings shorten some)."""
+    found = re.search(rf'env\.float\("{name}", default=([\d.]+)\)',
+                      (ROOT / "config" / "settings.py").read_text())
+    assert found, name
+    return float(found.group(1))
+
+
+def test_each_service_gets_longer_to_stop_than_its_work_may_take() -> None:
+    """docker stop's 10 s default would SIGKILL a worker in the middle of a 15 s handler call
+    (docs/deployment.md#rollout)."""
+    found = services()
+    handler = setting_default("HANDLER_TIMEOUT_CAP")
+    notify = setting_default("NOTIFY_TIMEOUT_SECONDS")
+    assert handler == 15.0
+    # A warm shutdown lets a task's handler call and then its notification finish.
+    assert seconds(found["worker"]["stop_grace_period"]) > handler + notify
+    # gunicorn's graceful timeout (30 s, its default: not set on the command line) first.
+    assert "--graceful-timeout" not in found["web"]["command"]
+    assert seconds(found["web"]["stop_grace_period"]) > max(30.0, handler)
+    assert seconds(found["reconciler"]["stop_grace_period"]) > setting_default(
+        "RECONCILE_LOOKUP_TIMEOUT")
+    assert seconds(found["mcp"]["stop_grace_period"]) > setting_default("MCP_WAIT_SECONDS")
+
+
+def test_the_web_runs_as_many_workers_as_web_concurrency(tmp_path: Path) -> None:
+    found = services()
+    assert "--workers" not in found["web"]["command"]
+    assert interpolate(found["web"]["environment"]["WEB_CONCURRENCY"], {}) == "3"
+    assert interpolate(found["web"]["environment"]["WEB_CONCURRENCY"],
+                       {"WEB_CONCURRENCY": "5"}) == "5"
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "ENV " in dockerfile and "WEB_CONCURRENCY=3" in dockerfile
+    assert "--workers" not in dockerfile
+    # The compose command itself, with WEB_CONCURRENCY=2: a master and two workers.
+    net = Network(set(found))
+    words = localize_command(service_command("web", GIVEN), "web", net, tmp_path)
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT), "SECRET_KEY": "w" * 50,
+           "DJANGO_DEBUG": "1", "APP_VAR_DIR": str(tmp_path / "var"), "WEB_CONCURRENCY": "2"}
+    master = subprocess.Popen(words, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for(lambda: answers(f"http://127.0.0.1:{net.port('web', 8000)}/healthz"), 60,
+                 "gunicorn")
+        children = Path(f"/proc/{master.pid}/task/{master.pid}/children").read_text().split()
+        assert len(children) == 2, children
+    finally:
+        master.terminate()
+        master.wait(timeout=30)
+
+
+def test_redis_keeps_an_append_only_file_on_a_volume(tmp_path: Path) -> None:
+    service = services()["redis"]
+    assert any(volume.endswith(":/data") for volume in service["volumes"])
+    assert service["volumes"][0].split(":")[0] in compose()["volumes"]
+    # The compose command, on a free port with the volume's folder: the server it starts
+    # appends every write to its append-only file.
+    port = free_port()
+    words = [*shlex.split(service["command"]), "--port", str(port), "--dir", str(tmp_path),
+             "--save", ""]
+    server = subprocess.Popen(words, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        client = redis.Redis(port=port, socket_timeout=5)
+        wait_for(lambda: answers_ping(client), 30, "redis-server")
+        assert client.config_get("appendonly") == {"appendonly": "yes"}
+        assert client.config_get("appendfsync") == {"appendfsync": "everysec"}
+        client.lpush("celery", b"a queued task")
+        wait_for(lambda: b"a queued task" in b"".join(
+            path.read_bytes() for path in tmp_path.rglob("*.aof*") if path.is_file()), 10,
+            "the write in the append-only file")
+        client.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def answers_ping(client: redis.Redis) -> bool:
+    try:
+        return bool(client.ping())
+    except redis.exceptions.ConnectionError:
+        return False
+
+
+def test_postgresql_credentials_come_from_a_compose_secret() -> None:
+    found = compose()
+    assert set(found["secrets"]) == {"postgres_password"}
+    assert found["secrets"]["postgres_password"] == {"file": "./secrets/postgres_password"}
+    postgres = found["services"]["postgres"]
+    assert "POSTGRES_PASSWORD" not in postgres["environment"]
+    assert postgres["environment"]["POSTGRES_PASSWORD_FILE"] == "/run/secrets/postgres_password"
+    assert postgres["secrets"] == ["postgres_password"]
+    for service in APP_SERVICES:
+        env = service_environment(service, GIVEN)
+        assert service_secrets(service) == ["postgres_password"], service
+        assert env["DATABASE_PASSWORD_FILE"] == "/run/secrets/postgres_password", service
+        # No password in any URL of the file.
+        for value in env.values():
+            assert not re.match(r"^[a-z]+://[^@/]*:[^@/]*@", value), (service, value)
+    assert "/secrets/" in (ROOT / ".gitignore").read_text().split()
+    assert "secrets" in (ROOT / ".dockerignore").read_text().split()
 
 
 def test_the_image_runs_as_a_user_and_collects_static_files_at_build() -> None:
@@ -129,6 +258,7 @@ def test_the_image_runs_as_a_user_and_collects_static_files_at_build() -> None:
 
 
 def run_check(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = with_secrets(env, tmp_path, {"postgres_password": secrets.token_urlsafe(16)})
     clean = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONPATH": str(ROOT),
              **{k: from_image(v) for k, v in env.items() if k != "APP_VAR_DIR"},
              "APP_VAR_DIR": str(tmp_path)}
@@ -191,6 +321,33 @@ def start_stack(app: Deployment, tmp_path: Path) -> dict[str, Any]:
     wait_for(lambda: answers(f"http://127.0.0.1:{app.net.port('mcp', 8001)}/mcp/"), 90,
              "the MCP gateway", watch=list(started.values()))
     return {"url": web_url, **started}
+
+
+def run_probe(app: Deployment, check: list[str],
+              process: Process) -> subprocess.CompletedProcess[str]:
+    """A `["CMD", ...]` healthcheck run as compose would run it in `process`'s container."""
+    assert check[0] == "CMD", check
+    words = localize_command(check[1:], "probe", app.net, process.directory)
+    return subprocess.run(words, cwd=process.directory, env=process.env, capture_output=True,
+                          text=True, timeout=30, check=False)
+
+
+def healthcheck(app: Deployment, service: str,
+                process: Process) -> subprocess.CompletedProcess[str]:
+    check = [interpolate(str(word), {}) for word in services()[service]["healthcheck"]["test"]]
+    # Its port inside the container is the test's port for that service.
+    return run_probe(app, [re.sub(r"127\.0\.0\.1:(\d+)", lambda m: (
+        f"127.0.0.1:{app.net.port(service, int(m.group(1)))}"), word) for word in check], process)
+
+
+def image_healthcheck(app: Deployment, web: Process) -> subprocess.CompletedProcess[str]:
+    """The Dockerfile's HEALTHCHECK, run in the web's container."""
+    found = re.search(r"^HEALTHCHECK .*?CMD (\[.*?\])$", (ROOT / "Dockerfile").read_text(),
+                      re.MULTILINE | re.DOTALL)
+    assert found, "no HEALTHCHECK in the Dockerfile"
+    check = ["CMD", *json.loads(found.group(1))]
+    return run_probe(app, [re.sub(r"127\.0\.0\.1:8000", f"127.0.0.1:{app.net.port('web', 8000)}",
+                                  word) for word in check], web)
 
 
 def settle(operation: Any, states: tuple[str, ...], seconds: float, app: Deployment) -> str:
@@ -259,16 +416,24 @@ def test_the_compose_services_run_as_processes_and_complete_email_and_payment(
                    if list(p.directory.rglob("email.sqlite3"))]
         assert holders == ["destinations"]
 
-        # The worker's healthcheck, as compose runs it in the worker's container.
-        check = services()["worker"]["healthcheck"]["test"]
-        assert check[0] == "CMD-SHELL"
-        command = interpolate(check[1], {}).replace("celery ", f"{sys.executable} -m celery ", 1)
-        worker = stack["worker"]
-        pinged = subprocess.run(["sh", "-c", command], cwd=worker.directory,
-                                env={**worker.env, "HOSTNAME": socket.gethostname()},
-                                capture_output=True, text=True, timeout=120, check=False)
-        assert pinged.returncode == 0, pinged.stdout + pinged.stderr
-        assert "pong" in pinged.stdout
+        # Each healthcheck as compose runs it in the service's container, and the image's own
+        # (the web's); the worker's heartbeat file is fresh while it runs, and a stale one
+        # fails the check.
+        for service in ("web", "worker", "mcp"):
+            probed = healthcheck(app, service, stack[service])
+            assert probed.returncode == 0, (service, probed.stdout + probed.stderr)
+        probed = image_healthcheck(app, stack["web"])
+        assert probed.returncode == 0, probed.stdout + probed.stderr
+        heartbeat = stack["worker"].directory / "heartbeat"
+        stack["worker"].proc.send_signal(signal.SIGSTOP)  # hung: no more heartbeats
+        try:
+            os.utime(heartbeat, (time.time() - 31, time.time() - 31))
+            probed = healthcheck(app, "worker", stack["worker"])
+            assert probed.returncode == 1 and "last touched" in probed.stdout, probed.stdout
+        finally:
+            stack["worker"].proc.send_signal(signal.SIGCONT)
+        wait_for(lambda: healthcheck(app, "worker", stack["worker"]).returncode == 0, 30,
+                 "the worker's next heartbeat")
 
         # Static files: collected at build, served by WhiteNoise, allowed by the CSP.
         with urllib.request.urlopen(f"{stack['url']}/accounts/login/", timeout=10) as page:

@@ -57,10 +57,15 @@ def test_dev_installs_every_extra() -> None:
     assert own and extras_of(own[0]) >= {"demo", "bench"}, own
 
 
-def test_the_image_installs_the_demo_extra_unless_built_without() -> None:
-    dockerfile = (ROOT / "Dockerfile").read_text()
-    assert "ARG EXTRAS=demo" in dockerfile
-    assert '".${EXTRAS:+[$EXTRAS]}"' in dockerfile
+def test_the_image_installs_the_demo_extra_and_no_bench_package() -> None:
+    # From its hash-locked list (tests/deploy/test_image_lock.py): the demo extra's packages,
+    # for the compose demo, and none of the benchmarks'.
+    lock = (ROOT / "requirements" / "image.txt").read_text().lower()
+    for name in DEMO_ONLY:
+        assert re.search(rf"^{name}==", lock, re.MULTILINE), name
+    for name in BENCH_ONLY:
+        assert not re.search(rf"^{name}==", lock, re.MULTILINE), name
+    assert "-r requirements/image.txt" in (ROOT / "Dockerfile").read_text()
 
 
 def test_the_product_declares_no_import_of_a_demo_or_bench_package() -> None:

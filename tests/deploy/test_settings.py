@@ -15,6 +15,8 @@ import pytest
 import yaml
 from django.core.exceptions import ImproperlyConfigured
 
+from tests.support.compose import with_secrets
+
 ROOT = Path(__file__).resolve().parents[2]
 #: What `config/settings.py` reads; cleared so that only the test's own values count.
 SETTING_VARIABLES = [
@@ -118,7 +120,10 @@ def test_docker_compose_serves_plain_http_with_debug_off(
 ) -> None:
     env = compose_environment()
     assert "DJANGO_DEBUG" not in env
+    # The compose secrets, mounted as files (tests/support/compose.py).
+    env = with_secrets(env, tmp_path, {"postgres_password": "pa55word"})
     values = load_settings(monkeypatch, tmp_path, **env)
+    assert values["DATABASES"]["default"]["PASSWORD"] == "pa55word"
     assert values["DEBUG"] is False
     # http://localhost:8000 must work: no redirect to HTTPS, cookies a browser keeps over HTTP.
     assert values["SECURE_SSL_REDIRECT"] is False

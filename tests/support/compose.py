@@ -39,6 +39,8 @@ BIN = Path(sys.executable).parent
 IMAGE_VAR_DIR = "/var/lib/console"
 #: Where the image holds the code (Dockerfile `WORKDIR`): this checkout, here.
 IMAGE_APP_DIR = "/app"
+#: Where Compose mounts each of a service's secrets (`secrets:`), as a file named after it.
+SECRETS_DIR = "/run/secrets/"
 LOOPBACK = "127.0.0.1"
 _URL = re.compile(r"^(?P<scheme>[a-z][a-z0-9+.-]*)://(?:(?P<auth>[^@/]*)@)?(?P<host>[^:/]+)"
                   r"(?::(?P<port>\d+))?(?P<rest>.*)$")
@@ -69,6 +71,26 @@ def service_environment(name: str, given: Mapping[str, str]) -> dict[str, str]:
     """The environment Compose gives service `name` when the shell holds `given`."""
     raw = compose()["services"][name].get("environment") or {}
     return {key: interpolate(str(value), given) for key, value in raw.items()}
+
+
+def service_secrets(name: str) -> list[str]:
+    """The compose secrets mounted into service `name`."""
+    return [str(secret) for secret in compose()["services"][name].get("secrets", [])]
+
+
+def with_secrets(env: Mapping[str, str], directory: Path,
+                 values: Mapping[str, str]) -> dict[str, str]:
+    """`env` with each `*_FILE` under /run/secrets/ pointing at a file of `directory` that holds
+    the secret's value from `values`, as Compose mounts it."""
+    out = dict(env)
+    for key, value in env.items():
+        if key.endswith("_FILE") and value.startswith(SECRETS_DIR):
+            name = value[len(SECRETS_DIR):]
+            path = directory / "run-secrets" / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(values[name] + "\n")
+            out[key] = str(path)
+    return out
 
 
 def service_command(name: str, given: Mapping[str, str]) -> list[str]:
@@ -141,6 +163,8 @@ def localize_command(words: list[str], service: str, net: Network, var_dir: Path
             word = str(BIN / word)
         elif word == "manage.py":
             word = str(ROOT / "manage.py")
+        elif word.startswith(IMAGE_APP_DIR + "/"):
+            word = from_image(word)
         elif re.fullmatch(r"0\.0\.0\.0:\d+", word):
             word = f"{LOOPBACK}:{net.port(service, int(word.split(':')[1]))}"
         elif word == "0.0.0.0":
@@ -195,10 +219,15 @@ class Deployment:
     given: dict[str, str]
     #: Variables added to every process, beyond the compose file's (test speed-ups only).
     extra: dict[str, str] = field(default_factory=dict)
+    #: The value of each compose secret (`secrets:`), mounted as a file into each process that
+    #: names it. The test's PostgreSQL trusts loopback, so any password lets it in.
+    secrets: dict[str, str] = field(
+        default_factory=lambda: {name: uuid.uuid4().hex for name in compose().get("secrets", {})})
     processes: list[Process] = field(default_factory=list)
 
     def environment_of(self, service: str, directory: Path) -> dict[str, str]:
-        env = localize(service_environment(service, self.given), self.net, directory)
+        env = with_secrets(localize(service_environment(service, self.given), self.net,
+                                    directory), directory, self.secrets)
         # Nothing of the test run's own environment: a clean process, as in a container.
         return {"PATH": os.environ["PATH"], "HOME": str(directory), "LANG": "C.UTF-8",
                 "PYTHONPATH": python_path(), "PYTHONUNBUFFERED": "1", **env, **self.extra}

@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import close_old_connections
 from django.utils import timezone
 
+from dispatch.heartbeat import heartbeat_touch
 from dispatch.services.approvals import approvals_expire_stale
 from dispatch.services.delegations import reconcile_delegations
 from dispatch.services.reconciliation import reconcile_operations
@@ -45,3 +46,4 @@ class Command(BaseCommand):
         counts["ended_delegations"] = reconcile_delegations(now=now)
         self.stdout.write(json.dumps(counts, sort_keys=True))
         self.stdout.flush()
+        heartbeat_touch()  # its liveness probe (deploy/probe.py)
