@@ -43,6 +43,7 @@ POINTS = frozenset({
     "notify.before_enqueue",    # a notification's row committed, its task not yet enqueued
     "notify.before_send",       # a notification claimed (committed), nothing sent yet
     "rate.after_update",        # a call's rate UPDATE found no row it may count in, no read yet
+    "reconcile.pass_leased",    # a reconciliation pass holds its lease, nothing looked at yet
 })
 
 

@@ -22,6 +22,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
 
+from dispatch.failpoints import failpoint
 from dispatch.models import Attempt, Operation, Principal
 from dispatch.queue import execute_now, execute_on_commit, run_now
 from dispatch.runtime import get_runtime
@@ -55,6 +56,7 @@ def reconcile_operations(*, now: datetime, enqueue: bool = True) -> JSONObject:
     with lease("reconcile-pass", ttl=settings.RECONCILE_LEASE_SECONDS) as held:
         if not held:
             return {**counts, "skipped": True}
+        failpoint("reconcile.pass_leased")
         batch = settings.RECONCILE_BATCH
         for step, state in ((_reconcile_claimed, OperationState.CLAIMED),
                             (_reconcile_unknown, OperationState.UNKNOWN)):

@@ -58,12 +58,13 @@ def namespace_pids(pid: int) -> list[int]:
 class Started:
     """A command started as PID 1 of its own PID namespace, or as a plain process."""
 
-    def __init__(self, words: list[str], tmp_path: Path, *, as_pid_1: bool) -> None:
+    def __init__(self, words: list[str], tmp_path: Path, *, as_pid_1: bool,
+                 **extra: str) -> None:
         self.log = tmp_path / "output.log"
         prefix = ["unshare", "--pid", "--fork", "--mount-proc"] if as_pid_1 else []
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen([*prefix, *words], cwd=ROOT,
-                                         env=command_env(tmp_path), stdout=log,
+                                         env={**command_env(tmp_path), **extra}, stdout=log,
                                          stderr=subprocess.STDOUT, start_new_session=True)
         self.target = self.proc.pid
         if as_pid_1:
@@ -79,10 +80,13 @@ class Started:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def stop_within(self, signum: int) -> tuple[float, int]:
-        """Send `signum`; the seconds until the command had exited, and its status."""
+    def stop_within(self, signum: int, *, then: Callable[[], object] = lambda: None,
+                    ) -> tuple[float, int]:
+        """Send `signum` (and do `then`); the seconds until the command had exited, and its
+        status."""
         sent = time.monotonic()
         os.kill(self.target, signum)
+        then()
         try:
             status = self.proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
@@ -131,3 +135,45 @@ def test_a_waiting_command_exits_promptly_with_status_0(
         started.kill()
     assert status == 0, started.output()[-3000:]
     assert seconds < PROMPTLY, f"{command} took {seconds:.2f} s to exit"
+
+
+@pytest.mark.parametrize("signals", [1, 2], ids=["finishes-the-pass", "abandons-the-pass"])
+def test_a_signal_during_a_pass(tmp_path: Path, signals: int) -> None:
+    """One signal while a pass runs: the pass finishes (its JSON line), then status 0. A second
+    one abandons it at once: non-zero, no line, and the pass's lease is free for the next."""
+    from django.utils import timezone
+
+    from dispatch.services.reconciliation import reconcile_operations
+
+    pause = tmp_path / "pause"
+    pause.mkdir()
+    words, _ = reconciler(tmp_path)
+    started = Started(words, tmp_path, as_pid_1=True, DISPATCH_PAUSE_DIR=str(pause),
+                      DISPATCH_PAUSE_AT="reconcile.pass_leased", DISPATCH_PAUSE_TIMEOUT="60")
+    reached = pause / "reconcile.pass_leased.reached"
+    try:
+        wait_for(reached.exists, 90, "the pass to hold its lease",
+                 watch=[started])  # type: ignore[list-item]
+        if signals == 1:
+            def go_on() -> None:
+                time.sleep(0.5)
+                assert started.alive(), "left the pass it was in"
+                (pause / "reconcile.pass_leased.go").write_text("")
+
+            seconds, status = started.stop_within(signal.SIGTERM, then=go_on)
+        else:
+            os.kill(started.target, signal.SIGTERM)
+            time.sleep(0.5)
+            assert started.alive(), started.output()
+            seconds, status = started.stop_within(signal.SIGTERM)
+    finally:
+        started.kill()
+    lines = [line for line in started.output().splitlines() if line.startswith("{")]
+    if signals == 1:
+        assert status == 0, started.output()[-3000:]
+        assert len(lines) == 1 and '"unknown": 0' in lines[0], started.output()
+    else:
+        assert status != 0 and seconds < PROMPTLY, (status, seconds, started.output())
+        assert lines == [], started.output()
+    # Either way the lease went with the pass: the next pass runs now, not in 30 s.
+    assert "skipped" not in reconcile_operations(now=timezone.now())
