@@ -476,9 +476,9 @@ DELEGATION_LEASE_SECONDS: float = env.float("DELEGATION_LEASE_SECONDS", default=
 # Seconds a `tools/call` that needs no task waits for the action to settle (approval included)
 # before it answers `approval_pending` or the operation as it stands.
 MCP_WAIT_SECONDS: float = env.float("MCP_WAIT_SECONDS", default=30.0)
-# The names `tools/list` gives: `qualified` (default, DESIGN §12: `email.send`) or `model`, the
-# names every model API takes as a function's name (`email_send`, docs/mcp.md#names). A call by
-# either name works whatever this says.
+# The names `tools/list` gives: `qualified` (default, docs/mcp.md#tools: `email.send`) or
+# `model`, the names every model API takes as a function's name (`email_send`,
+# docs/mcp.md#names). A call by either name works whatever this says.
 MCP_TOOL_NAMES: str = env.str("MCP_TOOL_NAMES", default="qualified")
 if MCP_TOOL_NAMES not in ("qualified", "model"):
     raise ImproperlyConfigured(f"MCP_TOOL_NAMES={MCP_TOOL_NAMES!r}: use qualified or model")

@@ -2,7 +2,7 @@
 the gateway's own three.
 
 A tool is described from its contract alone: its name is the contract's qualified name
-(DESIGN §12), or with `MCP_TOOL_NAMES=model` that name with each `.` replaced by `_`
+(docs/mcp.md#tools), or with `MCP_TOOL_NAMES=model` that name with each `.` replaced by `_`
 (`email_send`, a name every model API accepts: `protocols.tool_names`); its title the qualified
 name, its input schema the contract's, its annotations follow the contract's
 effects and idempotency, and its description says what approval it needs. The listing is a

@@ -69,8 +69,8 @@ def test_permitted_contracts_are_the_tool_set_and_every_adapter_offers_only_them
     assert sorted(c["name"] for c in permitted) == ["crm.lookup", "email.send"]
 
     assert sorted(t.name for t in specs(narrow_agent)) == ["crm.lookup", "email.send"]
-    # Named explicitly, a contract comes from all the console's (DESIGN §13): the dispatcher,
-    # not the listing, refuses what the agent may not propose.
+    # Named explicitly, a contract comes from all the console's (docs/frameworks.md): the
+    # dispatcher, not the listing, refuses what the agent may not propose.
     assert [t.name for t in specs(narrow_agent, ["payments.transfer"])] == ["payments.transfer"]
     assert sorted(t.name for t in lc.tools(narrow_agent)) == NARROW
     assert sorted(t.name for t in lg.tools(narrow_agent)) == NARROW

@@ -1,4 +1,4 @@
-"""The console's chrome (issue 45, item 8): the admin's navigation is one row at 1366 px, an
+"""The console's chrome: the admin's navigation is one row at 1366 px, an
 operation's page marks Operations as the current section, and the audit's verify address opened
 in a browser leads to the audit page rather than a blank 405."""
 

@@ -1,4 +1,4 @@
-"""A colleague's decision reaches an open approval page (issue 45, item 6): the page asks every
+"""A colleague's decision reaches an open approval page: the page asks every
 few seconds (views.approval_watch) and, within that interval and without a reload, replaces live
 Approve and Deny with who decided and when; under four eyes a colleague's vote appears, and
 one's own vote takes the approval out of one's pending count, and the page names who else can

@@ -1,4 +1,4 @@
-"""A colour scale where red means "look here" (issue 45, item 4): a large amount, a new
+"""A colour scale where red means "look here": a large amount, a new
 recipient and a stale proposal are red; effect classes (`external_write`, `financial_write`),
 which every email and payment has, are neutral, so that red on the queue stays rare."""
 

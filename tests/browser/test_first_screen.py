@@ -1,4 +1,4 @@
-"""The decision first (issue 45): on every approval page, at a desktop's 1366×900 and a phone's
+"""The decision first : on every approval page, at a desktop's 1366×900 and a phone's
 390×844, the action's sentence, what is at stake and the decision's button are inside the first
 screen, before any scrolling; on the phone Approve and Deny stay in a bar at the bottom of the
 screen while the action is read. Each kind of approval the demo and the tests make: an email, a

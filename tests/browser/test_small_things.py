@@ -1,4 +1,4 @@
-"""Small things of issue 45 (item 9), in Chromium: the pause's question names what it pauses,
+"""Small things, in Chromium: the pause's question names what it pauses,
 and times are in the reader's zone beside UTC on the pages that gave UTC only."""
 
 from __future__ import annotations

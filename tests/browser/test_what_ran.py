@@ -1,4 +1,4 @@
-"""Pages move from "what will run" to "what ran" (issue 45, item 5): an approval's page, left
+"""Pages move from "what will run" to "what ran": an approval's page, left
 open after its grant, follows the operation and, without a reload, heads its fields "What ran",
 shows the operation's state in its title and drops Cancel; an operation's page follows a running
 operation the same way, opens with the action's sentence, shows an email as an email, and says

@@ -26,9 +26,9 @@ MODEL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 @pytest.mark.parametrize("names", ["qualified", "model"])
 def test_tools_are_the_agents_contracts_with_their_annotations(
         stack: Stack, names: str) -> None:
-    """Listed by qualified name (DESIGN §12), or by the names every model API accepts where the
-    deployment asks for them (`MCP_TOOL_NAMES=model`); titled (and annotated) with the
-    qualified name either way."""
+    """Listed by qualified name (docs/mcp.md#tools), or by the names every model API accepts
+    where the deployment asks for them (`MCP_TOOL_NAMES=model`); titled (and annotated) with
+    the qualified name either way."""
     gateway = Gateway(env={**stack.env, "MCP_TOOL_NAMES": names},
                       log=stack.tmp / f"gateway-{names}.log")
     gateway.start()

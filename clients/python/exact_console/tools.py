@@ -54,10 +54,10 @@ def tool(contract: Mapping[str, Any]) -> Tool:
 def tools(source: Client | AsyncClient | Mapping[str, Any],
           operations: Iterable[str] | None = None) -> list[Tool]:
     """The tools of `client.contracts(permitted=True)`: the contracts this agent may propose
-    (its tool set), in the console's order; when `operations` names some, those of the console's
-    contracts (`GET contracts/`, as DESIGN §13 says), whether or not the agent may propose them:
-    the dispatcher refuses what it may not (`tool_not_permitted`), and a name the console does
-    not list is a `ValueError`. `source` may also be a contracts
+    (its tool set), in the console's order; when `operations` names some, those of all the
+    console's contracts (`GET contracts/`, docs/frameworks.md), whether or not the agent may
+    propose them: the dispatcher refuses what it may not (`tool_not_permitted`), and a name the
+    console does not list is a `ValueError`. `source` may also be a contracts
     answer already fetched, e.g. `await async_client.contracts(permitted=True)`; an
     `AsyncClient` itself is a `TypeError` saying to `await atools(async_client)`."""
     if isinstance(source, AsyncClient):
