@@ -28,6 +28,11 @@ class DispatchConfig(AppConfig):
         refusal = missing_shared_keys()
         if refusal and not reporting_deploy_checks(sys.argv):
             raise ImproperlyConfigured(refusal)
+        # Traces, when the standard OTEL_* variables ask for them (docs/design.md#tracing):
+        # before any request or task, in every process.
+        from dispatch.observability.tracing import configure
+
+        configure()
         checks.register(check_sqlite_version)
         checks.register(check_delegation_lease)
         checks.register(check_approval_rules)

@@ -15,6 +15,7 @@ otherwise it raises `UnclaimedInvocationError` before any I/O.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import hashlib
 import importlib
@@ -178,7 +179,10 @@ def within_deadline(ctx: HandlerContext, call: Callable[[], T]) -> T:
         except BaseException as exc:  # handed to the caller's thread below
             error.append(exc)
 
-    worker = threading.Thread(target=run, name=f"call-{ctx.operation_id}", daemon=True)
+    # In the caller's context: the call's log lines keep the action's ids, and its request the
+    # attempt's trace (docs/design.md#tracing).
+    worker = threading.Thread(target=contextvars.copy_context().run, args=(run,),
+                              name=f"call-{ctx.operation_id}", daemon=True)
     worker.start()
     until = time.monotonic() + remaining
     while worker.is_alive() and time.monotonic() < until:

@@ -26,6 +26,8 @@ from urllib.parse import urlsplit
 import httpcore
 import idna
 
+from dispatch.observability.tracing import http_client_span, note_status
+
 __all__ = ["Answer", "OutboundError", "Target", "post", "request", "resolve"]
 
 #: Most of an answer's body that is read; the rest is left unread.
@@ -120,6 +122,16 @@ def request(target: Target, method: str, *, body: bytes | None, headers: Mapping
     """`post` for any method (`body` None: none sent). `OutboundError.sent` says whether a
     request byte may have left: False when no connection was made (refused, unreachable, a
     certificate that does not verify), True for a timeout or a connection lost after."""
+    with http_client_span(method, target.host, target.port) as (span, carried):
+        # The W3C `traceparent` of this request's span goes with it (docs/design.md#tracing).
+        answer = _request(target, method, body=body, headers={**headers, **carried},
+                          timeout=timeout, ssl_context=ssl_context)
+        note_status(span, answer.status)
+        return answer
+
+
+def _request(target: Target, method: str, *, body: bytes | None, headers: Mapping[str, str],
+             timeout: float, ssl_context: ssl.SSLContext | None) -> Answer:
     url = httpcore.URL(scheme=target.scheme.encode(), host=target.host.encode(),
                        port=target.port, target=target.target.encode())
     limits = {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from dispatch.handlers import DefiniteFailure, LookupFailedError, UncertainOutcome
+from dispatch.observability.tracing import http_client_span, note_status
 from protocols.backoff import parse_retry_after
 
 __all__ = [
@@ -90,34 +91,42 @@ def exchange(
     except (ValueError, http.client.HTTPException) as error:  # e.g. a non-numeric port
         raise ConnectError(f"unsupported URL {url!r}: {error}") from error
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    with http_client_span(method, parts.hostname, connection.port) as (span, carried):
+        try:
+            try:
+                connection.connect()
+            except (OSError, http.client.HTTPException) as error:
+                raise ConnectError(f"could not connect to {url}: {error!r}") from error
+            # The W3C `traceparent` of this request's span goes with it.
+            sent = {"Accept": accept, "Connection": "close", **(headers or {}), **carried}
+            if body is not None:
+                sent["Content-Type"] = "application/json"
+            try:
+                connection.request(method, target, body=body, headers=sent)
+                response = connection.getresponse()
+            except (OSError, http.client.HTTPException) as error:
+                raise ExchangeError(f"no response from {url}: {error!r}") from error
+            note_status(span, response.status)
+            return _read(response, url, max_bytes=max_bytes, answered=answered)
+        finally:
+            connection.close()
+
+
+def _read(response: http.client.HTTPResponse, url: str, *, max_bytes: int | None,
+          answered: dict[str, str] | None) -> tuple[int, bytes | None]:
+    retry_after = response.getheader("Retry-After")
+    if answered is not None and retry_after is not None:
+        answered["Retry-After"] = retry_after
     try:
-        try:
-            connection.connect()
-        except (OSError, http.client.HTTPException) as error:
-            raise ConnectError(f"could not connect to {url}: {error!r}") from error
-        sent = {"Accept": accept, "Connection": "close", **(headers or {})}
-        if body is not None:
-            sent["Content-Type"] = "application/json"
-        try:
-            connection.request(method, target, body=body, headers=sent)
-            response = connection.getresponse()
-        except (OSError, http.client.HTTPException) as error:
-            raise ExchangeError(f"no response from {url}: {error!r}") from error
-        retry_after = response.getheader("Retry-After")
-        if answered is not None and retry_after is not None:
-            answered["Retry-After"] = retry_after
-        try:
-            if max_bytes is None:
-                content: bytes | None = response.read()
-            else:
-                content = response.read(max_bytes + 1)
-                if len(content) > max_bytes:
-                    raise BodyTooLargeError(f"{url} answered more than {max_bytes} bytes")
-        except (OSError, http.client.HTTPException):
-            content = None  # The status line arrived; the body did not (all of it).
-        return response.status, content
-    finally:
-        connection.close()
+        if max_bytes is None:
+            content: bytes | None = response.read()
+        else:
+            content = response.read(max_bytes + 1)
+            if len(content) > max_bytes:
+                raise BodyTooLargeError(f"{url} answered more than {max_bytes} bytes")
+    except (OSError, http.client.HTTPException):
+        content = None  # The status line arrived; the body did not (all of it).
+    return response.status, content
 
 
 def json_object(content: bytes | None) -> dict[str, Any] | None:

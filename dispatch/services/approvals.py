@@ -17,6 +17,7 @@ from django.db.models import Q
 from dispatch.failpoints import failpoint
 from dispatch.ids import new_id
 from dispatch.models import ApprovalRequest, Decision, Permit, Principal, Proposal, Vote
+from dispatch.observability.tracing import note, traced
 from dispatch.queue import run_on_commit
 from dispatch.runtime import get_runtime
 from dispatch.services.access import access_approval_for_decision
@@ -52,6 +53,7 @@ from protocols.lifecycle import (
 )
 
 
+@traced("approval.decide")
 def approval_decide(
     *,
     approver: Principal,
@@ -64,6 +66,9 @@ def approval_decide(
     """Vote on one pending approval: a denial denies it; the grant that completes its quorum
     (docs/design.md#approval-policies) grants it and mints the one-shot permit."""
     approval = access_approval_for_decision(approver, approval_id)
+    note(approval_id=approval.id, proposal_id=approval.proposal_id,
+         decision=str(decision) if decision in (Decision.Outcome.GRANT, Decision.Outcome.DENY)
+         else None)
     require_role(approver, approval.role)
     require_counting_voter(approver, approval.role)
     if approver.id == approval.proposal.principal_id:

@@ -21,6 +21,7 @@ from dispatch.failpoints import failpoint
 from dispatch.ids import new_id
 from dispatch.models import Operation, Permit, Principal, Proposal
 from dispatch.observability.context import bind_ids
+from dispatch.observability.tracing import span
 from dispatch.queue import execute_on_commit
 from dispatch.runtime import get_runtime
 from dispatch.services.access import access_proposal_for_dispatch
@@ -73,22 +74,25 @@ def _audited(
     *, principal: Principal, proposal_id: object, permit_id: object, now: datetime,
     enqueue: bool, start: bool,
 ) -> tuple[Operation, StartedAttempt | None]:
-    bind_ids(proposal_id=_id_or_blank(proposal_id))
-    try:
-        operation, started = _dispatch(principal=principal, proposal_id=proposal_id,
-                                       permit_id=permit_id, now=now, enqueue=enqueue,
-                                       start=start)
-    except Denial as denial:
-        with transaction.atomic():
-            audit_record(tenant_id=principal.tenant_id, kind="dispatch.denied",
-                         actor=principal.name, at=now,
-                         proposal_id=_id_or_blank(proposal_id),
-                         details={"code": denial.code.value, **_without_values(denial)})
-        log.info("dispatch denied: %s", denial.code.value)
-        raise
-    bind_ids(operation_id=operation.id)
-    log.info("claimed")
-    return operation, started
+    # The decision to run (steps 1-7) and the claim, as one span of the action's trace; the
+    # task it hands over on commit (`execute_on_commit`) is published inside it.
+    bind_ids(proposal_id=_id_or_blank(proposal_id))  # the logs' and the caller's span
+    with span("dispatch.claim", proposal_id=_id_or_blank(proposal_id)):
+        try:
+            operation, started = _dispatch(principal=principal, proposal_id=proposal_id,
+                                           permit_id=permit_id, now=now, enqueue=enqueue,
+                                           start=start)
+        except Denial as denial:
+            with transaction.atomic():
+                audit_record(tenant_id=principal.tenant_id, kind="dispatch.denied",
+                             actor=principal.name, at=now,
+                             proposal_id=_id_or_blank(proposal_id),
+                             details={"code": denial.code.value, **_without_values(denial)})
+            log.info("dispatch denied: %s", denial.code.value)
+            raise
+        bind_ids(operation_id=operation.id)
+        log.info("claimed")
+        return operation, started
 
 
 #: Details of a denial that quote an argument: the caller hears them, the audit does not

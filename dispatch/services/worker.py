@@ -29,6 +29,7 @@ from dispatch.handlers import (
 )
 from dispatch.models import Attempt, Operation, Proposal
 from dispatch.observability.context import bind_ids
+from dispatch.observability.tracing import note, span
 from dispatch.runtime import Runtime, get_runtime
 from dispatch.services.admission import deployment_refusal
 from dispatch.services.attempts import attempt_next, open_attempt, retry_refusal
@@ -100,7 +101,12 @@ def operation_run(
                              execution_id=operation.execution_id, cancelled=cancelled,
                              deadline=time.monotonic() + contract.scheduling_contract.timeout)
         asked_wait.clear()
-        outcome, result, error = _run_handler(handler, ctx, contract, started, asked_wait)
+        # The attempt: the handler's call and its requests to the destination, in its span.
+        with span("dispatch.attempt", operation_id=operation.id,
+                  proposal_id=operation.proposal_id, operation=contract.qualified_name,
+                  attempt=number) as attempt:
+            outcome, result, error = _run_handler(handler, ctx, contract, started, asked_wait)
+            note(attempt, outcome=outcome)
         log.info("attempt %s of %s ended %s", number, contract.qualified_name, outcome)
         failpoint("attempt.before_outcome")
         now = clock()
@@ -301,6 +307,15 @@ def _record_outcome(
     error: str, now: datetime,
 ) -> None:
     """Step 9. If the outcome cannot be recorded after an effect, record `unknown`."""
+    with span("dispatch.outcome", operation_id=operation.id, proposal_id=operation.proposal_id,
+              attempt=number, outcome=outcome):
+        _record_or_unknown(operation, number, outcome, result, error, now)
+
+
+def _record_or_unknown(
+    operation: Operation, number: int, outcome: str, result: JSONObject | None,
+    error: str, now: datetime,
+) -> None:
     try:
         _settle_attempt(operation, number, outcome, result, error, now)
     except Exception:  # a store error, or a value it could not take: never lose the attempt
