@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -20,9 +21,12 @@ from django.db import close_old_connections
 from config import broker
 from config import celery_logging as _connected  # noqa: F401 - its receivers: JSON logs, ids
 from config.forking import forget_after_fork
+from dispatch.observability import traffic
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 broker.register()  # `filesystem://` writes each message whole before it is visible
+
+log = logging.getLogger(__name__)
 
 app = Celery("console")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -56,6 +60,40 @@ def heartbeat_file(**_: Any) -> None:
     from dispatch.heartbeat import heartbeat_touch
 
     heartbeat_touch()
+
+
+@task_prerun.connect(weak=False)
+def task_started(task_id: str | None = None, **_: Any) -> None:
+    if task_id:
+        traffic.task_started(task_id)
+
+
+@task_postrun.connect(weak=False)
+def task_ended(task_id: str | None = None, task: Any = None, state: str | None = None,
+               **_: Any) -> None:
+    """Each task counted by name and the state it ended in (dispatch.observability.traffic)."""
+    if task_id and task is not None:
+        traffic.task_ended(task_id, task=str(task.name), state=state or "")
+
+
+@worker_init.connect(weak=False)
+def metrics_server(**_: Any) -> None:
+    """With WORKER_METRICS_PORT set, the worker's main process answers Prometheus at
+    `http://WORKER_METRICS_ADDRESS:PORT/` with its tasks' series: every prefork child's, summed
+    from PROMETHEUS_MULTIPROC_DIR (without it, only a `--pool solo` or `threads` worker's tasks
+    are its own)."""
+    from django.conf import settings
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    port: int = settings.WORKER_METRICS_PORT
+    if not port:
+        return
+    registry = CollectorRegistry(auto_describe=False)
+    traffic.register(registry)
+    try:
+        start_http_server(port, addr=settings.WORKER_METRICS_ADDRESS, registry=registry)
+    except OSError as error:  # the port is taken: the worker works on, unscraped, and says so
+        log.error("the worker's metrics are not served on port %s: %s", port, error)
 
 
 @worker_init.connect(weak=False)

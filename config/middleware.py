@@ -6,6 +6,9 @@ the request runs, echoes it in the response's `X-Request-ID`, and logs one `requ
 path without the query string, status, duration). Who is calling is bound where it is found,
 without a query of its own: by the API's authenticators (dispatch.api.authentication) and the
 console's role check (console.roles).
+
+`RequestMetricsMiddleware`, first in MIDDLEWARE, counts every answer, probes and scrapes
+included, by the URL pattern that answered it (dispatch.observability.traffic).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from time import monotonic
 import structlog
 from django.http import HttpRequest, HttpResponseBase
 
+from dispatch.observability import traffic
 from dispatch.observability.context import bind_ids, clear_ids
 
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -45,3 +49,28 @@ class RequestContextMiddleware:
         # answer (`django.request`) after the last middleware has returned.
         return response
 
+
+
+#: The paths config.health answers before any URL pattern, counted under their own name.
+PROBES = {"/healthz": "healthz", "/readyz": "readyz", "/metrics": "metrics"}
+
+
+class RequestMetricsMiddleware:
+    def __init__(self, get_response: Handler) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        started = monotonic()
+        response = self.get_response(request)
+        traffic.request_answered(route=route_of(request), method=request.method or "",
+                                 status=response.status_code, seconds=monotonic() - started)
+        return response
+
+
+def route_of(request: HttpRequest) -> str:
+    """The URL pattern of the view that answered (never the path requested: ids stay out of
+    the labels), a probe's name, or `unmatched`."""
+    match = getattr(request, "resolver_match", None)
+    if match is not None and match.route:
+        return str(match.route)
+    return PROBES.get(request.path_info.rstrip("/"), traffic.UNMATCHED)

@@ -135,6 +135,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Every answer counted by route, method and status (config/middleware.py).
+    "config.middleware.RequestMetricsMiddleware",
     # /healthz, /readyz and /metrics, answered before anything below (config/health.py).
     "config.health.OperationalMiddleware",
     # The request id and the request's log line (config/middleware.py).
@@ -444,6 +446,11 @@ METRICS_TOKEN: str = env.str("METRICS_TOKEN", default="")
 # Touched by a worker at each Celery worker heartbeat and by `reconcile --every` after each pass:
 # their liveness probe reads its age (deploy/probe.py, docs/deployment.md#probes). Empty: none.
 HEARTBEAT_FILE: str = env.str("HEARTBEAT_FILE", default=str(VAR_DIR / "heartbeat"))
+
+# A Celery worker's own scrape of its tasks' series (config/celery.py), off unless a port is set;
+# docker-compose.yml listens on the worker's network address, never published.
+WORKER_METRICS_PORT: int = env.int("WORKER_METRICS_PORT", default=0)
+WORKER_METRICS_ADDRESS: str = env.str("WORKER_METRICS_ADDRESS", default="127.0.0.1")
 
 # Upper bound on one destination call, below the contract timeout (tests shorten it).
 HANDLER_TIMEOUT_CAP: float = env.float("HANDLER_TIMEOUT_CAP", default=15.0)

@@ -1,5 +1,6 @@
 """The product's Prometheus series (docs/design.md#running), computed from the store when
-/metrics is scraped.
+/metrics is scraped; a scrape also shows the requests and tasks each process counted itself
+(dispatch.observability.traffic).
 
 Nothing here is counted in a process's memory: every value is read from the operation store
 (and the queue depth from the broker) by `StoreCollector.collect`, so any web process answers
@@ -58,6 +59,7 @@ from dispatch.models import (
     Operation,
     Tenant,
 )
+from dispatch.observability import traffic
 from dispatch.observability.broker import queue_depth
 from protocols.denials import DenialCode
 from protocols.lifecycle import ApprovalState, OperationState
@@ -174,10 +176,11 @@ class StoreCollector(Collector):
 
 
 def registry() -> CollectorRegistry:
-    """A registry of the store's series only: no per-process series (they would differ from
-    one web process to the next)."""
+    """A registry of the store's series and of the requests and tasks counted by the processes
+    that share this one's PROMETHEUS_MULTIPROC_DIR (dispatch.observability.traffic)."""
     found = CollectorRegistry(auto_describe=False)
     found.register(StoreCollector())
+    traffic.register(found)
     return found
 
 
