@@ -8,10 +8,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import httpx
 import pytest
 from django.test import Client
 
 from dispatch.services.principals import token_issue
+from exact_console import Client as ConsoleClient
 from tests.conftest import World
 
 pytestmark = pytest.mark.django_db
@@ -69,3 +71,33 @@ def test_request_lines_name_the_proposal_and_the_operation(
     (forged,) = lines(caplog)
     assert "operation_id" not in forged
     assert "proposal_id" not in forged
+
+
+class Recording(httpx.HTTPTransport):
+    """The network, keeping each request's `X-Request-ID` and the answer's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.exchanged: list[tuple[str, str]] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle_request(request)
+        self.exchanged.append((request.headers["X-Request-ID"],
+                               response.headers["X-Request-ID"]))
+        return response
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_clients_request_id_is_echoed_and_on_the_request_line(
+    world: World, live_server: Any, caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="console.request")
+    network = Recording()
+    with ConsoleClient(live_server.url, world.owner_token, transport=network) as agent:
+        proposal = agent.propose(TRANSFER["operation"], TRANSFER["arguments"])
+        agent.proposal(proposal["id"])
+    (made, made_echo), (read, read_echo) = network.exchanged
+    assert (made_echo, read_echo) == (made, read)
+    assert made != read  # a fresh id per call
+    logged = {line["request_id"]: line for line in lines(caplog)}
+    assert logged[made]["proposal_id"] == logged[read]["proposal_id"] == proposal["id"]

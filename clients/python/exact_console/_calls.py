@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -65,6 +66,15 @@ def api_root(base_url: str) -> str:
     if not base_url.startswith(("http://", "https://")):
         raise ValueError(f"base_url must be an http(s) URL of the console's root: {base_url!r}")
     return base_url.rstrip("/") + API_PREFIX
+
+
+#: The header naming one call on both sides: a fresh id per call, the same on each of its tries;
+#: the console puts it on every log line of the request and echoes it in its answer.
+REQUEST_ID = "X-Request-ID"
+
+
+def request_id() -> str:
+    return uuid.uuid4().hex
 
 
 def headers(token: str) -> dict[str, str]:

@@ -34,7 +34,7 @@ from typing import Any, NoReturn
 
 import httpx
 
-from exact_console._calls import Call, answer
+from exact_console._calls import Call, answer, request_id
 from exact_console.errors import Error, TransportError
 
 #: The statuses of a console that is away for a moment (a proxy with no upstream, a restart, a
@@ -149,6 +149,9 @@ class Attempts:
         self.call = call
         self.policy = policy
         self.deadline = deadline
+        #: Sent as `X-Request-ID` with every try, so that the console's logs of each retry
+        #: name the one call.
+        self.request_id = request_id()
         self.tries = 0
         self.why_not: str | None = None  # why a failure that could go again did not
         self.gave_up = False

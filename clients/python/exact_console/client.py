@@ -275,6 +275,7 @@ class Client:
             outcome: httpx.Response | httpx.TransportError
             try:
                 outcome = self._http.request(call.method, call.path, json=call.body,
+                                             headers={_calls.REQUEST_ID: attempts.request_id},
                                              timeout=attempts.timeout(self._http.timeout))
             except httpx.TransportError as error:
                 outcome = error
@@ -460,6 +461,7 @@ class AsyncClient:
             try:
                 outcome = await self._http.request(
                     call.method, call.path, json=call.body,
+                    headers={_calls.REQUEST_ID: attempts.request_id},
                     timeout=attempts.timeout(self._http.timeout))
             except httpx.TransportError as error:
                 outcome = error

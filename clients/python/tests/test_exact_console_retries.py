@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -50,6 +51,7 @@ class Server:
     def __init__(self) -> None:
         self.replies: list[Reply] = []
         self.seen: list[tuple[str, str, float]] = []
+        self.request_ids: list[str | None] = []  # the `X-Request-ID` of each request
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -59,6 +61,7 @@ class Server:
                 length = int(self.headers.get("Content-Length") or 0)
                 self.rfile.read(length)
                 owner.seen.append((self.command, self.path, time.monotonic()))
+                owner.request_ids.append(self.headers.get("X-Request-ID"))
                 reply = owner.replies.pop(0) if len(owner.replies) > 1 else owner.replies[0]
                 if reply.stall:
                     time.sleep(reply.stall)
@@ -149,6 +152,26 @@ def test_a_read_survives_503_twice_then_200(server: Server, flavor: str) -> None
     server.script(proxy(503), proxy(502), ok({"id": "op_1", "state": "completed"}))
     assert use(flavor, server, "operation", "op_1") == {"id": "op_1", "state": "completed"}
     assert len(server.seen) == 3
+
+
+def test_each_call_sends_a_request_id_of_its_own_the_same_on_each_retry(
+        server: Server, flavor: str) -> None:
+    server.script(proxy(503), proxy(502), ok({"id": "op_1"}), ok({"id": "op_2"}))
+    if flavor == "sync":
+        with Client(server.url, "eac_t") as console:
+            console.operation("op_1")
+            console.operation("op_2")
+    else:
+        async def main() -> None:
+            async with AsyncClient(server.url, "eac_t") as console:
+                await console.operation("op_1")
+                await console.operation("op_2")
+
+        asyncio.run(main())
+    first, again, last, second = server.request_ids
+    assert first is not None and re.fullmatch(r"[0-9a-f]{32}", first)
+    assert first == again == last  # one call, three tries: one id
+    assert second is not None and second != first  # the next call: its own
 
 
 def test_a_429_is_retried_after_its_retry_after(server: Server, flavor: str) -> None:
