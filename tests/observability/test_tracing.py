@@ -1,16 +1,18 @@
-"""Traces (docs/design.md#tracing): one trace from the request that carries a W3C `traceparent`
-through the decision, the claim, the Celery task and the attempt to the destination, whose
-request carries the `traceparent` of the attempt's outbound span; the proposal and operation
-ids noted on the spans, no argument value in any span.
+"""Traces (docs/design.md#tracing): one trace from the request (REST, or an MCP call) that carries
+a W3C `traceparent` through the decision, the claim, the Celery task and the attempt to the
+destination, whose request carries the `traceparent` of the attempt's outbound span; the
+proposal and operation ids noted on the spans, no argument value in any span.
 
-The web is Django's test client and the worker runs the task eagerly on the claim's commit,
-both in this process, so the SDK's `InMemorySpanExporter` sees every span; the Celery span is
+The web is Django's test client (the MCP gateway, the SDK's client connected to it in-process)
+and the worker runs the task eagerly on the claim's commit, all in this process, so the SDK's
+`InMemorySpanExporter` sees every span; the Celery span is
 CeleryInstrumentor's own. The destination is a real HTTP service on loopback (the helpdesk HTTP
 action of tests/db/test_http_actions.py, docs/actions.md) that records the headers it received.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import secrets
@@ -18,6 +20,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,6 +30,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from dispatch.models import Operation
+from dispatch.runtime import get_runtime
 from tests.db.test_http_actions import Helpdesk, actions, helpdesk
 from tests.support.processes import ROOT, child_env
 from tests.support.tracing import captured_spans, chain, every_value
@@ -36,6 +40,14 @@ pytestmark = [pytest.mark.django_db(transaction=True),
 #: The helpdesk action and its service (tests/db/test_http_actions.py), imported as fixtures.
 __all__ = ["actions", "helpdesk"]
 
+#: A read of the helpdesk that needs no approval, as a JSON action file: an MCP call of it runs
+#: at once.
+COUNT_ACTION = {
+    "name": "tickets.count", "version": 1, "description": "Count the open tickets of a queue.",
+    "input_schema": {"type": "object", "additionalProperties": False, "required": ["queue"],
+                     "properties": {"queue": {"type": "string", "pattern": "^[a-z]+$"}}},
+    "effects": ["read"], "approval": "none", "authority": {"queue": "queue"},
+    "idempotency": "none", "retries": 1}
 #: The arguments, each a value no id, name or number of the run can hold by chance.
 QUEUE = "quokkaqueue"
 SUBJECT = "Refund-subject-Zq81 narwhal"
@@ -81,7 +93,7 @@ def post(path: str, token: str, header: str, body: dict[str, Any] | None = None)
 
 def assert_one_trace_to_the_destination(
     found: list[ReadableSpan], helpdesk: Helpdesk, trace_id: str, parent_id: str,
-    operation: Operation, below: list[str],
+    operation: Operation, below: list[str], root: str = "POST api/v1/",
 ) -> None:
     # The destination received the trace: the incoming trace id, and as its parent the span
     # of the attempt's outbound request.
@@ -100,7 +112,7 @@ def assert_one_trace_to_the_destination(
     assert path[0].parent is not None and path[0].parent.is_remote
     assert f"{path[0].parent.span_id:016x}" == parent_id
     names = [s.name for s in path]
-    assert names[0].startswith("POST api/v1/"), names  # Django's span, named by its route
+    assert names[0].startswith(root), names  # Django's span named by its route, or the MCP call's
     assert names[1:] == below, names
     # The ids, on the spans that act on them.
     by_name = {s.name: s for s in found}
@@ -211,3 +223,51 @@ def test_otel_variables_turn_tracing_on_with_the_named_exporter() -> None:
     assert server["name"] == "GET api/v1/contracts/"
     assert server["resource"]["attributes"]["service.name"] == "console-web-test"
     assert os.environ.get("OTEL_TRACES_EXPORTER") is None  # this process stays untouched
+
+
+def test_an_mcp_call_is_traced_to_the_destination(
+        helpdesk: Helpdesk, actions: Path, spans: InMemorySpanExporter, now: datetime) -> None:
+    """An agent's MCP `tools/call` made within its own trace (the SDK's client carries the
+    `traceparent` in the call's `_meta`): the gateway's span, the claim, the task, the attempt
+    and the request to the destination are one trace with it."""
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+    from mcp import Client
+    from opentelemetry import context, propagate
+
+    from dispatch.gateway.server import Gateway
+    from dispatch.services.authority import grant_issue
+    from dispatch.services.principals import agent_create
+
+    destination = {"name": "helpdesk", "url": f"{helpdesk.base}/tickets", "method": "POST",
+                   "timeout_s": 5}
+    (actions / "count.json").write_text(json.dumps({**COUNT_ACTION, "destination": destination}),
+                                        encoding="utf-8")
+    get_runtime.cache_clear()
+    agent, token = agent_create(name="counter", tenant="acme", tools=["tickets.count"])
+    grant_issue(issuer="admin", subject=agent, operations=["tickets.count"],
+                scope={"queue": [QUEUE]}, now=now - timedelta(minutes=1))
+    header, trace_id, parent_id = traceparent()
+
+    async def call() -> Any:
+        attached = context.attach(propagate.extract({"traceparent": header}))
+        try:
+            async with Client(Gateway(token=token, wait_seconds=10).server) as client:
+                return await client.call_tool("tickets.count", {"queue": QUEUE})
+        finally:
+            context.detach(attached)
+            # The gateway's store calls ran on asgiref's thread: its connection ends there.
+            await sync_to_async(connections.close_all, thread_sensitive=True)()
+
+    result = asyncio.run(call())
+
+    assert not result.is_error, result
+    operation = Operation.objects.get(proposal__principal=agent)
+    assert operation.state == "completed", operation.state
+    found = list(spans.get_finished_spans())
+    assert_one_trace_to_the_destination(found, helpdesk, trace_id, parent_id, operation, [
+        "dispatch.claim", "run/dispatch.tasks.operation_execute", "dispatch.attempt", "POST"],
+        root="tools/call tickets.count")
+    gateway = next(s for s in found if s.name == "tools/call tickets.count")
+    assert gateway.kind is SpanKind.SERVER  # the MCP SDK's span, under the call's `_meta`
+    assert (gateway.attributes or {})["console.principal"] == agent.id
