@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from django.test import Client
 from opentelemetry.sdk.trace import ReadableSpan
@@ -34,6 +35,8 @@ from dispatch.runtime import get_runtime
 from tests.db.test_http_actions import Helpdesk, actions, helpdesk
 from tests.support.processes import ROOT, child_env
 from tests.support.tracing import captured_spans, chain, every_value
+from tests.support.web import WebServer
+from tests.support.workers import wait_for, worker_pool
 
 pytestmark = [pytest.mark.django_db(transaction=True),
               pytest.mark.usefixtures("actions", "run_eagerly")]
@@ -80,15 +83,26 @@ def proposed(now: datetime, *, dispatch_on_approval: bool) -> tuple[str, str, An
     return agent_token, token_issue(principal=operator), proposal
 
 
+def approved(now: datetime) -> tuple[str, Any]:
+    """A proposal an operator granted over the API; the agent's token and the proposal."""
+    agent_token, operator_token, proposal = proposed(now, dispatch_on_approval=False)
+    granted = post(f"approvals/{proposal.approval.id}/decision/", operator_token, None,
+                   {"decision": "grant", "digest": proposal.digest})
+    assert granted.status_code == 200, granted.content
+    return agent_token, proposal
+
+
 def traceparent() -> tuple[str, str, str]:
     trace_id, span_id = secrets.token_hex(16), secrets.token_hex(8)
     return f"00-{trace_id}-{span_id}-01", trace_id, span_id
 
 
-def post(path: str, token: str, header: str, body: dict[str, Any] | None = None) -> Any:
+def post(path: str, token: str, header: str | None, body: dict[str, Any] | None = None) -> Any:
+    """POST to the API in-process, with `header` as the `traceparent` when given."""
     return Client().post(f"/api/v1/{path}", data=json.dumps(body or {}),
                          content_type="application/json",
-                         headers={"Authorization": f"Bearer {token}", "traceparent": header})
+                         headers={"Authorization": f"Bearer {token}",
+                                  **({"traceparent": header} if header else {})})
 
 
 def assert_one_trace_to_the_destination(
@@ -129,12 +143,7 @@ def assert_one_trace_to_the_destination(
 
 def test_a_dispatch_request_is_traced_to_the_destination(
         helpdesk: Helpdesk, spans: InMemorySpanExporter, now: datetime) -> None:
-    agent_token, operator_token, proposal = proposed(now, dispatch_on_approval=False)
-    approval = Client().post(
-        f"/api/v1/approvals/{proposal.approval.id}/decision/",
-        data=json.dumps({"decision": "grant", "digest": proposal.digest}),
-        content_type="application/json", headers={"Authorization": f"Bearer {operator_token}"})
-    assert approval.status_code == 200, approval.content
+    agent_token, proposal = approved(now)
     spans.clear()  # the decision's own trace: not this one
     header, trace_id, parent_id = traceparent()
 
@@ -196,6 +205,22 @@ def test_without_otel_variables_no_sdk_is_loaded_and_nothing_is_traced() -> None
     assert out.splitlines()[-1] == "[] False ProxyTracerProvider {}"
 
 
+def exported_spans(output: str) -> list[dict[str, Any]]:
+    """The spans `OTEL_TRACES_EXPORTER=console` wrote among a process's output (JSON objects
+    with a `context`; the JSON log lines beside them are left out)."""
+    decoder, found, at = json.JSONDecoder(), [], output.find("{")
+    while at != -1:
+        try:
+            item, end = decoder.raw_decode(output, at)
+        except json.JSONDecodeError:
+            at = output.find("{", at + 1)
+            continue
+        if isinstance(item, dict) and "context" in item:
+            found.append(item)
+        at = output.find("{", end)
+    return found
+
+
 def test_otel_variables_turn_tracing_on_with_the_named_exporter() -> None:
     """`OTEL_TRACES_EXPORTER=console`: the SDK is on, the middleware takes the caller's
     `traceparent`, and the request's span is exported on standard output under it."""
@@ -212,13 +237,7 @@ def test_otel_variables_turn_tracing_on_with_the_named_exporter() -> None:
         "trace.get_tracer_provider().shutdown()\n")
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, check=True,
                          capture_output=True, text=True, timeout=120).stdout
-    decoder = json.JSONDecoder()
-    exported, at = [], out.find("{")
-    while at != -1:
-        span, end = decoder.raw_decode(out, at)
-        exported.append(span)
-        at = out.find("{", end)
-    (server,) = [s for s in exported if s["kind"] == "SpanKind.SERVER"]
+    (server,) = [s for s in exported_spans(out) if s["kind"] == "SpanKind.SERVER"]
     assert server["context"]["trace_id"] == f"0x{trace_id}"
     assert server["name"] == "GET api/v1/contracts/"
     assert server["resource"]["attributes"]["service.name"] == "console-web-test"
@@ -271,3 +290,59 @@ def test_an_mcp_call_is_traced_to_the_destination(
     gateway = next(s for s in found if s.name == "tools/call tickets.count")
     assert gateway.kind is SpanKind.SERVER  # the MCP SDK's span, under the call's `_meta`
     assert (gateway.attributes or {})["console.principal"] == agent.id
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+def test_across_gunicorn_the_broker_and_a_worker_one_trace_reaches_the_destination(
+        helpdesk: Helpdesk, actions: Path, tmp_path: Path, now: datetime) -> None:
+    """Production's shape, tracing turned on by the standard variables alone: gunicorn takes the
+    caller's `traceparent`, the task carries it through Redis to a Celery worker of its own
+    process, whose request to the destination carries it on; each process exports its spans
+    (`OTEL_TRACES_EXPORTER=console`), and they join into the one trace."""
+    agent_token, proposal = approved(now)
+    header, trace_id, parent_id = traceparent()
+    with worker_pool(tmp_path) as pool:
+        tracing = {"OTEL_TRACES_EXPORTER": "console", "OTEL_BSP_SCHEDULE_DELAY": "100",
+                   "ACTIONS_DIR": str(actions), "ACTIONS_ALLOWED_HOSTS": "127.0.0.1"}
+        worker = pool.start(**tracing)
+        web = WebServer(env=child_env(CELERY_BROKER_URL=pool.broker, CELERY_QUEUE=pool.queue,
+                                      **tracing), log=tmp_path / "web.log", workers=1)
+        web.start()
+        try:
+            answer = httpx.post(f"{web.url}/api/v1/proposals/{proposal.id}/dispatch/", json={},
+                                headers={"Authorization": f"Bearer {agent_token}",
+                                         "traceparent": header}, timeout=60)
+            assert answer.status_code == 202, answer.text
+            operation = Operation.objects.get(proposal_id=proposal.id)
+            wait_for(lambda: (operation.refresh_from_db() or operation.state == "completed"),
+                     60, "the worker to complete the operation")
+            wait_for(lambda: "dispatch.outcome" in worker.output(), 10, "the worker's spans")
+        finally:
+            web.stop()
+    web_spans = exported_spans(web.log.read_text())
+    worker_spans = exported_spans(worker.output())
+    ours = [s for s in web_spans + worker_spans if s["context"]["trace_id"] == f"0x{trace_id}"]
+    by_name = {s["name"]: s for s in ours}
+    # The web's part, under the caller's span; the worker's, under the web's publish.
+    server = by_name["POST api/v1/proposals/<str:proposal_id>/dispatch/"]
+    assert server["parent_id"] == f"0x{parent_id}"
+    publish = by_name["apply_async/dispatch.tasks.operation_execute"]
+    run = by_name["run/dispatch.tasks.operation_execute"]
+    assert publish in web_spans and run in worker_spans
+    assert run["parent_id"] == publish["context"]["span_id"]
+    assert by_name["dispatch.attempt"]["parent_id"] == run["context"]["span_id"]
+    client = by_name["POST"]
+    assert client in worker_spans
+    assert client["parent_id"] == by_name["dispatch.attempt"]["context"]["span_id"]
+    # The destination heard the worker's request span, in the caller's trace.
+    (request,) = helpdesk.requests
+    assert request.headers["traceparent"] == (
+        f"00-{trace_id}-{client['context']['span_id'][2:]}-01")
+    for name in ("dispatch.claim", "dispatch.attempt", "dispatch.outcome"):
+        attributes = by_name[name]["attributes"]
+        assert attributes["console.operation_id"] == operation.id, name
+        assert attributes["console.proposal_id"] == proposal.id, name
+    for span in ours:
+        text = json.dumps([span["attributes"], span["events"], span["status"]])
+        assert QUEUE not in text and "Zq81" not in text and "narwhal" not in text, span["name"]
