@@ -21,6 +21,14 @@ One action, per side:
   action its policy allowed (2 write transactions), on its own SQLite file beside ours or its
   own schema in the same PostgreSQL database (`bench/peers.py`; skipped when not installed).
 
+The same three sides for the action users gate, a granted `email.send` on the 2-commit path
+(`ours_email`, `raw_email`, `peer_email`): ours is the worker's side of a
+`dispatch_on_approval` grant (`proposal_run_approved`: the claim of the permit and the draft
+with attempt 1 in one transaction, the handler with its SMTP exchange skipped, the outcome that
+sends the draft), raw the same writes through the driver, and agentbarrier configured as its
+README recommends for an email tool (an approval, given in the set-up, and an action limit on
+the tool that every claim reserves).
+
 And the full lifecycle: `ours_life` is `proposal_create` -> `approval_decide` (an operator's
 grant) -> `proposal_run` (the worker's claim with attempt 1, then the outcome) of
 `bench.noop_gated`; `peer_life` is
@@ -71,12 +79,18 @@ RAW_TARGET = 0.60
 PEER_TARGET = 1.0
 PEER_TARGET_PG_CONCURRENT = 1.5  # PostgreSQL at P >= 4
 LIFE_TARGET = 1.0
+EMAIL = "email.send"
 
 ACTION_SIDES = ("raw", "ours", "peer")  # ours in the middle: next to both of its baselines
+EMAIL_SIDES = ("raw_email", "ours_email", "peer_email")
 LIFE_SIDES = ("ours_life", "peer_life")
-PEER_SIDES = ("peer", "peer_life")
+PEER_SIDES = ("peer", "peer_email", "peer_life")
+#: The action each group of sides measures, for the tables: (ours, raw, peer) and its name.
+KINDS = {"noop": ("ours", "raw", "peer"), "email": ("ours_email", "raw_email", "peer_email")}
+KIND_NAMES = {"noop": "bench.noop", "email": "email.send, 2-commit"}
 LABELS = {"ours": "ours", "raw": "raw", "peer": "agentbarrier", "ours_life": "ours lifecycle",
-          "peer_life": "agentbarrier lifecycle"}
+          "peer_life": "agentbarrier lifecycle", "ours_email": "ours email.send",
+          "raw_email": "raw email.send", "peer_email": "agentbarrier email.send"}
 
 
 def plan(quick: bool) -> dict[str, Any]:
@@ -84,7 +98,7 @@ def plan(quick: bool) -> dict[str, Any]:
     `BENCH_ACTIONS_LEVELS` (e.g. `1,4,16`), `BENCH_ACTIONS_CLAIMANTS` (2: every item raced by
     two workers), `BENCH_PROFILE` and `BENCH_PROFILE_ACTIONS` override them."""
     found: dict[str, Any] = (
-        {"levels": [1, 4], "items": 16, "life_items": 8, "repeats": 1, "warm": 1,
+        {"levels": [1, 4], "items": 12, "life_items": 6, "repeats": 1, "warm": 1,
          "profile_actions": 30}
         if quick else
         {"levels": [1, 4, 16], "items": 200, "life_items": 60, "repeats": 3, "warm": 2,
@@ -103,18 +117,31 @@ def plan(quick: bool) -> dict[str, Any]:
 
 def steps(quick: bool, backends: list[str]) -> int:
     p = plan(quick)
-    sides = len(ACTION_SIDES) + len(LIFE_SIDES)
-    return len(backends) * (3 + p["profile"] + len(p["levels"]) * (1 + p["repeats"]) * sides)
+    sides = len(ACTION_SIDES) + len(EMAIL_SIDES) + len(LIFE_SIDES)
+    return len(backends) * (3 + 2 * p["profile"]
+                            + len(p["levels"]) * (1 + p["repeats"]) * sides)
 
 
 # --- the raw side: the product's write set, statement for statement ----------------------------
 
 # The product's own statements (dispatch.store.*), run with the driver alone: the same
 # write set, the same commits, none of the reads and none of Django. On PostgreSQL each write
-# transaction is the product's CTE; on SQLite its statements one by one.
-def raw_transactions(vendor: str) -> tuple[tuple[str, ...], ...]:
+# transaction is the product's CTE where the product runs one; on SQLite its statements one by
+# one. `noop`: an action without permit or resource; `email`: a granted `email.send`, whose
+# claim moves its permit and its draft, and whose outcome moves the draft again.
+def raw_transactions(vendor: str, kind: str = "noop") -> tuple[tuple[str, ...], ...]:
     from dispatch.store import audit, budgets, claims, operations
 
+    if kind == "email":
+        claim_move, complete_move = (_resource_move(event) for event in ("claim", "complete"))
+        if vendor == "postgresql":
+            return ((claims.PERMIT_CLAIM, claim_move, operations.INSERT, audit.INSERT,
+                     budgets.upsert_sql(2), operations._PG_START),
+                    (operations._PG_MOVE_AND_END, complete_move))
+        return ((claims.PERMIT_CLAIM, claim_move, operations.INSERT, audit.INSERT,
+                 budgets.upsert_sql(2), operations._START, operations._INSERT_ATTEMPT,
+                 audit.INSERT),
+                (operations._MOVE_ANSWERED, operations._END, audit.INSERT, complete_move))
     # The claim's transaction starts attempt 1 too (the process that claims runs the handler).
     if vendor == "postgresql":
         return ((claims._PG_CLAIM_UNCANCELLED, budgets.upsert_sql(2), operations._PG_START),
@@ -123,6 +150,20 @@ def raw_transactions(vendor: str) -> tuple[tuple[str, ...], ...]:
     return ((operations.INSERT, audit.INSERT, budgets.upsert_sql(2), operations._START,
              operations._INSERT_ATTEMPT, audit.INSERT),
             (operations._MOVE_ANSWERED, operations._END, audit.INSERT))
+
+
+def _resource_move(event: str) -> str:
+    """The product's compare-and-swap of a resource by `event` (its SQL)."""
+    return _resource_moves(event)[0]
+
+
+def _resource_moves(event: str) -> tuple[str, dict[str, str]]:
+    from dispatch.store import resources
+    from protocols.lifecycle import RESOURCE_PROTOCOLS, ResourceEvent
+
+    found = resources._move_statement(ResourceEvent(event), tuple(sorted(RESOURCE_PROTOCOLS)))
+    assert found is not None
+    return found.sql, found.params
 
 
 _WRITES = re.compile(r'INSERT INTO "|UPDATE "|DELETE FROM "')
@@ -136,12 +177,17 @@ def _skeleton(sql: str) -> str:
     return text if _WRITES.search(text) else ""
 
 
-def raw_skeleton(vendor: str) -> list[list[str]]:
-    return [[_skeleton(s) for s in tx] for tx in raw_transactions(vendor)]
+def raw_skeleton(vendor: str, kind: str = "noop") -> list[list[str]]:
+    return [[_skeleton(s) for s in tx] for tx in raw_transactions(vendor, kind)]
 
 
 def noop_handler() -> dict[str, Any]:
     return {"ok": True}
+
+
+def no_smtp(*args: Any, **kwargs: Any) -> None:
+    """`email.send`'s SMTP exchange, skipped (the outside world), as the outside harness
+    skips the socket: `demo.handlers.send_email` in every bench process of this module."""
 
 
 class RawActions:
@@ -180,9 +226,11 @@ class RawActions:
             mark = "%s"
         self.vendor = "sqlite" if self.sqlite else "postgresql"
         # The product's named parameters (`%(name)s`) as sqlite3 names them (`:name`).
-        self.claim_sql, self.outcome_sql = (
-            [_NAMED.sub(r":\1", sql).replace("%s", mark) if self.sqlite else sql for sql in tx]
-            for tx in raw_transactions(self.vendor))
+        self.sql = {kind: [[_NAMED.sub(r":\1", sql).replace("%s", mark) if self.sqlite
+                            else sql for sql in tx] for tx in raw_transactions(self.vendor, kind)]
+                    for kind in KINDS}
+        self.claim_sql, self.outcome_sql = self.sql["noop"]
+        self.moves = {event: _resource_moves(event)[1] for event in ("claim", "complete")}
         self.json: Any = json.dumps if self.sqlite else _jsonb
 
     def _when(self, moment: datetime) -> Any:
@@ -274,13 +322,73 @@ class RawActions:
             raise RuntimeError(f"raw: outcome of {op} refused")
         return True
 
+    def email(self, item: Any, actor: str) -> bool:
+        """A granted `email.send` (`item`: bench.fixtures.Claimable): the claim moves its
+        permit and its draft and starts attempt 1; the outcome ends it and sends the draft."""
+        op = item.operation_id
+        moment = datetime.now(UTC)
+        now = self._when(moment)
+        keys = sorted([(f"execution:{item.principal_id}:{item.execution_id}", self.per_execution),
+                       (f"principal:{item.principal_id}:{moment:%Y%m%d%H}", self.per_principal)])
+        budget = tuple(v for key, cap in keys for v in (key, 1, cap))
+        refs = [{"id": item.resource_id, "revision": item.revision}]
+        lock = {"proposal_id": item.proposal_id, "permit_id": item.permit_id,
+                "digest": item.digest, "now": now}
+        draft = {**self.moves["claim"], "now": now, "revision_to": None, "id": item.resource_id,
+                 "revision": item.revision}
+        insert = {"id": op, "tenant_id": item.tenant_id, "proposal_id": item.proposal_id,
+                  "permit_id": item.permit_id, "principal_id": item.principal_id,
+                  "execution_id": item.execution_id, "operation": item.operation,
+                  "contract_fingerprint": item.fingerprint, "now": now}
+        claimed = self._audit(item, "permit.claimed", actor, op, now,
+                              {"permit_id": item.permit_id}, digest=item.digest,
+                              moves=[{**ref, "event": "claim"} for ref in refs])
+        started = self._audit(item, "attempt.started", "dispatcher", op, now, {"attempt": 1},
+                              digest=item.digest)
+        start = {"id": op, "number": 1, "previous": 0, "now": now}
+        claim_sql = self.sql["email"][0]
+        claim: list[tuple[str, Any, int | None]] = [
+            (claim_sql[0], lock, 1), (claim_sql[1], draft, 1), (claim_sql[2], insert, None),
+            (claim_sql[3], claimed, None), (claim_sql[4], budget, 2)]
+        if self.sqlite:
+            claim += [(claim_sql[5], start, 1), (claim_sql[6], start, None),
+                      (claim_sql[7], started, None)]
+        else:
+            claim.append((claim_sql[5], {**start, **started}, 1))
+        if not self._run(claim):
+            return False
+        now = self._when(datetime.now(UTC))
+        move = {"id": op, "source": "claimed", "target": "completed", "attempt": 1,
+                "was_uncertain": False, "uncertain": False, "now": now, "answers": True,
+                "result": self.json({"message_id": f"{op}@console.invalid"}),
+                "evidence": None, "any_update": True, "updated_at": None,
+                "outcome": "completed", "error": "", "hearer": item.principal_id,
+                "execution_id": item.execution_id}
+        settled = self._audit(item, "operation.completed", "dispatcher", op, now,
+                              {"attempt": 1, "outcome": "completed"}, digest=item.digest,
+                              moves=[{**ref, "event": "complete"} for ref in refs])
+        sent = {**self.moves["complete"], "now": now, "revision_to": None,
+                "id": item.resource_id, "revision": item.revision}
+        outcome_sql = self.sql["email"][1]
+        if self.sqlite:
+            outcome = [(outcome_sql[0], move, 1), (outcome_sql[1], move, 1),
+                       (outcome_sql[2], settled, None), (outcome_sql[3], sent, 1)]
+        else:
+            outcome = [(outcome_sql[0], {**move, **settled}, None), (outcome_sql[1], sent, 1)]
+        if not self._run(outcome):
+            raise RuntimeError(f"raw: outcome of {op} refused")
+        return True
+
     def _audit(self, item: Any, kind: str, actor: str, op: str, now: Any,
-               details: dict[str, Any], digest: str = "") -> dict[str, Any]:
-        # The details the product writes: the event's own, then the action's binding.
+               details: dict[str, Any], digest: str = "",
+               moves: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        # The details the product writes: the event's own, then the action's binding, then
+        # the resource moves its transaction made.
         return {"audit_tenant_id": item.tenant_id, "audit_at": now, "audit_kind": kind,
                 "audit_actor": actor, "audit_operation_id": op,
                 "audit_proposal_id": item.proposal_id, "audit_digest": digest,
-                "audit_details": self.json({**details, **item.binding()})}
+                "audit_details": self.json({**details, **item.binding(),
+                                            **({"resource_moves": moves} if moves else {})})}
 
     def settings(self) -> dict[str, str]:
         cur = self.conn.cursor()
@@ -337,6 +445,18 @@ class Ours:
             raise RuntimeError(f"operation {done.id} ended {done.state}")
         return str(item.proposal_id)
 
+    def email(self, item: Any) -> str:
+        """The worker's side of a `dispatch_on_approval` grant of `email.send`: the claim with
+        attempt 1 (one commit), the handler (its SMTP exchange skipped: `no_smtp`), the
+        outcome (the second)."""
+        from dispatch.services.runs import proposal_run_approved
+
+        done = proposal_run_approved(proposal_id=item.proposal_id,
+                                     principal_id=item.principal_id)
+        if done is None or done.state != "completed":
+            raise RuntimeError(f"email {item.proposal_id}: {done and done.state}")
+        return str(item.proposal_id)
+
     def lifecycle(self) -> str:
         from django.utils import timezone
 
@@ -355,6 +475,11 @@ class Ours:
         return str(proposal.id)
 
 
+def email_result(action_id: str) -> Any:
+    """agentbarrier's `email.send` handler: what ours answers, the socket skipped."""
+    return lambda: {"message_id": f"{action_id}@console.invalid"}
+
+
 def _peer_open(peer_args: dict[str, Any] | None, migrate: bool = False) -> Any:
     if peer_args is None:
         return None
@@ -366,7 +491,7 @@ def _peer_open(peer_args: dict[str, Any] | None, migrate: bool = False) -> Any:
 # --- workers (forked from the driver) -----------------------------------------------------------
 
 
-def _worker(index: int, url: str, owner_id: str, operator_id: str,
+def _worker(index: int, url: str, owner_id: str, operator_id: str, email_agent: str,
             peer_args: dict[str, Any] | None, commands: Any, results: Any, barrier: Any,
             counter: Any, claimants: int) -> None:
     from django.db import connection
@@ -387,6 +512,12 @@ def _worker(index: int, url: str, owner_id: str, operator_id: str,
             return item.proposal_id if raw.action(item, agent.name) else None
         if mode == "peer":
             return item[0] if peer.claim_complete(item, noop_handler) else None
+        if mode == "ours_email":
+            return ours.email(item)
+        if mode == "raw_email":
+            return item.proposal_id if raw.email(item, email_agent) else None
+        if mode == "peer_email":
+            return item[0] if peer.claim_complete(item, email_result(item[0])) else None
         if mode == "ours_life":
             return ours.lifecycle()
         if mode == "peer_life":
@@ -500,6 +631,14 @@ def _capture(run: Any, times: int) -> dict[str, Any]:
     }
 
 
+def _raw_counts(raw: RawActions, runs: int, kind: str) -> dict[str, Any]:
+    return {"statements": raw.counts["statements"] // runs,
+            "write_transactions": raw.counts["transactions"] // runs,
+            "round_trips": (raw.counts["statements"] + 2 * raw.counts["transactions"]) // runs,
+            "claim_round_trips": len(raw.sql[kind][0]) + 2,
+            "skeleton": raw_skeleton(raw.vendor, kind)}
+
+
 def _settings_of(raw: RawActions, peer: Any) -> dict[str, dict[str, str]]:
     from django.conf import settings
     from django.db import connection
@@ -534,29 +673,35 @@ def _where(func: tuple[str, int, str]) -> str:
     return f"{path}:{line}({name})"
 
 
-def _profile(report: Any, world: Any, n: int) -> dict[str, Any]:
-    """cProfile of ours in this one process (P=1): the top 25 by cumulative and total time."""
+def _profile(report: Any, world: Any, kind: str, n: int) -> dict[str, Any]:
+    """cProfile of ours in this one process (P=1), one kind of action (`noop`, `email`): the
+    top 25 by cumulative and total time."""
     from django.utils import timezone
 
-    from bench.fixtures import cloned_proposals
+    from bench.fixtures import approved_emails, cloned_proposals
     from bench.noop import ARGUMENTS, NOOP
     from dispatch.models import Principal
 
     ours = Ours(Principal.objects.get(id=world.owner_id),
                 Principal.objects.get(id=world.operator_id))
     warm = 20
-    items = cloned_proposals(world, NOOP, ARGUMENTS, warm + 2 * n, timezone.now())
+    if kind == "email":
+        items: list[Any] = approved_emails(world, warm + 2 * n, timezone.now(), on_approval=True)
+        act = ours.email
+    else:
+        items = cloned_proposals(world, NOOP, ARGUMENTS, warm + 2 * n, timezone.now())
+        act = ours.action
     for item in items[:warm]:
-        ours.action(item)
+        act(item)
     t0 = time.perf_counter()
     for item in items[warm:warm + n]:
-        ours.action(item)
+        act(item)
     plain = (time.perf_counter() - t0) / n
     profiler = cProfile.Profile()
     t0 = time.perf_counter()
     profiler.enable()
     for item in items[warm + n:]:
-        ours.action(item)
+        act(item)
     profiler.disable()
     profiled = (time.perf_counter() - t0) / n
     stats = pstats.Stats(profiler)
@@ -569,7 +714,7 @@ def _profile(report: Any, world: Any, n: int) -> dict[str, Any]:
             rows.append([_where(func), f"{calls / n:.1f}", f"{total * 1000 / n:.3f}",
                          f"{cumulative * 1000 / n:.3f}"])
         tops[key] = rows
-    report(1, "profiled")
+    report(1, f"profiled {kind}")
     return {"actions": n, "ms_per_action": plain * 1000,
             "ms_per_action_profiled": profiled * 1000, "top": tops}
 
@@ -582,31 +727,40 @@ def drive(report: Any, url: str, plan_: dict[str, Any],
     from django.conf import settings
     from django.utils import timezone
 
-    from bench.fixtures import cloned_proposals, make_noop_world
+    import demo.handlers
+    from bench.fixtures import DRAFT, approved_emails, cloned_proposals, make_noop_world, make_world
     from bench.noop import ARGUMENTS, NOOP, NOOP_GATED
     from config.forking import close_before_fork
     from dispatch.models import Principal
 
     if settings.DEBUG:
         raise RuntimeError("DEBUG is on: the debug cursor would be measured too")
+    demo.handlers.send_email = no_smtp  # the forked workers inherit it
     now = timezone.now()
     world = make_noop_world(now)
+    mail = make_world(now)
     levels, size, repeats = plan_["levels"], plan_["items"], plan_["repeats"]
     life_size, claimants = plan_["life_items"], plan_["claimants"]
     warm = {level: plan_["warm"] * level for level in levels}  # per worker, before measuring
     needed = sum(repeats * size + warm[level] for level in levels)
     made = time.monotonic()
     counted = 10
-    batches = {side: cloned_proposals(world, NOOP, ARGUMENTS, needed + counted, now)
-               for side in ("ours", "raw")}
+    batches: dict[str, list[Any]] = {
+        side: cloned_proposals(world, NOOP, ARGUMENTS, needed + counted, now)
+        for side in ("ours", "raw")}
+    for side in ("ours_email", "raw_email"):
+        batches[side] = approved_emails(mail, needed + counted, now, on_approval=True)
     peer = _peer_open(peer_args, migrate=True)
     if peer is not None:
         batches["peer"] = peer.approved(needed + counted, NOOP, ARGUMENTS)
+        batches["peer_email"] = peer.approved(needed + counted, EMAIL, {"draft": DRAFT},
+                                              decide=True)
     setup_seconds = time.monotonic() - made
     report(1, f"{needed} actions per side made")
 
     # Counts per action, and the settings every side runs with.
     agent = Principal.objects.get(id=world.owner_id)
+    mail_agent = Principal.objects.get(id=mail.owner_id).name
     ours = Ours(agent, Principal.objects.get(id=world.operator_id))
     raw = RawActions(url)
     spare = {side: iter(batch[needed:]) for side, batch in batches.items()}
@@ -620,15 +774,23 @@ def drive(report: Any, url: str, plan_: dict[str, Any],
     raw_runs = counted // 2
     for _ in range(raw_runs):
         raw.action(next(spare["raw"]), agent.name)
-    counts["raw"] = {"statements": raw.counts["statements"] // raw_runs,
-                     "write_transactions": raw.counts["transactions"] // raw_runs,
-                     "round_trips": (raw.counts["statements"]
-                                     + 2 * raw.counts["transactions"]) // raw_runs,
-                     "claim_round_trips": len(raw.claim_sql) + 2,
-                     "skeleton": raw_skeleton(raw.vendor)}
+    counts["raw"] = _raw_counts(raw, raw_runs, "noop")
+    ours.email(next(spare["ours_email"]))  # warm-up
+    counts["ours_email"] = _capture(lambda: ours.email(next(spare["ours_email"])),
+                                    counted // 2)
+    raw.counts.clear()
+    for _ in range(raw_runs):
+        raw.email(next(spare["raw_email"]), mail_agent)
+    counts["raw_email"] = _raw_counts(raw, raw_runs, "email")
+
+    def peer_email() -> None:
+        action_id, digest = next(spare["peer_email"])
+        peer.claim_complete((action_id, digest), email_result(action_id))
+
     if peer is not None:
         for side, run in (("peer", lambda: peer.claim_complete(next(spare["peer"]),
                                                                noop_handler)),
+                          ("peer_email", peer_email),
                           ("peer_life", lambda: peer.lifecycle(NOOP_GATED, ARGUMENTS,
                                                                noop_handler))):
             run()
@@ -641,12 +803,15 @@ def drive(report: Any, url: str, plan_: dict[str, Any],
     settings_seen = _settings_of(raw, peer)
     raw.close()
     report(1, "counted")
-    profile = _profile(report, world, plan_["profile_actions"]) if plan_["profile"] else None
+    profile = ({kind: _profile(report, world if kind == "noop" else mail, kind,
+                               plan_["profile_actions"]) for kind in KINDS}
+               if plan_["profile"] else None)
     if peer is not None:
         peer.close()
     close_before_fork()  # no connection, nor a pool of them, crosses a fork
 
-    sides = [s for s in (*ACTION_SIDES, *LIFE_SIDES) if peer is not None or s not in PEER_SIDES]
+    sides = [s for s in (*ACTION_SIDES, *EMAIL_SIDES, *LIFE_SIDES)
+             if peer is not None or s not in PEER_SIDES]
     ctx = multiprocessing.get_context("fork")
     rounds: list[dict[str, Any]] = []
     cursor = dict.fromkeys(batches, 0)
@@ -664,8 +829,8 @@ def drive(report: Any, url: str, plan_: dict[str, Any],
         barrier = ctx.Barrier(level)
         counter = ctx.Value("q", 0)
         procs = [ctx.Process(target=_worker, args=(
-            i, url, world.owner_id, world.operator_id, peer_args, commands[i], results,
-            barrier, counter, claimants)) for i in range(level)]
+            i, url, world.owner_id, world.operator_id, mail_agent, peer_args, commands[i],
+            results, barrier, counter, claimants)) for i in range(level)]
         for proc in procs:
             proc.start()
 
@@ -685,7 +850,7 @@ def drive(report: Any, url: str, plan_: dict[str, Any],
             for side in sides:  # warm-up: connections, caches; checked, not reported
                 one_round(side, -1, take(side, warm[level]))
             for rep in range(repeats):
-                for group in (ACTION_SIDES, LIFE_SIDES):
+                for group in (ACTION_SIDES, EMAIL_SIDES, LIFE_SIDES):
                     order = group if rep % 2 == 0 else tuple(reversed(group))
                     for side in order:
                         if side in sides:
@@ -714,8 +879,8 @@ def _tally(level: int, rep: int, side: str, chunk: list[Any],
     done = Counter(x for a in answers for x in a[3])
     latencies = [x for a in answers for x in a[7]]
     elapsed = max(ended - started, 1e-9)
-    ids = [item.proposal_id for item in chunk] if side in ("ours", "raw") else (
-        [item[0] for item in chunk] if side == "peer" else list(done))
+    ids = ([item.proposal_id for item in chunk] if side in ("ours", "raw", *EMAIL_SIDES[:2])
+           else [item[0] for item in chunk] if side in ("peer", "peer_email") else list(done))
     lost = sum(a[4] for a in answers)
     errors = sum(a[6] for a in answers)
     samples = [e for a in answers for e in a[5]][:5]
@@ -736,7 +901,15 @@ def _verify(rounds: list[dict[str, Any]], peer: Any) -> None:
     """From the tables: for every action done, exactly one of each row it must leave."""
     from django.db.models import Count
 
-    from dispatch.models import ApprovalRequest, Attempt, AuditEvent, Operation
+    from dispatch.models import (
+        ApprovalRequest,
+        Attempt,
+        AuditEvent,
+        Operation,
+        Permit,
+        Proposal,
+        Resource,
+    )
 
     tally = peer.tally() if peer is not None else None
     if peer is not None:
@@ -776,6 +949,13 @@ def _verify(rounds: list[dict[str, Any]], peer: Any) -> None:
                                                      state="granted").count()
             r["db"]["granted"] = granted
             expected.append(granted)
+        if r["side"] in EMAIL_SIDES:  # the permit claimed once, the draft sent
+            claimed = Permit.objects.filter(proposal_id__in=ids, state="claimed").count()
+            drafts = [ref["id"] for refs in Proposal.objects.filter(id__in=ids).values_list(
+                "resource_refs", flat=True) for ref in refs]
+            sent = Resource.objects.filter(id__in=drafts, state="sent").count()
+            r["db"].update(permits_claimed=claimed, drafts_sent=sent)
+            expected += [claimed, sent]
         r["double_claims"] = (r["reported_double"] + twice + max(0, ops - r["done_items"])
                               + max(0, r["db"]["attempts"] - ops))
         r["consistent"] = len(set(expected)) == 1
@@ -830,7 +1010,8 @@ def run(ctx: Context) -> Result:
             else:
                 peer_args = {"postgres_url": url}
         ctx.progress.say(f"{backend}: making data")
-        env = django_env(url, ctx.dbs.var, **DEBUG_OFF, DISPATCH_EXTENSIONS="bench.noop")
+        env = django_env(url, ctx.dbs.var, **DEBUG_OFF,
+                         DISPATCH_EXTENSIONS="demo.extension,bench.noop")
         try:
             per_backend[backend] = in_child(env, drive, url, p, peer_args,
                                             progress=ctx.progress, timeout=3600)
@@ -843,17 +1024,17 @@ def run(ctx: Context) -> Result:
         result.notes.append(f"PostgreSQL skipped: {ctx.dbs.pg_missing}")
     peer_name = "agentbarrier" if absent else f"{PEER} {PEER_VERSION}"
 
-    actions = Table("Actions per second (dispatch + claim + no-op handler + outcome; "
-                    f"ours and raw: 2 write transactions, {peer_name}: claim + complete)",
-                    ["backend", "procs", "ours/s", "raw/s", "ours/raw", "agentbarrier/s",
-                     "ours/agentbarrier", "errors", "double claims"])
+    actions = Table("Actions per second (claim with attempt 1 + handler + outcome; ours and "
+                    f"raw: 2 write transactions, {peer_name}: claim + complete)",
+                    ["backend", "action", "procs", "ours/s", "raw/s", "ours/raw",
+                     "agentbarrier/s", "ours/agentbarrier", "errors", "double claims"])
     life = Table("Full lifecycle per second (ours: propose -> grant -> claim and run; "
                  "agentbarrier: submit -> decide -> execute)",
                  ["backend", "procs", "ours/s", "agentbarrier/s", "ours/agentbarrier",
                   "errors", "double claims"])
     latency = Table("Latency per action, p50/p99 ms (medians over the repeats)",
-                    ["backend", "procs", "ours", "raw", "agentbarrier", "ours lifecycle",
-                     "agentbarrier lifecycle"])
+                    ["backend", "procs", *(LABELS[s] for s in (*ACTION_SIDES, *EMAIL_SIDES,
+                                                               *LIFE_SIDES))])
     counts = Table("Per action: statements, round trips and write transactions (BEGIN and "
                    "COMMIT are round trips; a read outside a transaction is one)",
                    ["backend", "side", "statements", "round trips", "write txns",
@@ -863,35 +1044,39 @@ def run(ctx: Context) -> Result:
         rounds = data["rounds"]
         for level in p["levels"]:
             cell = [r for r in rounds if r["level"] == level]
-            act = [r for r in cell if r["side"] in ACTION_SIDES]
             lif = [r for r in cell if r["side"] in LIFE_SIDES]
-            raw_pairs = _pairs(rounds, level, "ours", "raw")
-            peer_pairs = _pairs(rounds, level, "ours", "peer")
-            life_pairs = _pairs(rounds, level, "ours_life", "peer_life")
             has_peer = any(r["side"] == "peer" for r in cell)
-            actions.rows.append([
-                backend, level, fmt(_rate(rounds, level, "ours"), 0),
-                fmt(_rate(rounds, level, "raw"), 0), _ratio(raw_pairs),
-                fmt(_rate(rounds, level, "peer"), 0) if has_peer else "-",
-                _ratio(peer_pairs) if has_peer else "-",
-                sum(r["errors"] for r in act), _doubles(act)])
+            where = f"{backend} P={level}"
+            for kind, (mine, bare, theirs) in KINDS.items():
+                act = [r for r in cell if r["side"] in (mine, bare, theirs)]
+                raw_pairs = _pairs(rounds, level, mine, bare)
+                peer_pairs = _pairs(rounds, level, mine, theirs)
+                actions.rows.append([
+                    backend, KIND_NAMES[kind], level, fmt(_rate(rounds, level, mine), 0),
+                    fmt(_rate(rounds, level, bare), 0), _ratio(raw_pairs),
+                    fmt(_rate(rounds, level, theirs), 0) if has_peer else "-",
+                    _ratio(peer_pairs) if has_peer else "-",
+                    sum(r["errors"] for r in act), _doubles(act)])
+                named = f"{where} {kind}"
+                result.targets.append(Target(f"{named}: ours vs raw", median(raw_pairs),
+                                             RAW_TARGET, at_least=True, unit="x raw",
+                                             detail=f"{len(raw_pairs)} pairs"))
+                if has_peer:
+                    limit = (PEER_TARGET_PG_CONCURRENT if backend == "postgres" and level >= 4
+                             else PEER_TARGET)
+                    result.targets.append(Target(f"{named}: ours vs agentbarrier",
+                                                 median(peer_pairs), limit, at_least=True,
+                                                 unit="x peer",
+                                                 detail=f"{len(peer_pairs)} pairs"))
+            life_pairs = _pairs(rounds, level, "ours_life", "peer_life")
             life.rows.append([
                 backend, level, fmt(_rate(rounds, level, "ours_life"), 0),
                 fmt(_rate(rounds, level, "peer_life"), 0) if has_peer else "-",
                 _ratio(life_pairs) if has_peer else "-",
                 sum(r["errors"] for r in lif), _doubles(lif)])
             latency.rows.append([backend, level, *(_lat(rounds, level, s) for s in (
-                "ours", "raw", "peer", "ours_life", "peer_life"))])
-            where = f"{backend} P={level}"
-            result.targets.append(Target(f"{where}: ours vs raw", median(raw_pairs),
-                                         RAW_TARGET, at_least=True, unit="x raw",
-                                         detail=f"{len(raw_pairs)} pairs"))
+                *ACTION_SIDES, *EMAIL_SIDES, *LIFE_SIDES))])
             if has_peer:
-                limit = (PEER_TARGET_PG_CONCURRENT if backend == "postgres" and level >= 4
-                         else PEER_TARGET)
-                result.targets.append(Target(f"{where}: ours vs agentbarrier",
-                                             median(peer_pairs), limit, at_least=True,
-                                             unit="x peer", detail=f"{len(peer_pairs)} pairs"))
                 result.targets.append(Target(f"{where}: lifecycle ours vs agentbarrier",
                                              median(life_pairs), LIFE_TARGET, at_least=True,
                                              unit="x peer", detail=f"{len(life_pairs)} pairs"))
@@ -907,33 +1092,38 @@ def run(ctx: Context) -> Result:
         result.targets.append(Target(f"{backend}: double claims (from the tables)", doubles, 0,
                                      at_least=False, met=doubles == 0 and bad == 0,
                                      detail=f"{bad} rounds inconsistent" if bad else ""))
-        if backend == "postgres" and {1, 4} <= set(p["levels"]):
-            rise = _rate(rounds, 4, "ours") / max(_rate(rounds, 1, "ours"), 1e-9)
-            result.targets.append(Target("postgres: ours P=4 vs P=1 (rises)", rise, 1.0,
-                                         at_least=True, unit="x", met=rise > 1.0))
-        if backend == "postgres" and {4, 16} <= set(p["levels"]):
-            hold = _rate(rounds, 16, "ours") / max(_rate(rounds, 4, "ours"), 1e-9)
-            result.targets.append(Target("postgres: ours P=16 vs P=4 (does not fall)", hold,
-                                         1.0, at_least=True, unit="x"))
+        for kind, (mine, _bare, _theirs) in KINDS.items():
+            if backend == "postgres" and {1, 4} <= set(p["levels"]):
+                rise = _rate(rounds, 4, mine) / max(_rate(rounds, 1, mine), 1e-9)
+                result.targets.append(Target(f"postgres {kind}: ours P=4 vs P=1 (rises)", rise,
+                                             1.0, at_least=True, unit="x", met=rise > 1.0))
+            if backend == "postgres" and {4, 16} <= set(p["levels"]):
+                hold = _rate(rounds, 16, mine) / max(_rate(rounds, 4, mine), 1e-9)
+                result.targets.append(Target(f"postgres {kind}: ours P=16 vs P=4 (does not "
+                                             "fall)", hold, 1.0, at_least=True, unit="x"))
         c = data["counts"]
-        for side in ("ours", "raw", "peer", "ours_life", "peer_life"):
+        for side in (*ACTION_SIDES[1::-1], "peer", *EMAIL_SIDES[1::-1], "peer_email",
+                     *LIFE_SIDES):
             if side in c:
                 counts.rows.append([backend, LABELS[side], c[side]["statements"],
                                     c[side]["round_trips"], c[side]["write_transactions"],
                                     c[side].get("claim_round_trips", "-")])
-        result.targets.append(Target(f"{backend}: ours write transactions per action",
-                                     c["ours"]["write_transactions"], 2, at_least=False))
+        for kind, (mine, bare, _theirs) in KINDS.items():
+            result.targets.append(Target(f"{backend} {kind}: ours write transactions per "
+                                         "action", c[mine]["write_transactions"], 2,
+                                         at_least=False))
+            mirrored = c[mine]["skeleton"] == c[bare]["skeleton"]
+            result.targets.append(Target(f"{backend} {kind}: raw mirrors ours' write "
+                                         "statements", int(mirrored), 1, at_least=True,
+                                         met=mirrored))
+            if not mirrored:
+                drift = _drift(c[mine]["skeleton"], c[bare]["skeleton"])
+                result.notes.append(f"{backend} {kind}: raw no longer mirrors ours, update "
+                                    f"raw_transactions in bench/actions.py: {drift}")
         # The claim's budget of 7 (docs/design.md#write-transactions) plus attempt 1's start,
         # which rides in the claim's transaction (one CTE on PostgreSQL).
         result.targets.append(Target(f"{backend}: ours claim round trips, attempt 1 included",
                                      c["ours"]["claim_round_trips"], 8, at_least=False))
-        mirrored = c["ours"]["skeleton"] == c["raw"]["skeleton"]
-        result.targets.append(Target(f"{backend}: raw mirrors ours' write statements",
-                                     int(mirrored), 1, at_least=True, met=mirrored))
-        if not mirrored:
-            drift = _drift(c["ours"]["skeleton"], c["raw"]["skeleton"])
-            result.notes.append(f"{backend}: raw no longer mirrors ours, update RAW_* in "
-                                f"bench/actions.py: {drift}")
         durable = True
         for side, values in data["settings"].items():
             durability = ", ".join(f"{k}={v}" for k, v in values.items() if k != "DEBUG")
@@ -943,21 +1133,21 @@ def run(ctx: Context) -> Result:
         result.targets.append(Target(f"{backend}: every side commits durably "
                                      "(synchronous=FULL / synchronous_commit=on)",
                                      int(durable), 1, at_least=True, met=durable))
-        if data["profile"]:
-            prof = data["profile"]
+        for kind, prof in (data["profile"] or {}).items():
+            mine = KINDS[kind][0]
             for key, label in (("cumulative", "cumulative"), ("tottime", "total")):
                 result.tables.append(Table(
-                    f"cProfile of ours, one process (P=1), {backend}: top 25 by {label} time "
-                    f"({prof['actions']} actions; {prof['ms_per_action']:.2f} ms per action "
-                    f"unprofiled, {prof['ms_per_action_profiled']:.2f} ms profiled)",
+                    f"cProfile of ours, {KIND_NAMES[kind]}, one process (P=1), {backend}: top "
+                    f"25 by {label} time ({prof['actions']} actions; "
+                    f"{prof['ms_per_action']:.2f} ms per action unprofiled, "
+                    f"{prof['ms_per_action_profiled']:.2f} ms profiled)",
                     ["function", "calls/action", "tottime ms/action", "cumtime ms/action"],
                     prof["top"][key]))
             result.tables.append(Table(
-                f"Statements of one action of ours, {backend} ({c['ours']['statements']} "
-                f"statements, {c['ours']['round_trips']} round trips)",
+                f"Statements of one action of ours, {KIND_NAMES[kind]}, {backend} "
+                f"({c[mine]['statements']} statements, {c[mine]['round_trips']} round trips)",
                 ["#", "kind", "statement"],
-                [[i + 1, kind, _short(sql)] for i, (kind, sql) in enumerate(
-                    c["ours"]["log"])]))
+                [[i + 1, what, _short(sql)] for i, (what, sql) in enumerate(c[mine]["log"])]))
     actions.note = (f"{p['items']} actions per round, {p['repeats']} repeats per cell, "
                     f"{p['claimants']} claimant(s) per action; ratios = median over the "
                     "repeats of the ratio of neighbouring rounds. Noisy on a shared machine.")

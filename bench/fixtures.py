@@ -110,8 +110,10 @@ class Claimable:
                 "resources": [{"id": self.resource_id, "revision": self.revision}]}
 
 
-def approved_emails(world: World, count: int, now: datetime) -> list[Claimable]:
-    """`count` granted `email.send` proposals, each on its own authorized draft, unclaimed."""
+def approved_emails(world: World, count: int, now: datetime,
+                    on_approval: bool = False) -> list[Claimable]:
+    """`count` granted `email.send` proposals, each on its own authorized draft, unclaimed;
+    `on_approval`: proposed with `dispatch_on_approval` (a worker claims and runs them)."""
     from dispatch import models as dispatch_models
     from dispatch.ids import new_id
     from dispatch.models import (
@@ -162,6 +164,7 @@ def approved_emails(world: World, count: int, now: datetime) -> list[Claimable]:
         rows["resource"].append({**base["resource"], "id": rid})
         rows["revision"].append({**base["revision"], "id": new_id("rev"), "resource_id": rid})
         rows["proposal"].append({**base["proposal"], "id": pid, "execution_id": exe,
+                                 "dispatch_on_approval": on_approval,
                                  "arguments": {"draft": {"id": rid, "revision": 1}},
                                  "canonical": canonicalize(snapshot).decode(),
                                  "digest": snap_digest, "resource_refs": refs})

@@ -32,6 +32,7 @@ NAMESPACE = "bench"
 REQUESTER = "bench-agent"
 OPERATOR = "bench-operator"
 SCHEMA = "agentbarrier"
+EMAIL = "email.send"
 
 
 def missing() -> str:
@@ -90,7 +91,19 @@ class Peer:
             PolicyRule(name="noop", effect=PolicyEffect.ALLOW, tool="bench.noop"),
             PolicyRule(name="gated", effect=PolicyEffect.REQUIRE_APPROVAL,
                        tool="bench.noop_gated", approval_ttl_seconds=3600),
+            # The action users gate, as agentbarrier's README recommends for "a communications
+            # agent sending external email": an approval, and a limit on the tool (below).
+            PolicyRule(name="email", effect=PolicyEffect.REQUIRE_APPROVAL, tool=EMAIL,
+                       approval_ttl_seconds=3600),
         ))
+        if migrate:
+            # "Limits reduce blast radius": a fixed-window action limit on the tool, reserved
+            # atomically by every claim (high enough never to block the load; ours takes its
+            # budget counters the same way, LOAD_ENV).
+            self.store.configure_limit(
+                "bench-email", window_seconds=3600.0, updated_by=OPERATOR,
+                reason="bench: limit email sends", namespace=NAMESPACE, tool_name=EMAIL,
+                max_actions=1_000_000_000)
         self.barrier = RuntimeBarrier(policy=self.policy, store=self.store, namespace=NAMESPACE,
                                       requested_by=REQUESTER)
 
@@ -108,11 +121,17 @@ class Peer:
         request = self._request(tool, arguments, key)
         return self.store.submit(request, self.policy.evaluate(tool, request.arguments))
 
-    def approved(self, count: int, tool: str, arguments: dict[str, Any]) -> list[tuple[str, str]]:
-        """Set-up: `count` actions the policy allows (status `approved`), as (id, digest)."""
+    def approved(self, count: int, tool: str, arguments: dict[str, Any],
+                 decide: bool = False) -> list[tuple[str, str]]:
+        """Set-up: `count` actions the policy allows (status `approved`), as (id, digest);
+        `decide`: actions the policy holds for approval, each approved by the operator."""
+        from agentbarrier.models import Decision
+
         made = []
         for _ in range(count):
             action = self.submit(tool, arguments, uuid.uuid4().hex)
+            if decide:
+                self.store.decide(action.action_id, Decision.APPROVE, decided_by=OPERATOR)
             made.append((action.action_id, action.request_digest))
         return made
 

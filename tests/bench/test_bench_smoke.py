@@ -40,3 +40,9 @@ def test_quick_run_prints_every_table() -> None:
              if line.strip().startswith("actions") and "errors, every side" in line]
     assert lines, report
     assert all(line.rstrip().endswith("met") for line in lines), report
+    # The raw side of each action (bench.noop, email.send) runs exactly our write statements: a
+    # change to the product's write set must change the bench's raw side with it.
+    mirrors = [line for line in done.stdout.splitlines()
+               if line.strip().startswith("actions") and "raw mirrors ours" in line]
+    assert len(mirrors) >= 4, report  # two actions, two stores
+    assert all(line.rstrip().endswith("met") for line in mirrors), report
