@@ -90,6 +90,9 @@ class Runtime:
     # gateway's own tools taken first
     tool_names: dict[str, str] = field(default_factory=lambda: {
         tool_name(name): name for name in GATEWAY_TOOLS})
+    # id(contract) -> (the contract, the policy, the redacted fields, its policy fingerprint)
+    _policy_fingerprints: dict[int, tuple[OperationContract, Policy, tuple[str, ...], str]] = \
+        field(default_factory=dict, init=False, repr=False, compare=False)
 
     def register(self, contract: OperationContract, handler: Handler, *,
                  on_outcome: OutcomeHook | None = None,
@@ -274,7 +277,19 @@ class Runtime:
         return amount_raises_quorum(self.policy.approval_rules, operation, arguments)
 
     def policy_fingerprint(self, contract: OperationContract) -> str:
-        """Computed once per contract and deployment policy (docs/design.md#dispatcher)."""
+        """Computed once per contract and deployment policy (docs/design.md#dispatcher): every
+        claim asks it twice (the dispatch's re-check and the worker's), so the answer is kept
+        while the contract, the policy and the redacted fields are the same objects and values."""
+        redact = tuple(settings.AUDIT_REDACT_FIELDS)
+        kept = self._policy_fingerprints.get(id(contract))
+        if kept is not None and kept[0] is contract and kept[1] is self.policy \
+                and kept[2] == redact:
+            return kept[3]
+        found = self._policy_fingerprint(contract)
+        self._policy_fingerprints[id(contract)] = (contract, self.policy, redact, found)
+        return found
+
+    def _policy_fingerprint(self, contract: OperationContract) -> str:
         rules = rules_for(self.policy.approval_rules, contract.qualified_name)
         return _fingerprint(_frozen({
             "allowed_effects": sorted(self.policy.allowed_effects),

@@ -3,6 +3,7 @@ the action's own values masked wherever a text quotes one."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,13 +21,20 @@ def redact(value: Any, fields: Iterable[str]) -> Any:
 
 def _walk(value: Any, needles: tuple[str, ...]) -> Any:
     if isinstance(value, dict):
-        return {
-            k: REDACTED if any(n in str(k).lower() for n in needles) else _walk(v, needles)
-            for k, v in value.items()
-        }
+        return {k: REDACTED if _secret(str(k), needles) else _walk(v, needles)
+                for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_walk(v, needles) for v in value]
     return value
+
+
+@functools.lru_cache(maxsize=4096)
+def _secret(key: str, needles: tuple[str, ...]) -> bool:
+    """Whether `key` names a secret: every audit row of an action asks again about the same
+    few keys (its binding's, its event's), so each answer is kept (bounded: keys of a
+    payload are many)."""
+    lowered = key.lower()
+    return any(n in lowered for n in needles)
 
 
 #: What stands in the audit where a text quoted one of the action's values.

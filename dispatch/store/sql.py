@@ -21,7 +21,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, Model
 
 M = TypeVar("M", bound=Model)
@@ -34,6 +35,14 @@ def is_postgres() -> bool:
     return connection.vendor == "postgresql"
 
 
+def _db() -> BaseDatabaseWrapper:
+    """This thread's connection itself. `connection` is a proxy that looks the thread's
+    connection up again on every attribute read (and so does each method of Django's that is
+    handed the proxy): a statement's values and rows, which read it dozens of times an
+    action, ask once."""
+    return connections[DEFAULT_DB_ALIAS]
+
+
 @functools.cache
 def _field(model: type[Model], name: str) -> Field[Any, Any]:
     field = model._meta.get_field(name)
@@ -43,7 +52,7 @@ def _field(model: type[Model], name: str) -> Field[Any, Any]:
 
 def value(model: type[Model], name: str, raw: Any) -> Any:
     """`raw` as the database stores `model.name` (a datetime in UTC, JSON, ...)."""
-    return _field(model, name).get_db_prep_save(raw, connection)
+    return _field(model, name).get_db_prep_save(raw, _db())
 
 
 @dataclass(frozen=True)
@@ -166,24 +175,30 @@ def width(model: type[Model]) -> int:
 def instance(model: type[M], values: Sequence[Any]) -> M | None:
     """The row `values` (in `columns` order) as an instance, as the ORM would load it; None
     for the NULLs of an outer join that found nothing."""
-    shape = _shape(model, connection.vendor)
+    return _instance(model, values, _db())
+
+
+def _instance(model: type[M], values: Sequence[Any], db: BaseDatabaseWrapper) -> M | None:
+    shape = _shape(model, db.vendor)
     if values[0] is None and model._meta.concrete_fields[0].primary_key:
         return None
     converted = []
     for raw, (expression, converters) in zip(values, shape.converters, strict=True):
         for converter in converters:
-            raw = converter(raw, expression, connection)
+            raw = converter(raw, expression, db)
         converted.append(raw)
-    return model.from_db(connection.alias, list(shape.attnames), converted)
+    return model.from_db(db.alias, list(shape.attnames), converted)
 
 
 def instances(row: Sequence[Any], *models: type[Model]) -> list[Any]:
     """A joined row (each model's `columns`, in the order given) as one instance per model,
     as `instance` makes them (None for an outer join that found nothing)."""
+    db = _db()
     found, at = [], 0
     for model in models:
-        found.append(instance(model, row[at:at + width(model)]))
-        at += width(model)
+        size = len(_shape(model, db.vendor).columns)
+        found.append(_instance(model, row[at:at + size], db))
+        at += size
     return found
 
 
@@ -212,8 +227,9 @@ def insert(obj: M) -> M:
     if obj._meta.pk.db_returning:
         raise TypeError(f"{type(obj).__name__}: insert writes rows whose id is ours, not the "
                         "database's")
+    db = _db()
     write(_insert_sql(type(obj)),
-        [field.get_db_prep_save(field.pre_save(obj, True), connection) for field in fields])
-    obj._state.adding, obj._state.db = False, connection.alias
+          [field.get_db_prep_save(field.pre_save(obj, True), db) for field in fields])
+    obj._state.adding, obj._state.db = False, db.alias
     return obj
 
