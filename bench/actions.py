@@ -135,7 +135,7 @@ def raw_transactions(vendor: str, kind: str = "noop") -> tuple[tuple[str, ...], 
     if kind == "email":
         claim_move, complete_move = (_resource_move(event) for event in ("claim", "complete"))
         if vendor == "postgresql":
-            return ((claims.PERMIT_CLAIM, claim_move, operations.INSERT, audit.INSERT,
+            return ((claims.PERMIT_CLAIM, claim_move, claims._PG_RECORD,
                      budgets.upsert_sql(2), operations._PG_START),
                     (operations._PG_MOVE_AND_END, complete_move))
         return ((claims.PERMIT_CLAIM, claim_move, operations.INSERT, audit.INSERT,
@@ -347,14 +347,15 @@ class RawActions:
                               digest=item.digest)
         start = {"id": op, "number": 1, "previous": 0, "now": now}
         claim_sql = self.sql["email"][0]
-        claim: list[tuple[str, Any, int | None]] = [
-            (claim_sql[0], lock, 1), (claim_sql[1], draft, 1), (claim_sql[2], insert, None),
-            (claim_sql[3], claimed, None), (claim_sql[4], budget, 2)]
+        claim: list[tuple[str, Any, int | None]] = [(claim_sql[0], lock, 1),
+                                                    (claim_sql[1], draft, 1)]
         if self.sqlite:
-            claim += [(claim_sql[5], start, 1), (claim_sql[6], start, None),
-                      (claim_sql[7], started, None)]
+            claim += [(claim_sql[2], insert, None), (claim_sql[3], claimed, None),
+                      (claim_sql[4], budget, 2), (claim_sql[5], start, 1),
+                      (claim_sql[6], start, None), (claim_sql[7], started, None)]
         else:
-            claim.append((claim_sql[5], {**start, **started}, 1))
+            claim += [(claim_sql[2], {**insert, **claimed}, None), (claim_sql[3], budget, 2),
+                      (claim_sql[4], {**start, **started}, 1)]
         if not self._run(claim):
             return False
         now = self._when(datetime.now(UTC))

@@ -29,7 +29,7 @@ from dispatch.services.ceilings import (
 from dispatch.services.operations import OPERATION_CLAIMED
 from dispatch.services.pauses import pause_check
 from dispatch.services.resources import moved_refs, resource_move
-from dispatch.store import audit, claims, operations
+from dispatch.store import claims, operations
 from dispatch.store.sql import cache_related, is_postgres
 from protocols.approval_rules import CapCharge
 from protocols.audit_kinds import OPERATION_EVENT_KINDS, audit_moves
@@ -95,8 +95,7 @@ def operation_claim(
                 # Compare-and-swap on revision and state: two permits naming one revision
                 # cannot both move it to dispatching.
                 resource_move(ref, ResourceEvent.CLAIM, now=now)
-            operations.insert(row)
-            audit.append(event)
+            claims.record(operation=row, event=event)
     except IntegrityError:
         # One operation per proposal: a concurrent claim of the same action won. The denial
         # leaves the transaction at once, so all of it rolls back.

@@ -22,6 +22,7 @@ from dispatch.models import AuditEvent, Operation, Permit, Principal
 from dispatch.runtime import get_runtime
 from dispatch.services.dispatcher import proposal_claim_and_start
 from dispatch.services.worker import Clock, operation_run
+from dispatch.store import principals
 from protocols.denials import Denial
 from protocols.lifecycle import PermitState
 
@@ -46,7 +47,7 @@ def proposal_run_approved(*, proposal_id: str, principal_id: str,
     """The worker's side of `dispatch_on_approval`: claim and run, or nothing when the claim
     is refused (the refusal is audited; the permit stays issued for the agent to dispatch and
     hear why)."""
-    principal = Principal.objects.filter(id=principal_id).first()
+    principal = principals.principal(id=principal_id)
     if principal is None:
         return None
     try:

@@ -41,6 +41,7 @@ from dispatch.services.operations import (
     operation_move,
 )
 from dispatch.services.permit_tokens import permit_token
+from dispatch.store import loads
 from dispatch.store import operations as store
 from protocols.backoff import retry_delay
 from protocols.contracts import OperationContract, SchedulingContract
@@ -187,7 +188,7 @@ def _refuse_to_run(operation: Operation, reason: str, now: datetime, *, timeout:
 
 def _cancelled_probe(proposal_id: str) -> Callable[[], bool]:
     def probe() -> bool:
-        return Proposal.objects.filter(id=proposal_id, cancelled_at__isnull=False).exists()
+        return loads.proposal_cancelled(id=proposal_id)
     return probe
 
 

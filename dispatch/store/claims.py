@@ -14,7 +14,7 @@ from typing import Any
 
 from dispatch.models import Permit
 from dispatch.store import audit, operations
-from dispatch.store.sql import rows, run, statement, value
+from dispatch.store.sql import is_postgres, rows, run, statement, value
 from protocols.lifecycle import PERMIT_LIFECYCLE, PermitEvent, PermitState, transition
 
 _ISSUED = PermitState.ISSUED
@@ -38,6 +38,11 @@ _PG_CLAIM_PERMIT = statement("claim.permit", vendor="postgresql",
                              sql=_PG_CLAIM.format(lock=PERMIT_CLAIM))
 _PG_CLAIM_UNCANCELLED = statement("claim.uncancelled", vendor="postgresql",
                                   sql=_PG_CLAIM.format(lock=LOCK_UNCANCELLED))
+#: PostgreSQL, an action whose resources move: after the lock and the resources'
+#: compare-and-swaps (each answered on its own), the intent and its audit row in one round trip.
+_PG_RECORD = statement("claim.record", vendor="postgresql",
+                       sql=f"WITH op AS ({operations.INSERT} RETURNING 1) "
+                       f"{audit.insert_if('op')}")
 
 
 def lock_uncancelled(*, proposal_id: str) -> bool:
@@ -69,3 +74,13 @@ def claim(*, operation: dict[str, Any], digest: str, now: datetime,
                            permit_id=operation["permit_id"], digest=digest, now=now)
     ((locked,),) = rows(sql, {**operation, **params, **event.params})
     return bool(locked == 1)
+
+
+def record(*, operation: dict[str, Any], event: audit.AuditRow) -> None:
+    """Write the claim's operation (`operations.claimed`) and its audit `event`; an
+    `IntegrityError` if the proposal has an operation already. One round trip on PostgreSQL."""
+    if is_postgres():
+        run(_PG_RECORD, {**operation, **event.params})
+        return
+    operations.insert(operation)
+    audit.append(event)

@@ -83,3 +83,13 @@ def revision(*, resource_id: str, tenant_id: str, kind: str, number: int) -> Rev
     loaded, resource = instances(found[0], Revision, Resource)
     cache_related(loaded, "resource", resource)
     return loaded  # type: ignore[no-any-return]
+
+
+_CANCELLED = statement("proposal.cancelled", 'SELECT 1 FROM "dispatch_proposal" '
+                       'WHERE "id" = %(id)s AND "cancelled_at" IS NOT NULL')
+
+
+def proposal_cancelled(*, id: str) -> bool:
+    """Whether proposal `id` is cancelled: the check a handler makes right before its effect
+    (`HandlerContext.cancelled`), as it stands now."""
+    return bool(rows(_CANCELLED, {"id": id}))

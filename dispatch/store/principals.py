@@ -1,5 +1,6 @@
 """A bearer token's load (docs/design.md#statement-layer): every API request asks who it is, so
-one fixed query answers with the token's hash, its principal and the principal's user.
+one fixed query answers with the token's hash, its principal and the principal's user. And a
+principal by id: what a worker given a `dispatch_on_approval` grant runs it as.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 
 from dispatch.models import Principal
-from dispatch.store.sql import cache_related, columns, instances, rows, statement
+from dispatch.store.sql import cache_related, columns, instance, instances, rows, statement
 
 User = get_user_model()
 
@@ -35,3 +36,16 @@ def token(*, lookup: str) -> tuple[str, Principal] | None:
     principal, user = instances(row, Principal, User)
     cache_related(principal, "user", user)
     return secret_hash, principal
+
+
+@functools.cache
+def _principal(vendor: str) -> str:
+    return statement("principal.load",
+                     f'SELECT {columns(Principal, "p")} FROM "dispatch_principal" p '
+                     'WHERE p."id" = %(id)s')
+
+
+def principal(*, id: str) -> Principal | None:
+    """Principal `id`, or None when there is none."""
+    found = rows(_principal(connection.vendor), {"id": id})
+    return instance(Principal, found[0]) if found else None

@@ -44,12 +44,13 @@ from dispatch.services.operations import attempt_hold, attempt_start, operation_
 from dispatch.services.principals import token_authenticate
 from dispatch.services.proposals import proposal_create
 from dispatch.services.reconciliation import operation_resolve
-from dispatch.services.worker import operation_execute
+from dispatch.services.worker import _cancelled_probe, operation_execute
 from dispatch.store import audit as audit_store
 from dispatch.store import budgets as budgets_store
 from dispatch.store import claims as claims_store
 from dispatch.store import grants as grants_store
 from dispatch.store import operations as operations_store
+from dispatch.store import principals as principals_store
 from dispatch.store import resources as resources_store
 from dispatch.store.sql import STATEMENTS, insert, pipelined
 from protocols.lifecycle import OperationEvent, OperationState
@@ -95,10 +96,16 @@ def email_action(world: World) -> Operation:
     reads_back(permit)
     reads_back(Vote.objects.get(approval_id=permit.approval_id))
     reads_back(Decision.objects.get(approval_id=permit.approval_id))
+    # Whom the worker of a `dispatch_on_approval` grant runs it as (`proposal_run_approved`).
+    runs_as = principals_store.principal(id=world.owner.id)
+    assert runs_as is not None
+    reads_back(runs_as)
     operation, started = proposal_claim_and_start(principal=world.owner,
                                                   proposal_id=proposal.id, now=world.now)
     reads_back(operation)
     assert started.number == 1
+    # What a handler asks right before its effect (its context's `cancelled`): not cancelled.
+    assert not _cancelled_probe(proposal.id)()
     done = world.now + timedelta(seconds=1)
     assert operation_move(operation, OperationEvent.COMPLETE, attempt=1, now=done,
                           actor="dispatcher", end_attempt=Attempt.Outcome.COMPLETED,
@@ -239,6 +246,7 @@ def test_the_ctes_write_what_the_plain_statements_write(
     combined = [action(world).id for action in actions]
     monkeypatch.setattr(claims, "is_postgres", lambda: False)
     monkeypatch.setattr(operations_store, "is_postgres", lambda: False)
+    monkeypatch.setattr(claims_store, "is_postgres", lambda: False)
     plain = [action(world).id for action in actions]
     assert _rows(combined) == _rows(plain)
     assert len(_rows(plain)) > 3 * len(actions)  # each action left its rows

@@ -26,10 +26,11 @@ pytestmark = pytest.mark.django_db
 #: workflow run, per backend (savepoints, which stand for BEGIN and COMMIT inside the test's
 #: transaction, not counted): the principal; the claim's reads (the proposal with its approval
 #: and permit, the revision, the grant chain, the tenant's pauses), its writes (the permit, the
-#: draft, the operation, its audit row, the budget's counters), the run's execution, attempt 1
-#: with its audit row (on PostgreSQL one CTE); the cancellation probe before the effect; the
-#: outcome, its attempt's end and audit row (on PostgreSQL one CTE), and the draft's move.
-STATEMENTS = {"sqlite": 19, "postgresql": 15}
+#: draft, the operation, its audit row (on PostgreSQL one CTE with the operation), the budget's
+#: counters), the run's execution, attempt 1 with its audit row (on PostgreSQL one CTE); the
+#: cancellation probe before the effect; the outcome, its attempt's end and audit row (on
+#: PostgreSQL one CTE), and the draft's move.
+STATEMENTS = {"sqlite": 19, "postgresql": 14}
 
 
 @pytest.fixture
