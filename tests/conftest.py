@@ -217,6 +217,8 @@ LANE2_TESTS = frozenset({
     "tests/db/test_ceilings.py::test_a_killed_holders_scope_gives_back_exactly_what_it_did_not",
     "tests/db/test_ceilings.py::test_eight_processes_",
     "tests/db/test_revoke_in_a_fresh_process.py",
+    "tests/observability/test_tracing.py::test_otel_variables_turn_tracing_on_with_the_named_exp",
+    "tests/observability/test_tracing.py::test_without_otel_variables_no_sdk_is_loaded_and_nothi",
     "tests/permits/test_permit_tokens.py",
     "tests/unit/protocols/test_workflow_parse.py::test_importing_the_package_loads_no_django",
     "tests/unit/test_demo_is_an_extension.py::test_importing_the_whole_runtime_without_extensions",
