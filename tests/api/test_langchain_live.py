@@ -130,12 +130,10 @@ def test_the_tools_are_the_agents_tool_set_and_a_call_outside_it_is_tool_not_per
     # MCP gateway does not list it.
     agent_tools: list[BaseTool] = list(tools(narrow_agent, timeout=WAIT))
     assert sorted(t.name for t in agent_tools) == ["crm_lookup", "email_send"]
-    with pytest.raises(ValueError, match=r"payments\.transfer among those this agent may propose"):
-        tools(narrow_agent, operations=["payments.transfer"])
-    # A model calling it anyway (a tool made by hand) is refused by the dispatcher.
-    [send] = [t for t in agent_tools if t.name == "email_send"]
-    transfer = send.model_copy(update={"name": "payments_transfer",
-                                       "operation": "payments.transfer"})
+    # A program that names it gets it (docs/frameworks.md); a model calling it is refused by
+    # the dispatcher, not by the listing.
+    [transfer] = tools(narrow_agent, operations=["payments.transfer"], timeout=WAIT)
+    assert transfer.name == "payments_transfer"
     call = ToolCall(name="payments_transfer", args=TRANSFER, id="call_pay_1", type="tool_call")
     model = script(call)
 

@@ -25,9 +25,10 @@ from tests.support.sdk_model import ANSWER, OFFLINE, ScriptedModel
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
-def run(agent: Client, model: ScriptedModel, *, timeout: float = WAIT) -> Any:
+def run(agent: Client, model: ScriptedModel, *, timeout: float = WAIT,
+        operations: list[str] | None = None) -> Any:
     sdk_agent = Agent(name="support", instructions="Send the customer's refund email.",
-                      model=model, tools=list(tools(agent, timeout=timeout)))
+                      model=model, tools=list(tools(agent, timeout=timeout, operations=operations)))
     return Runner.run_sync(sdk_agent, "Send the refund email.", run_config=OFFLINE)
 
 
@@ -132,9 +133,11 @@ def test_a_tool_outside_the_agents_tool_set_is_what_the_model_sees_tool_not_perm
 
     mailer, token = agent_create(name="mailer", tenant="acme", tools=["email.send"])
     with Client(live_server.url, token) as narrow:
-        # The contracts are the console's: the agent is offered crm_lookup, and may not call it.
+        # Its tools are its tool set; a program that names crm.lookup anyway gets it
+        # (docs/frameworks.md), and the dispatcher refuses the model's call.
+        assert [t.name for t in tools(narrow)] == ["email_send"]
         model = ScriptedModel("crm_lookup", {"customer_id": "cus-001"}, "call_lookup_1")
-        result = run(narrow, model)
+        result = run(narrow, model, operations=["crm.lookup", "email.send"])
 
     assert model.answer().startswith("tool_not_permitted: ")
     assert result.final_output == ANSWER
