@@ -75,7 +75,9 @@ step "1. a new database with the demo's data ($source_db)"
 sql postgres "CREATE DATABASE \"$source_db\"" >/dev/null
 export DATABASE_URL="$server/$source_db"
 manage migrate --noinput >/dev/null || fail "migrate"
-manage run_destinations >"$work/destinations.log" 2>&1 &
+# Started directly, not through `manage`: `$!` must be the process itself, not a subshell that a
+# TERM would end while leaving the destinations running.
+"$PYTHON" manage.py run_destinations >"$work/destinations.log" 2>&1 &
 destinations_pid=$!
 for _ in $(seq 120); do
   grep -q "destinations ready" "$work/destinations.log" && break
