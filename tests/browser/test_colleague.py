@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from console.views import WATCH_SECONDS
+from console.approval_page import WATCH_SECONDS
 from tests.browser.conftest import signed_in
 from tests.conftest import World
 from tests.support.quorum import four_eyes, second_operator
