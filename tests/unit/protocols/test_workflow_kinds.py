@@ -4,6 +4,7 @@ is not given is unknown, and a table it is given decides what a step may do."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from demo.contracts import build_registry
 from demo.tables import EMAIL_DRAFT
@@ -12,37 +13,9 @@ from protocols.lifecycle import RESOURCE_PROTOCOLS, ResourceEvent
 from protocols.workflow import CheckedWorkflow, Diagnostics, check_source
 
 REGISTRY = build_registry({"email.send": "e"})
-REFUND = """\
-version: 1
-name: refund-email
-effects: [human, external_write]
-authority:
-  - operations: [email.send]
-    scope: {mailbox: [support@acme.example]}
-inputs:
-  draft: {handle: email_draft}
-steps:
-  - propose: email.send
-    args: {draft: $draft}
-    bind: proposal
-  - request_approval: $proposal
-    bind: decision
-  - match: $decision
-    arms:
-      Granted:
-        bind: {permit: permit}
-        do:
-          - dispatch: $proposal
-            permit: $permit
-            bind: outcome
-          - match: $outcome
-            arms:
-              completed: []
-              failed_no_effect: []
-              unknown: []
-      Denied:
-        bind: {reason: reason}
-"""
+#: The exact-action workflow the checker's examples hold (tests/workflows/ok/).
+EXAMPLES = Path(__file__).resolve().parents[2] / "workflows" / "ok"
+REFUND = (EXAMPLES / "refund_email.yaml").read_text(encoding="utf-8")
 
 
 def codes(result: CheckedWorkflow | Diagnostics) -> list[DiagnosticCode]:
